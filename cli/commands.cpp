@@ -1,0 +1,272 @@
+#include "cli/commands.hpp"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli/exit_codes.hpp"
+#include "codegen/backend.hpp"
+#include "db/store.hpp"
+#include "ir/parse.hpp"
+#include "ops/library.hpp"
+#include "support/error.hpp"
+#include "tuner/lookup.hpp"
+#include "tuner/tune.hpp"
+
+namespace tiletune::cli {
+
+namespace {
+
+std::string read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw_error(ErrorKind::Io, "cannot read " + path);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+bool is_file(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(path, ec);
+}
+
+ir::OpDef resolve_op(const std::string& op, const std::string& op_name) {
+  bool file = is_file(op);
+  std::string text = file ? read_text_file(op) : ops::op_text(op);
+  std::vector<ir::OpDef> defs;
+  try {
+    defs = ir::parse_ops(text);
+  } catch (const Error& e) {
+    throw_error(e.kind(), (file ? op : "library op " + op) + ":" + e.what());
+  }
+  if (!op_name.empty()) {
+    for (auto& d : defs)
+      if (d.name == op_name) return d;
+    throw_error(ErrorKind::NotFound, "no op named '" + op_name + "' in " + op);
+  }
+  if (defs.size() != 1) {
+    std::string names;
+    for (auto& d : defs) names += (names.empty() ? "" : ", ") + d.name;
+    throw_error(ErrorKind::InvalidInput, op + " holds several ops (" + names + "): choose one with --op-name");
+  }
+  return defs.front();
+}
+
+ir::Workload load_workload(const std::string& op, const std::string& op_name, const std::string& sizes) {
+  return ir::bind(resolve_op(op, op_name), ir::parse_sizes(sizes));
+}
+
+std::unique_ptr<codegen::Backend> backend_for(const CommonOptions& c) {
+  codegen::BackendOptions o;
+  o.threads = c.threads;
+  return codegen::make_backend(c.backend, o);
+}
+
+tuner::TuneOptions tune_options(const CommonOptions& c, const TuneCommandOptions& t) {
+  tuner::TuneOptions o;
+  o.trials = t.trials;
+  o.batch_size = t.batch;
+  o.strategy = t.strategy;
+  o.seed = t.seed;
+  o.measure.timeout_s = t.timeout_s;
+  o.measure.min_seconds = t.min_seconds;
+  o.measure.cache_dir = c.cache_dir;
+  return o;
+}
+
+std::string fmt(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+std::string ms(double seconds) { return std::isfinite(seconds) ? fmt("%.3f", seconds * 1e3) : "-"; }
+
+//! A progress bar on a terminal, one line per batch otherwise.
+class ProgressPrinter {
+ public:
+  explicit ProgressPrinter(std::string label) : label_(std::move(label)), tty_(isatty(STDERR_FILENO)) {}
+  ~ProgressPrinter() {
+    if (tty_ && drawn_) std::cerr << "\n";
+  }
+  void operator()(const tuner::Progress& p) {
+    std::string stats = std::to_string(p.done) + "/" + std::to_string(p.total) + "  best " + ms(p.best_s) +
+                        " ms  failed " + std::to_string(p.failed);
+    if (tty_) {
+      int width = 30, filled = p.total ? std::min(width, width * p.done / p.total) : width;
+      std::cerr << "\r" << label_ << " [" << std::string(filled, '#') << std::string(width - filled, '.') << "] " << stats
+                << "   " << std::flush;
+      drawn_ = true;
+    } else {
+      std::cerr << label_ << ": " << stats << "\n";
+    }
+  }
+
+ private:
+  std::string label_;
+  bool tty_;
+  bool drawn_ = false;
+};
+
+struct Row {
+  std::vector<std::string> cells;
+};
+
+void print_table(const std::vector<std::string>& header, const std::vector<Row>& rows) {
+  std::vector<size_t> width(header.size());
+  for (size_t i = 0; i < header.size(); ++i) width[i] = header[i].size();
+  for (auto& r : rows)
+    for (size_t i = 0; i < r.cells.size(); ++i) width[i] = std::max(width[i], r.cells[i].size());
+  auto print = [&](const std::vector<std::string>& cells) {
+    std::string line;
+    for (size_t i = 0; i < cells.size(); ++i) {
+      std::string cell = cells[i];
+      bool left = i < 2;
+      std::string pad(width[i] - cell.size(), ' ');
+      line += (i ? "  " : "") + (left ? cell + pad : pad + cell);
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    std::cout << line << "\n";
+  };
+  print(header);
+  for (auto& r : rows) print(r.cells);
+}
+
+const std::vector<std::string> kTuneHeader = {"op",        "sizes",   "records", "new",     "failed",
+                                              "naive ms",  "best ms", "GFLOP/s", "GB/s",    "speedup"};
+
+Row tune_row(const ir::Workload& w, const tuner::TuneSummary& s) {
+  double best = s.best ? s.best->median_s() : INFINITY;
+  double naive = s.naive ? s.naive->median_s() : INFINITY;
+  return {{w.op.name, w.sizes_text(), std::to_string(s.already + s.measured), std::to_string(s.measured),
+           std::to_string(s.failed), ms(naive), ms(best),
+           std::isfinite(best) ? fmt("%.1f", w.flops() / best / 1e9) : "-",
+           std::isfinite(best) ? fmt("%.1f", w.io_bytes() / best / 1e9) : "-",
+           std::isfinite(best) && std::isfinite(naive) ? fmt("%.1fx", naive / best) : "-"}};
+}
+
+tuner::TuneSummary tune_one(const ir::Workload& w, const codegen::Backend& backend, db::Store& store,
+                            const tuner::TuneOptions& o) {
+  ProgressPrinter progress(w.op.name + " " + w.sizes_text());
+  return tuner::tune(w, backend, store, o, [&](const tuner::Progress& p) { progress(p); });
+}
+
+}  // namespace
+
+int run_tune(const CommonOptions& c, const TuneCommandOptions& t) {
+  ir::Workload w = load_workload(c.op, c.op_name, c.sizes);
+  auto backend = backend_for(c);
+  auto store = db::open_sqlite_store(c.db);
+  tuner::TuneSummary s = tune_one(w, *backend, *store, tune_options(c, t));
+  print_table(kTuneHeader, {tune_row(w, s)});
+  if (!s.best) {
+    std::cerr << "tiletune: no candidate of " << w.op.name << " passed the correctness check\n";
+    return kNoResult;
+  }
+  std::cout << "workload " << w.key << "  target " << backend->target().key << "  database " << c.db << "\n";
+  return kOk;
+}
+
+int run_suite(const CommonOptions& c, const TuneCommandOptions& t, const std::string& suite, bool trials_given) {
+  std::string text = is_file(suite) ? read_text_file(suite) : ops::suite_text(suite);
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("cases") || !j["cases"].is_array())
+    throw_error(ErrorKind::InvalidInput, "suite " + suite + ": expected a JSON object with a \"cases\" array");
+  TuneCommandOptions opts = t;
+  if (!trials_given && j.contains("trials") && j["trials"].is_number_integer()) opts.trials = j["trials"].get<int>();
+  std::vector<ir::Workload> workloads;
+  for (auto& cs : j["cases"]) {
+    if (!cs.is_object() || !cs.contains("op") || !cs["op"].is_string() || !cs.contains("sizes") || !cs["sizes"].is_string())
+      throw_error(ErrorKind::InvalidInput, "suite " + suite + ": each case needs string fields \"op\" and \"sizes\"");
+    workloads.push_back(load_workload(cs["op"].get<std::string>(), cs.value("op_name", ""), cs["sizes"].get<std::string>()));
+  }
+  auto backend = backend_for(c);
+  auto store = db::open_sqlite_store(c.db);
+  std::vector<Row> rows;
+  bool all_ok = true;
+  for (auto& w : workloads) {
+    tuner::TuneSummary s = tune_one(w, *backend, *store, tune_options(c, opts));
+    all_ok = all_ok && s.best.has_value();
+    rows.push_back(tune_row(w, s));
+  }
+  print_table(kTuneHeader, rows);
+  std::cout << "database " << c.db << "  target " << backend->target().key << "\n";
+  return all_ok ? kOk : kNoResult;
+}
+
+int run_best(const CommonOptions& c, int top, bool json) {
+  ir::Workload w = load_workload(c.op, c.op_name, c.sizes);
+  auto backend = backend_for(c);
+  auto store = db::open_sqlite_store(c.db);
+  auto found = tuner::find_best(*store, w.key, backend->target());
+  if (!found)
+    throw_error(ErrorKind::NotFound, "no measured kernel of " + w.op.name + " with " + w.sizes_text() + " in " + c.db +
+                                         "; run `tiletune tune` first");
+  if (!found->exact_target)
+    std::cerr << "tiletune: warning: no record for this exact target; using one measured on the same device "
+                 "with another toolchain\n";
+  auto records = store->top_k(w.key, found->record.target_key, top);
+  if (json) {
+    for (auto& r : records) std::cout << db::record_to_json(r) << "\n";
+    return kOk;
+  }
+  std::vector<Row> rows;
+  int rank = 1;
+  for (auto& r : records)
+    rows.push_back({{std::to_string(rank++), ms(r.median_s()), fmt("%.1f", w.flops() / r.median_s() / 1e9),
+                     std::to_string(r.times_s.size()), r.config_json}});
+  print_table({"rank", "median ms", "GFLOP/s", "repeats", "config"}, rows);
+  return kOk;
+}
+
+int run_show(const CommonOptions& c, const std::string& config_json, bool naive) {
+  ir::Workload w = load_workload(c.op, c.op_name, c.sizes);
+  auto backend = backend_for(c);
+  ir::Schedule s;
+  if (naive) {
+    s = ir::naive_schedule(w);
+  } else if (!config_json.empty()) {
+    s = ir::Schedule::from_json(config_json);
+  } else {
+    auto store = db::open_sqlite_store(c.db);
+    auto found = tuner::find_best(*store, w.key, backend->target());
+    if (!found)
+      throw_error(ErrorKind::NotFound, "no measured kernel of " + w.op.name + " with " + w.sizes_text() + " in " +
+                                           c.db + "; run `tiletune tune` first, or pass --naive or --config");
+    s = ir::Schedule::from_json(found->record.config_json);
+  }
+  ir::LoopNest nest = ir::lower(w, s, backend->target().traits);
+  std::cout << backend->emit(w, nest, s.to_json());
+  return kOk;
+}
+
+int run_ops() {
+  for (auto& name : ops::op_names()) {
+    ir::OpDef op = ir::parse_op(ops::op_text(name));
+    std::string sig = op.name + "(";
+    for (size_t i = 0; i < op.inputs.size(); ++i) {
+      sig += (i ? ", " : "") + op.inputs[i].name + "[";
+      for (size_t d = 0; d < op.inputs[i].dims.size(); ++d) sig += (d ? ", " : "") + ir::to_string(op.inputs[i].dims[d]);
+      sig += "]";
+    }
+    sig += ") -> ";
+    for (size_t i = 0; i < op.outputs.size(); ++i) {
+      sig += (i ? ", " : "") + op.outputs[i].name + "[";
+      for (size_t d = 0; d < op.outputs[i].dims.size(); ++d) sig += (d ? ", " : "") + ir::to_string(op.outputs[i].dims[d]);
+      sig += "]";
+    }
+    std::cout << sig << "\n";
+  }
+  std::cout << "\nsuites:";
+  for (auto& s : ops::suite_names()) std::cout << " " << s;
+  std::cout << "\n";
+  return kOk;
+}
+
+}  // namespace tiletune::cli

@@ -1,0 +1,36 @@
+// cli/commands.hpp
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace tiletune::cli {
+
+//! Options shared by the subcommands that touch an op, a backend and a database.
+struct CommonOptions {
+  std::string op;             //!< library name or path of a .tile file
+  std::string op_name;        //!< which op of a file holding several
+  std::string sizes;          //!< "M=512,N=512,K=512"
+  std::string db = "tiletune.db";
+  std::string backend = "cpu";
+  int threads = 0;
+  std::string cache_dir;
+};
+
+struct TuneCommandOptions {
+  int trials = 64;
+  int batch = 16;
+  std::string strategy = "evolutionary";
+  std::uint64_t seed = 1;
+  double timeout_s = 10;
+  double min_seconds = 0.1;
+};
+
+// Each subcommand is a thin call into the modules; each returns an exit code and lets
+// tiletune::Error escape to main, which converts it.
+int run_tune(const CommonOptions& c, const TuneCommandOptions& t);
+int run_suite(const CommonOptions& c, const TuneCommandOptions& t, const std::string& suite, bool trials_given);
+int run_best(const CommonOptions& c, int top, bool json);
+int run_show(const CommonOptions& c, const std::string& config_json, bool naive);
+int run_ops();
+
+}  // namespace tiletune::cli

@@ -1,0 +1,97 @@
+// The tiletune command. Subcommands parse their options here and call cli/commands.cpp.
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "cli/commands.hpp"
+#include "cli/exit_codes.hpp"
+
+using namespace tiletune;
+
+namespace {
+
+void add_common(CLI::App* cmd, cli::CommonOptions& c, bool with_op) {
+  if (with_op) {
+    cmd->add_option("op", c.op, "library op name (see `tiletune ops`) or path of a .tile file")->required();
+    cmd->add_option("--op-name", c.op_name, "the op to use when the file holds several");
+    cmd->add_option("--sizes,-s", c.sizes, "sizes of the op, like M=512,N=512,K=512")->required();
+  }
+  cmd->add_option("--db", c.db, "SQLite database of measurements")->capture_default_str();
+  cmd->add_option("--backend", c.backend, "backend to generate code for")->capture_default_str();
+  cmd->add_option("--threads", c.threads, "threads of generated kernels (0: all cores)")->capture_default_str();
+  cmd->add_option("--cache", c.cache_dir, "folder for built kernels (default: ~/.cache/tiletune)");
+}
+
+void add_tune(CLI::App* cmd, cli::TuneCommandOptions& t) {
+  cmd->add_option("--trials,-n", t.trials, "measurements wanted per op, counting those in the database")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  cmd->add_option("--batch", t.batch, "candidates built and measured per round")->check(CLI::Range(1, 4096))->capture_default_str();
+  cmd->add_option("--strategy", t.strategy, "search strategy: random or evolutionary")->capture_default_str();
+  cmd->add_option("--seed", t.seed, "random seed of the search")->capture_default_str();
+  cmd->add_option("--timeout", t.timeout_s, "seconds one candidate may run before it counts as hung")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
+  cmd->add_option("--min-time", t.min_seconds, "seconds of repeats timed per candidate")
+      ->check(CLI::Range(0.0, 60.0))
+      ->capture_default_str();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tiletune: tunes tensor kernels written in the tile-op language, on this machine's hardware."};
+  app.footer(cli::exit_code_help());
+  app.require_subcommand(1);
+  cli::CommonOptions common;
+  cli::TuneCommandOptions tune;
+
+  auto* tune_cmd = app.add_subcommand("tune", "tune one op at given sizes and store every measurement");
+  add_common(tune_cmd, common, true);
+  add_tune(tune_cmd, tune);
+
+  std::string suite = "default";
+  auto* suite_cmd = app.add_subcommand("suite", "tune every case of a suite (library name or JSON file) and print a table");
+  suite_cmd->add_option("suite", suite, "suite name (see `tiletune ops`) or path of a suite JSON file")->capture_default_str();
+  add_common(suite_cmd, common, false);
+  add_tune(suite_cmd, tune);
+
+  int top = 1;
+  bool json = false;
+  auto* best_cmd = app.add_subcommand("best", "print the best measured kernels of an op at given sizes");
+  add_common(best_cmd, common, true);
+  best_cmd->add_option("--top,-k", top, "how many to list")->check(CLI::Range(1, 1000))->capture_default_str();
+  best_cmd->add_flag("--json", json, "print the records as JSON lines");
+
+  std::string config;
+  bool naive = false;
+  auto* show_cmd = app.add_subcommand("show", "print the generated source of the best kernel (or of a given config)");
+  add_common(show_cmd, common, true);
+  show_cmd->add_option("--config", config, "a config as JSON instead of the best one");
+  show_cmd->add_flag("--naive", naive, "the naive reference schedule instead of the best one");
+
+  app.add_subcommand("ops", "list the library's ops and suites");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return cli::kUsage;
+  }
+  try {
+    if (*tune_cmd) return cli::run_tune(common, tune);
+    if (*suite_cmd) return cli::run_suite(common, tune, suite, suite_cmd->count("--trials") > 0);
+    if (*best_cmd) return cli::run_best(common, top, json);
+    if (*show_cmd) return cli::run_show(common, config, naive);
+    return cli::run_ops();
+  } catch (const Error& e) {
+    std::cerr << "tiletune: " << e.what() << "\n";
+    return cli::exit_code_for(e.kind());
+  } catch (const std::exception& e) {
+    std::cerr << "tiletune: internal error: " << e.what() << "\n";
+    return cli::kInternalError;
+  }
+}

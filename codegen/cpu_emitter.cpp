@@ -1,0 +1,481 @@
+#include "codegen/cpu_emitter.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace tiletune::codegen {
+
+extern const char* const kCpuPrelude;
+
+namespace {
+
+using ir::Combine;
+using ir::Expr;
+using ir::Loop;
+using ir::StageNest;
+
+enum class Mode { Scalar, VecSpatial, VecReduce };
+
+//! Where an axis stands at one register point: a C++ variable plus a constant offset.
+struct AxisValue {
+  std::string var;
+  std::int64_t offset = 0;
+};
+using Point = std::map<std::string, AxisValue>;
+
+//! A linear combination of C++ variables plus a constant, printed as `m1 * 512 + k1 + 3`.
+struct Linear {
+  std::vector<std::pair<std::string, std::int64_t>> terms;
+  std::int64_t constant = 0;
+  void add(const std::string& var, std::int64_t c) {
+    if (c == 0) return;
+    for (auto& t : terms)
+      if (t.first == var) {
+        t.second += c;
+        return;
+      }
+    terms.emplace_back(var, c);
+  }
+  std::string str() const {
+    std::string s;
+    auto sorted = terms;  // largest stride first: m1 * 512 + k1
+    std::stable_sort(sorted.begin(), sorted.end(),
+                     [](const auto& a, const auto& b) { return std::abs(a.second) > std::abs(b.second); });
+    for (auto& [v, c] : sorted) {
+      if (c == 0) continue;
+      if (!s.empty()) s += c < 0 ? " - " : " + ";
+      else if (c < 0) s += "-";
+      std::int64_t a = c < 0 ? -c : c;
+      s += a == 1 ? v : v + " * " + std::to_string(a);
+    }
+    if (s.empty()) return std::to_string(constant);
+    if (constant > 0) s += " + " + std::to_string(constant);
+    if (constant < 0) s += " - " + std::to_string(-constant);
+    return s;
+  }
+};
+
+std::string float_literal(double v) {
+  if (std::isinf(v)) return v > 0 ? "INFINITY" : "(-INFINITY)";
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  std::string s = buf;
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";
+  return s + "f";
+}
+
+double identity(Combine c) {
+  switch (c) {
+    case Combine::Add: return 0.0;
+    case Combine::Mul: return 1.0;
+    case Combine::Max: return -INFINITY;
+    case Combine::Min: return INFINITY;
+    case Combine::Assign: return 0.0;
+  }
+  return 0.0;
+}
+
+std::string combine(Combine c, bool vec, const std::string& a, const std::string& b) {
+  switch (c) {
+    case Combine::Add: return a + " + " + b;
+    case Combine::Mul: return a + " * " + b;
+    case Combine::Max: return std::string(vec ? "tt_vmax(" : "tt_max(") + a + ", " + b + ")";
+    case Combine::Min: return std::string(vec ? "tt_vmin(" : "tt_min(") + a + ", " + b + ")";
+    case Combine::Assign: return b;
+  }
+  return b;
+}
+
+const char* horizontal(Combine c) {
+  switch (c) {
+    case Combine::Mul: return "tt_hprod";
+    case Combine::Max: return "tt_hmax";
+    case Combine::Min: return "tt_hmin";
+    default: return "tt_hsum";
+  }
+}
+
+class Emitter {
+ public:
+  Emitter(const ir::Workload& w, const ir::LoopNest& nest, const ir::TargetTraits& traits)
+      : w_(w), nest_(nest), traits_(traits) {}
+
+  std::string run(const std::string& config_json) {
+    out_ << "// tiletune CPU kernel for op " << w_.op.name << " with " << w_.sizes_text() << "\n";
+    out_ << "// workload " << w_.key << "\n// config " << config_json << "\n";
+    out_ << "#define TT_LANES " << std::max(traits_.vector_lanes, 1) << "\n" << kCpuPrelude << "\n";
+    out_ << "extern \"C\" void tt_kernel(float* const* tt_tensors, float* tt_workspace) {\n";
+    int arg = 0;
+    for (size_t b = 0; b < w_.buffers.size(); ++b) {
+      const auto& buf = w_.buffers[b];
+      std::string name = fresh(buf.name);
+      tensor_[buf.name] = name;
+      if (buf.role != ir::Buffer::Role::Temp) {
+        line(1, "float* __restrict " + name + " = tt_tensors[" + std::to_string(arg++) + "];  // " + shape(b));
+      } else if (nest_.workspace_offset[b] >= 0) {
+        line(1, "float* __restrict " + name + " = tt_workspace + " + std::to_string(nest_.workspace_offset[b]) +
+                    ";  // temporary " + shape(b));
+      }
+    }
+    for (auto& sn : nest_.stages) stage(sn);
+    out_ << "}\n";
+    return out_.str();
+  }
+
+ private:
+  const ir::Workload& w_;
+  const ir::LoopNest& nest_;
+  const ir::TargetTraits& traits_;
+  std::ostringstream out_;
+  std::set<std::string> used_;
+  std::map<std::string, std::string> tensor_;
+
+  // Per stage:
+  const StageNest* sn_ = nullptr;
+  const ir::Stage* st_ = nullptr;
+  std::map<std::pair<std::string, int>, std::string> loop_var_;
+  std::string first_, last_;  // C++ conditions ("" when always true)
+
+  std::string fresh(const std::string& base) {
+    static const std::set<std::string> cxx = {"int", "float", "double", "for", "if", "else", "while", "do",
+                                              "return", "const", "auto", "char", "long", "short", "void",
+                                              "static", "inline", "new", "delete", "this", "class", "struct",
+                                              "switch", "case", "default", "break", "continue", "goto", "bool",
+                                              "true", "false", "signed", "unsigned", "sizeof", "std", "INFINITY"};
+    std::string name = base;
+    while (used_.count(name) || cxx.count(name)) name += "_";
+    used_.insert(name);
+    return name;
+  }
+  void line(int depth, const std::string& text) { out_ << std::string(2 * depth, ' ') << text << "\n"; }
+  std::string shape(size_t b) const {
+    std::string s = "[";
+    for (size_t i = 0; i < w_.buffers[b].shape.size(); ++i) s += (i ? ", " : "") + std::to_string(w_.buffers[b].shape[i]);
+    return s + "]";
+  }
+  const std::string& var(const std::string& axis, int level) {
+    auto key = std::make_pair(axis, level);
+    auto it = loop_var_.find(key);
+    if (it == loop_var_.end()) it = loop_var_.emplace(key, fresh(axis + std::to_string(level))).first;
+    return it->second;
+  }
+
+  //! Flat element offset of `tensor[indices]` at a point.
+  Linear address(const std::string& tensor, const std::vector<ir::IndexExpr>& indices, const Point& p) {
+    const auto& buf = w_.buffers[w_.buffer_index(tensor)];
+    Linear lin;
+    std::int64_t stride = 1;
+    for (size_t d = indices.size(); d-- > 0;) {
+      lin.constant += stride * indices[d].constant;
+      for (auto& t : indices[d].terms) {
+        const AxisValue& v = p.at(t.var);
+        lin.add(v.var, stride * t.coeff);
+        lin.constant += stride * t.coeff * v.offset;
+      }
+      stride *= buf.shape[d];
+    }
+    return lin;
+  }
+  std::int64_t vector_coeff(const Expr& access) const {
+    for (auto& ix : access.indices)
+      if (std::int64_t c = ix.coeff_of(sn_->vector_axis)) return c;
+    return 0;
+  }
+
+  //! State of one block of straight-line code: its loads, deduplicated by address.
+  struct Block {
+    std::vector<std::string> loads;
+    std::map<std::string, std::string> load_names;
+    std::map<std::string, int> per_tensor;
+  };
+
+  std::string value(const Expr& e, const Point& p, bool vec, Block& blk, const std::string& acc_value) {
+    auto arg = [&](size_t i) { return value(e.args[i], p, vec, blk, acc_value); };
+    switch (e.kind) {
+      case Expr::Kind::Const: return vec ? "tt_splat(" + float_literal(e.value) + ")" : float_literal(e.value);
+      case Expr::Kind::Access: {
+        if (!acc_value.empty() && e.name == st_->name) return acc_value;
+        std::string addr = tensor_.at(e.name) + "[" + address(e.name, e.indices, p).str() + "]";
+        std::string load = !vec ? addr : vector_coeff(e) ? "tt_load(&" + addr + ")" : "tt_splat(" + addr + ")";
+        auto it = blk.load_names.find(load);
+        if (it != blk.load_names.end()) return it->second;
+        // Block-local names (A_0, A_1, ...) that avoid the kernel-wide ones.
+        std::string name = tensor_.at(e.name) + "_" + std::to_string(blk.per_tensor[e.name]++);
+        while (used_.count(name)) name += "_";
+        blk.loads.push_back(std::string(vec ? "const tt_vf " : "const float ") + name + " = " + load + ";");
+        blk.load_names[load] = name;
+        return name;
+      }
+      case Expr::Kind::Neg: return "(-" + arg(0) + ")";
+      case Expr::Kind::Add: return "(" + arg(0) + " + " + arg(1) + ")";
+      case Expr::Kind::Sub: return "(" + arg(0) + " - " + arg(1) + ")";
+      case Expr::Kind::Mul: return "(" + arg(0) + " * " + arg(1) + ")";
+      case Expr::Kind::Div: return "(" + arg(0) + " / " + arg(1) + ")";
+      case Expr::Kind::Call: {
+        std::string s = std::string(vec ? "tt_v" : "tt_") + e.name + "(";
+        for (size_t i = 0; i < e.args.size(); ++i) s += (i ? ", " : "") + arg(i);
+        return s + ")";
+      }
+      default: {
+        static const std::map<Expr::Kind, const char*> ops = {{Expr::Kind::Lt, " < "}, {Expr::Kind::Le, " <= "},
+                                                              {Expr::Kind::Gt, " > "}, {Expr::Kind::Ge, " >= "},
+                                                              {Expr::Kind::Eq, " == "}, {Expr::Kind::Ne, " != "}};
+        std::string cmp = "(" + arg(0) + ops.at(e.kind) + arg(1) + ")";
+        return vec ? "tt_vbool" + cmp : "(" + cmp + " ? 1.0f : 0.0f)";
+      }
+    }
+  }
+
+  void flush(int depth, Block& blk) {
+    for (auto& l : blk.loads) line(depth, l);
+    blk.loads.clear();
+  }
+
+  //! Output location of a point: the stage's own buffer, or the epilogue's (same shape).
+  std::string out_addr(const Point& p) {
+    std::vector<ir::IndexExpr> idx;
+    for (auto& a : st_->axes)
+      if (!a.reduce) {
+        ir::IndexExpr ix;
+        ix.terms.push_back({a.name, 1});
+        idx.push_back(ix);
+      }
+    return tensor_.at(w_.buffers[sn_->store].name) + "[" + address(w_.buffers[sn_->store].name, idx, p).str() + "]";
+  }
+
+  //! Stores each point's result, through the fused epilogue once the reduction is complete.
+  void store_all(int depth, const std::vector<Point>& pts, bool vec, const std::vector<std::string>& results) {
+    auto put = [&](int d, const Point& p, const std::string& v) {
+      std::string addr = out_addr(p);
+      line(d, vec ? "tt_store(&" + addr + ", " + v + ");" : addr + " = " + v + ";");
+    };
+    if (sn_->epilogue < 0) {
+      for (size_t i = 0; i < pts.size(); ++i) put(depth, pts[i], results[i]);
+      return;
+    }
+    Block blk;
+    std::vector<std::string> finals;
+    for (size_t i = 0; i < pts.size(); ++i) finals.push_back(value(sn_->epilogue_body, pts[i], vec, blk, results[i]));
+    int d = depth;
+    if (!last_.empty()) line(d++, "if (" + last_ + ") {");
+    flush(d, blk);
+    for (size_t i = 0; i < pts.size(); ++i) put(d, pts[i], finals[i]);
+    if (!last_.empty()) {
+      line(depth, "} else {");
+      for (size_t i = 0; i < pts.size(); ++i) put(d, pts[i], results[i]);
+      line(depth, "}");
+    }
+  }
+
+  //! The reduction loops of the micro-kernel around `body`; returns the depth inside them.
+  int open_reduce_loops(int depth, bool vector_reduce_axis_too) {
+    for (auto& l : sn_->reduce_inner) {
+      if (!vector_reduce_axis_too && sn_->vector_reduce && l.axis == sn_->vector_axis) continue;
+      std::string parent = var(l.axis, l.level - 1);
+      std::string end = l.extent % l.block == 0 ? parent + " + " + std::to_string(l.block)
+                                                : "tt_imin(" + parent + " + " + std::to_string(l.block) + ", " +
+                                                      std::to_string(l.extent) + ")";
+      if (sn_->unroll > 0 && &l == &sn_->reduce_inner.back()) line(depth, "#pragma GCC unroll " + std::to_string(sn_->unroll));
+      const std::string& v = var(l.axis, l.level);
+      line(depth, "for (std::int64_t " + v + " = " + parent + "; " + v + " < " + end + "; ++" + v + ") {");
+      ++depth;
+    }
+    return depth;
+  }
+  void close_to(int from, int to) {
+    while (from > to) line(--from, "}");
+  }
+
+  //! Computes a set of register points. Scalar and VecSpatial points hold one accumulator
+  //! each (a float or a vector of lanes); VecReduce points a vector of partial results.
+  void points(int depth, const std::vector<Point>& pts, Mode mode) {
+    // Accumulator names are local to this block: release them when it is done.
+    std::set<std::string> outer_names = used_;
+    points_body(depth, pts, mode);
+    used_ = outer_names;
+  }
+
+  void points_body(int depth, const std::vector<Point>& pts, Mode mode) {
+    bool vec = mode == Mode::VecSpatial;
+    bool reduction = !sn_->reduce_inner.empty();
+    Combine c = st_->combine;
+    std::vector<std::string> acc;
+    if (!reduction) {
+      Block blk;
+      std::vector<std::string> vals;
+      for (auto& p : pts) vals.push_back(value(sn_->body, p, vec, blk, ""));
+      flush(depth, blk);
+      store_all(depth, pts, vec, vals);
+      return;
+    }
+    for (size_t i = 0; i < pts.size(); ++i) {
+      acc.push_back(fresh("acc" + std::to_string(i)));
+      std::string id = float_literal(identity(c));
+      if (mode == Mode::VecReduce) {
+        line(depth, "tt_vf " + acc.back() + " = tt_splat(" + id + ");");
+        line(depth, "float " + acc.back() + "_tail = " + id + ";");
+      } else {
+        std::string init = vec ? "tt_splat(" + id + ")" : id;
+        std::string prev = vec ? "tt_load(&" + out_addr(pts[i]) + ")" : out_addr(pts[i]);
+        line(depth, std::string(vec ? "tt_vf " : "float ") + acc.back() + " = " +
+                        (first_.empty() ? init : "(" + first_ + ") ? " + init + " : " + prev) + ";");
+      }
+    }
+    int inner = open_reduce_loops(depth, mode != Mode::VecReduce);
+    auto update = [&](int d, bool v, const std::string& suffix, const Point* override_axis) {
+      Block blk;
+      std::vector<std::string> vals;
+      for (auto& p : pts) {
+        Point q = p;
+        if (override_axis) q[sn_->vector_axis] = override_axis->at(sn_->vector_axis);
+        vals.push_back(value(sn_->body, q, v, blk, ""));
+      }
+      flush(d, blk);
+      for (size_t i = 0; i < pts.size(); ++i)
+        line(d, acc[i] + suffix + " = " + combine(c, v, acc[i] + suffix, vals[i]) + ";");
+    };
+    if (mode != Mode::VecReduce) {
+      update(inner, vec, "", nullptr);
+    } else {
+      const Loop& l = sn_->reduce_inner.back();
+      std::string parent = var(l.axis, l.level - 1);
+      std::string end = l.extent % l.block == 0 ? parent + " + " + std::to_string(l.block)
+                                                : "tt_imin(" + parent + " + " + std::to_string(l.block) + ", " +
+                                                      std::to_string(l.extent) + ")";
+      const std::string& v = var(l.axis, l.level);
+      std::string lanes = std::to_string(sn_->lanes);
+      line(inner, "std::int64_t " + v + " = " + parent + ";");
+      if (sn_->unroll > 0) line(inner, "#pragma GCC unroll " + std::to_string(sn_->unroll));
+      line(inner, "for (; " + v + " + " + lanes + " <= " + end + "; " + v + " += " + lanes + ") {");
+      Point at;
+      at[l.axis] = {v, 0};
+      update(inner + 1, true, "", &at);
+      line(inner, "}");
+      line(inner, "for (; " + v + " < " + end + "; ++" + v + ") {");
+      update(inner + 1, false, "_tail", &at);
+      line(inner, "}");
+    }
+    close_to(inner, depth);
+    std::vector<std::string> results;
+    for (size_t i = 0; i < pts.size(); ++i) {
+      std::string result = acc[i];
+      if (mode == Mode::VecReduce) {
+        result = fresh("res" + std::to_string(i));
+        line(depth, "float " + result + " = " +
+                        combine(c, false, std::string(horizontal(c)) + "(" + acc[i] + ")", acc[i] + "_tail") + ";");
+        if (!first_.empty()) {
+          std::string prev = out_addr(pts[i]);
+          line(depth, "if (!(" + first_ + ")) " + result + " = " + combine(c, false, prev, result) + ";");
+        }
+      }
+      results.push_back(result);
+    }
+    store_all(depth, pts, vec, results);
+  }
+
+  void micro_kernel(int depth) {
+    // Register points of the full tile: every combination of spatial offsets, stepping the
+    // vectorized spatial axis by whole vectors.
+    Mode mode = sn_->vector_axis.empty() ? Mode::Scalar : sn_->vector_reduce ? Mode::VecReduce : Mode::VecSpatial;
+    std::vector<Point> pts(1);
+    for (auto& l : sn_->reg) {
+      std::int64_t step = (mode == Mode::VecSpatial && l.axis == sn_->vector_axis) ? sn_->lanes : 1;
+      std::vector<Point> next;
+      for (auto& p : pts)
+        for (std::int64_t r = 0; r < l.block; r += step) {
+          Point q = p;
+          q[l.axis] = {var(l.axis, l.level - 1), r};
+          next.push_back(q);
+        }
+      pts = next;
+    }
+    for (auto& p : pts)
+      for (auto& l : sn_->reduce_inner) p[l.axis] = {var(l.axis, l.level), 0};
+
+    std::string full;
+    for (auto& l : sn_->reg)
+      if (l.extent % l.block != 0)
+        full += (full.empty() ? "" : " && ") + var(l.axis, l.level - 1) + " + " + std::to_string(l.block) +
+                " <= " + std::to_string(l.extent);
+    if (full.empty()) {
+      points(depth, pts, mode);
+      return;
+    }
+    line(depth, "if (" + full + ") {");
+    points(depth + 1, pts, mode);
+    line(depth, "} else {  // edge tile: the same computation, one point at a time");
+    int d = depth + 1;
+    Point p;
+    for (auto& l : sn_->reg) {
+      std::string parent = var(l.axis, l.level - 1);
+      const std::string& v = var(l.axis, l.level);
+      line(d++, "for (std::int64_t " + v + " = " + parent + "; " + v + " < tt_imin(" + parent + " + " +
+                    std::to_string(l.block) + ", " + std::to_string(l.extent) + "); ++" + v + ") {");
+      p[l.axis] = {v, 0};
+    }
+    for (auto& l : sn_->reduce_inner) p[l.axis] = {var(l.axis, l.level), 0};
+    points(d, {p}, Mode::Scalar);
+    close_to(d, depth + 1);
+    line(depth, "}");
+  }
+
+  void stage(const StageNest& sn) {
+    sn_ = &sn;
+    st_ = &w_.stages[sn.stage];
+    loop_var_.clear();
+    const auto& stmt = w_.op.stmts[sn.stage];
+    std::string text = stmt.tensor + "[";
+    for (size_t i = 0; i < stmt.lhs_vars.size(); ++i) text += (i ? ", " : "") + stmt.lhs_vars[i];
+    text += std::string("] ") + ir::combine_token(stmt.combine) + " " + ir::to_string(stmt.rhs);
+    line(1, "// stage " + st_->name + ": " + text);
+    if (sn.epilogue >= 0) line(1, "// with the epilogue of stage " + w_.stages[sn.epilogue].name + " fused at the store");
+    line(1, "{");
+    int depth = 2;
+    int parallel = 0;
+    for (auto& l : sn.outer) parallel += l.parallel ? 1 : 0;
+    if (parallel > 0)
+      line(depth, "#pragma omp parallel for" + (parallel > 1 ? " collapse(" + std::to_string(parallel) + ")" : std::string()) +
+                      " schedule(static) num_threads(" + std::to_string(std::max(traits_.threads, 1)) + ")");
+    for (auto& l : sn.outer) {
+      const std::string& v = var(l.axis, l.level);
+      if (l.level == 0) {
+        line(depth++, "for (std::int64_t " + v + " = 0; " + v + " < " + std::to_string(l.extent) + "; " + v + " += " +
+                          std::to_string(l.step) + ") {");
+      } else {
+        std::string parent = var(l.axis, l.level - 1);
+        std::string end = l.extent % l.block == 0 ? parent + " + " + std::to_string(l.block)
+                                                  : "tt_imin(" + parent + " + " + std::to_string(l.block) + ", " +
+                                                        std::to_string(l.extent) + ")";
+        line(depth++, "for (std::int64_t " + v + " = " + parent + "; " + v + " < " + end + "; " + v + " += " +
+                          std::to_string(l.step) + ") {");
+      }
+    }
+    // A register tile starts from the identity on the first block of every reduction axis
+    // and applies a fused epilogue on the last.
+    first_.clear();
+    last_.clear();
+    for (auto& l : sn.reduce_inner) {
+      if (l.block >= l.extent) continue;
+      std::string base = var(l.axis, l.level - 1);
+      first_ += (first_.empty() ? "" : " && ") + base + " == 0";
+      last_ += (last_.empty() ? "" : " && ") + base + " + " + std::to_string(l.block) + " >= " + std::to_string(l.extent);
+    }
+    micro_kernel(depth);
+    close_to(depth, 2);
+    line(1, "}");
+  }
+};
+
+}  // namespace
+
+std::string emit_cpu_kernel(const ir::Workload& w, const ir::LoopNest& nest, const ir::TargetTraits& traits,
+                            const std::string& config_json) {
+  return Emitter(w, nest, traits).run(config_json);
+}
+
+}  // namespace tiletune::codegen

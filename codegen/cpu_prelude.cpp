@@ -1,0 +1,46 @@
+// The text every generated CPU kernel starts with (see the comment inside).
+namespace tiletune::codegen {
+extern const char* const kCpuPrelude;
+const char* const kCpuPrelude = R"TT_PRELUDE(
+// Helpers every generated CPU kernel starts with: a GCC vector type of TT_LANES floats and the
+// scalar and vector forms of each builtin of the tile-op language. Comparisons give 1 or 0;
+// max/min use the same `a > b ? a : b` form in scalar and vector code so NaNs agree.
+#include <cmath>
+#include <cstdint>
+typedef float tt_vf __attribute__((vector_size(TT_LANES * 4)));
+typedef int tt_vi __attribute__((vector_size(TT_LANES * 4)));
+static inline tt_vf tt_load(const float* p) { tt_vf v; __builtin_memcpy(&v, p, sizeof v); return v; }
+static inline void tt_store(float* p, tt_vf v) { __builtin_memcpy(p, &v, sizeof v); }
+static inline tt_vf tt_splat(float x) { return tt_vf{} + x; }
+static inline std::int64_t tt_imin(std::int64_t a, std::int64_t b) { return a < b ? a : b; }
+static inline float tt_max(float a, float b) { return a > b ? a : b; }
+static inline float tt_min(float a, float b) { return a < b ? a : b; }
+static inline float tt_exp(float x) { return std::exp(x); }
+static inline float tt_log(float x) { return std::log(x); }
+static inline float tt_sqrt(float x) { return std::sqrt(x); }
+static inline float tt_tanh(float x) { return std::tanh(x); }
+static inline float tt_abs(float x) { return std::fabs(x); }
+static inline float tt_erf(float x) { return std::erf(x); }
+static inline float tt_pow(float x, float y) { return std::pow(x, y); }
+static inline float tt_sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+static inline float tt_select(float c, float a, float b) { return c != 0.0f ? a : b; }
+static inline tt_vf tt_vmax(tt_vf a, tt_vf b) { return a > b ? a : b; }
+static inline tt_vf tt_vmin(tt_vf a, tt_vf b) { return a < b ? a : b; }
+static inline tt_vf tt_vbool(tt_vi m) { return m ? tt_splat(1.0f) : tt_splat(0.0f); }
+static inline tt_vf tt_vselect(tt_vf c, tt_vf a, tt_vf b) { return c != tt_splat(0.0f) ? a : b; }
+#define TT_LANEWISE(name, fn) \
+  static inline tt_vf name(tt_vf x) { tt_vf r; for (int i = 0; i < TT_LANES; ++i) r[i] = fn(x[i]); return r; }
+TT_LANEWISE(tt_vexp, tt_exp)
+TT_LANEWISE(tt_vlog, tt_log)
+TT_LANEWISE(tt_vsqrt, tt_sqrt)
+TT_LANEWISE(tt_vtanh, tt_tanh)
+TT_LANEWISE(tt_vabs, tt_abs)
+TT_LANEWISE(tt_verf, tt_erf)
+TT_LANEWISE(tt_vsigmoid, tt_sigmoid)
+static inline tt_vf tt_vpow(tt_vf x, tt_vf y) { tt_vf r; for (int i = 0; i < TT_LANES; ++i) r[i] = tt_pow(x[i], y[i]); return r; }
+static inline float tt_hsum(tt_vf v) { float s = 0; for (int i = 0; i < TT_LANES; ++i) s += v[i]; return s; }
+static inline float tt_hprod(tt_vf v) { float s = 1; for (int i = 0; i < TT_LANES; ++i) s *= v[i]; return s; }
+static inline float tt_hmax(tt_vf v) { float s = v[0]; for (int i = 1; i < TT_LANES; ++i) s = tt_max(s, v[i]); return s; }
+static inline float tt_hmin(tt_vf v) { float s = v[0]; for (int i = 1; i < TT_LANES; ++i) s = tt_min(s, v[i]); return s; }
+)TT_PRELUDE";
+}  // namespace tiletune::codegen

@@ -1,0 +1,112 @@
+// Record <-> the exported JSON form (schemas/record.schema.json), and Record::median_s.
+#include <algorithm>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "db/store.hpp"
+#include "support/error.hpp"
+
+namespace tiletune::db {
+
+using nlohmann::json;
+
+double Record::median_s() const {
+  if (!ok() || times_s.empty()) return std::numeric_limits<double>::infinity();
+  std::vector<double> t = times_s;
+  std::sort(t.begin(), t.end());
+  std::size_t n = t.size();
+  return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
+}
+
+namespace {
+
+[[noreturn]] void bad(const std::string& what) { throw_error(ErrorKind::InvalidInput, "record: " + what); }
+
+// The stored config and measure params are JSON text; the export embeds them as objects.
+json embed(const std::string& text, const char* field) {
+  if (text.empty()) return json::object();
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) bad(std::string(field) + " is not a JSON object");
+  return j;
+}
+
+// The member `name` of `obj`, which must pass `ok`; `path` prefixes the name in messages.
+const json& member(const json& obj, const std::string& path, const char* name, bool (*ok)(const json&),
+                   const char* expected) {
+  auto it = obj.find(name);
+  if (it == obj.end()) bad("missing field \"" + path + name + "\"");
+  if (!ok(*it)) bad("field \"" + path + name + "\" must be " + expected + ", got " + it->type_name());
+  return *it;
+}
+
+bool is_string(const json& v) { return v.is_string(); }
+bool is_integer(const json& v) { return v.is_number_integer(); }
+bool is_object(const json& v) { return v.is_object(); }
+bool is_array(const json& v) { return v.is_array(); }
+bool is_string_or_null(const json& v) { return v.is_string() || v.is_null(); }
+bool is_number_or_null(const json& v) { return v.is_number() || v.is_null(); }
+
+std::string string_member(const json& obj, const char* name) {
+  return member(obj, "", name, is_string, "a string").get<std::string>();
+}
+
+std::int64_t int_member(const json& obj, const char* name) {
+  return member(obj, "", name, is_integer, "an integer").get<std::int64_t>();
+}
+
+}  // namespace
+
+std::string record_to_json(const Record& r) {
+  json result = {
+      {"times_s", r.times_s},
+      {"median_s", r.ok() && !r.times_s.empty() ? json(r.median_s()) : json(nullptr)},
+      {"error_class", r.ok() ? json(nullptr) : json(r.error_class)},
+      {"error_message", r.error_message},
+  };
+  json j = {
+      {"id", r.id},
+      {"workload_key", r.workload_key},
+      {"target_key", r.target_key},
+      {"config_key", r.config_key},
+      {"config", embed(r.config_json, "config_json")},
+      {"result", std::move(result)},
+      {"measure_params", embed(r.measure_params_json, "measure_params_json")},
+      {"tool_version", r.tool_version},
+      {"created_unix_ms", r.created_unix_ms},
+  };
+  return j.dump();
+}
+
+Record record_from_json(const std::string& text) {
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) bad("not valid JSON");
+  if (!j.is_object()) bad(std::string("expected a JSON object, got ") + j.type_name());
+
+  Record r;
+  r.id = int_member(j, "id");
+  r.workload_key = string_member(j, "workload_key");
+  r.target_key = string_member(j, "target_key");
+  r.config_key = string_member(j, "config_key");
+  r.config_json = member(j, "", "config", is_object, "an object").dump();  // keys sorted: canonical
+  r.measure_params_json = member(j, "", "measure_params", is_object, "an object").dump();
+  r.tool_version = string_member(j, "tool_version");
+  r.created_unix_ms = int_member(j, "created_unix_ms");
+
+  const json& res = member(j, "", "result", is_object, "an object");
+  for (const auto& t : member(res, "result.", "times_s", is_array, "an array")) {
+    if (!t.is_number() || t.get<double>() < 0) bad("result.times_s must hold non-negative numbers, got " + t.dump());
+    r.times_s.push_back(t.get<double>());
+  }
+  const json& cls = member(res, "result.", "error_class", is_string_or_null, "a string or null");
+  if (cls.is_string()) {
+    r.error_class = cls.get<std::string>();
+    if (r.error_class.empty()) bad("result.error_class must be null for success, not \"\"");
+  }
+  r.error_message = member(res, "result.", "error_message", is_string, "a string").get<std::string>();
+  // median_s is derived from times_s: checked for type, never trusted.
+  member(res, "result.", "median_s", is_number_or_null, "a number or null");
+  if (r.ok() && r.times_s.empty()) bad("a successful result needs at least one time in result.times_s");
+  return r;
+}
+
+}  // namespace tiletune::db

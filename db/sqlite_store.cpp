@@ -1,0 +1,353 @@
+#include <sqlite3.h>
+
+#include <chrono>
+#include <mutex>
+#include <nlohmann/json.hpp>
+
+#include "db/store.hpp"
+#include "support/error.hpp"
+
+namespace tiletune::db {
+namespace {
+
+// Each step moves the schema from version i to i + 1; append steps, never edit shipped ones.
+const char* const kMigrations[] = {
+    // 1: workloads, targets, records.
+    R"sql(
+    CREATE TABLE workloads (
+      key            TEXT PRIMARY KEY,
+      op_name        TEXT NOT NULL,
+      canonical_text TEXT NOT NULL,
+      sizes_json     TEXT NOT NULL,
+      created        INTEGER NOT NULL
+    );
+    CREATE TABLE targets (
+      key              TEXT PRIMARY KEY,
+      backend          TEXT NOT NULL,
+      family           TEXT NOT NULL,
+      fingerprint_json TEXT NOT NULL,
+      created          INTEGER NOT NULL
+    );
+    CREATE TABLE records (
+      id                  INTEGER PRIMARY KEY,
+      workload_key        TEXT NOT NULL REFERENCES workloads(key),
+      target_key          TEXT NOT NULL REFERENCES targets(key),
+      config_key          TEXT NOT NULL,
+      config_json         TEXT NOT NULL,
+      times_json          TEXT NOT NULL,
+      median_s            REAL,
+      error_class         TEXT,
+      error_message       TEXT NOT NULL,
+      measure_params_json TEXT NOT NULL,
+      tool_version        TEXT NOT NULL,
+      created_unix_ms     INTEGER NOT NULL,
+      UNIQUE (workload_key, target_key, config_key)
+    );
+    CREATE INDEX records_by_speed ON records (workload_key, target_key, median_s);
+    )sql",
+};
+constexpr std::int64_t kSchemaVersion = sizeof kMigrations / sizeof kMigrations[0];
+
+std::int64_t now_unix_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+[[noreturn]] void fail(sqlite3* db, const std::string& what) {
+  throw_error(ErrorKind::Database, what + ": " + (db ? sqlite3_errmsg(db) : "out of memory"));
+}
+
+struct CloseDb {
+  void operator()(sqlite3* db) const { sqlite3_close_v2(db); }
+};
+using DbPtr = std::unique_ptr<sqlite3, CloseDb>;
+
+//! A prepared statement: bind by position (1-based), step, read columns (0-based).
+class Statement {
+ public:
+  Statement(sqlite3* db, const char* sql) : db_(db) {
+    if (sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) != SQLITE_OK) fail(db, "preparing a statement");
+  }
+  ~Statement() { sqlite3_finalize(stmt_); }
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+
+  template <class... Args>
+  Statement& bind(const Args&... args) {
+    int i = 0;
+    (bind_one(++i, args), ...);
+    return *this;
+  }
+
+  //! True when a row is ready; false when done.
+  bool step() {
+    int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    fail(db_, std::string("running \"") + first_line() + "\"");
+  }
+
+  std::string text(int col) const {
+    auto p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, col));
+    return p ? std::string(p, static_cast<std::size_t>(sqlite3_column_bytes(stmt_, col))) : std::string();
+  }
+  std::int64_t integer(int col) const { return sqlite3_column_int64(stmt_, col); }
+
+ private:
+  void check(int rc) {
+    if (rc != SQLITE_OK) fail(db_, "binding a parameter");
+  }
+  void bind_one(int i, const std::string& s) {
+    check(sqlite3_bind_text(stmt_, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT));
+  }
+  void bind_one(int i, const char* s) { check(sqlite3_bind_text(stmt_, i, s, -1, SQLITE_TRANSIENT)); }
+  void bind_one(int i, std::int64_t v) { check(sqlite3_bind_int64(stmt_, i, v)); }
+  void bind_one(int i, int v) { check(sqlite3_bind_int64(stmt_, i, v)); }
+  void bind_one(int i, const std::optional<double>& v) {
+    check(v ? sqlite3_bind_double(stmt_, i, *v) : sqlite3_bind_null(stmt_, i));
+  }
+  void bind_one(int i, const std::optional<std::string>& v) {
+    if (v) bind_one(i, *v);
+    else check(sqlite3_bind_null(stmt_, i));
+  }
+
+  std::string first_line() const {
+    std::string sql = sqlite3_sql(stmt_);
+    auto start = sql.find_first_not_of(" \n");
+    sql = sql.substr(start == std::string::npos ? 0 : start);
+    return sql.substr(0, sql.find('\n'));
+  }
+
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+void exec(sqlite3* db, const char* sql, const std::string& what) {
+  if (sqlite3_exec(db, sql, nullptr, nullptr, nullptr) != SQLITE_OK) fail(db, what);
+}
+
+//! A write transaction. BEGIN IMMEDIATE takes the write lock up front, so a concurrent writer
+//! waits in the busy handler instead of failing later with SQLITE_BUSY on lock upgrade.
+class WriteTransaction {
+ public:
+  explicit WriteTransaction(sqlite3* db) : db_(db) { exec(db, "BEGIN IMMEDIATE", "starting a write transaction"); }
+  ~WriteTransaction() {
+    if (db_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+  void commit() {
+    exec(db_, "COMMIT", "committing");
+    db_ = nullptr;
+  }
+
+ private:
+  sqlite3* db_;
+};
+
+// Column list shared by every record query, in the order read_record expects.
+const std::string kRecordColumns =
+    "id, workload_key, target_key, config_key, config_json, times_json, error_class, "
+    "error_message, measure_params_json, tool_version, created_unix_ms";
+
+Record read_record(const Statement& st) {
+  Record r;
+  r.id = st.integer(0);
+  r.workload_key = st.text(1);
+  r.target_key = st.text(2);
+  r.config_key = st.text(3);
+  r.config_json = st.text(4);
+  try {
+    r.times_s = nlohmann::json::parse(st.text(5)).get<std::vector<double>>();
+  } catch (const nlohmann::json::exception& e) {
+    throw_error(ErrorKind::Database, "record " + std::to_string(r.id) + " has corrupt times_json: " + e.what());
+  }
+  r.error_class = st.text(6);  // NULL (success) reads as ""
+  r.error_message = st.text(7);
+  r.measure_params_json = st.text(8);
+  r.tool_version = st.text(9);
+  r.created_unix_ms = st.integer(10);
+  return r;
+}
+
+class SqliteStore final : public Store {
+ public:
+  explicit SqliteStore(const std::string& path) : path_(path) {
+    sqlite3* raw = nullptr;
+    int rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+    db_.reset(raw);
+    if (rc != SQLITE_OK) fail(raw, "cannot open database '" + path + "'");
+    sqlite3_extended_result_codes(raw, 1);
+    sqlite3_busy_timeout(raw, 10000);
+    // The first statement that reads the file: a file that is not SQLite fails here.
+    exec(raw, "PRAGMA journal_mode=WAL", "cannot open database '" + path + "'");
+    exec(raw, "PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL", "configuring database '" + path + "'");
+    migrate();
+  }
+
+  void put_workload(const WorkloadRow& w) override {
+    std::lock_guard lock(mu_);
+    WriteTransaction tx(db());
+    Statement(db(), "INSERT INTO workloads (key, op_name, canonical_text, sizes_json, created) "
+                    "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING")
+        .bind(w.key, w.op_name, w.canonical_text, w.sizes_json, now_unix_ms())
+        .step();
+    tx.commit();
+  }
+
+  void put_target(const TargetRow& t) override {
+    std::lock_guard lock(mu_);
+    WriteTransaction tx(db());
+    Statement(db(), "INSERT INTO targets (key, backend, family, fingerprint_json, created) "
+                    "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING")
+        .bind(t.key, t.backend, t.family, t.fingerprint_json, now_unix_ms())
+        .step();
+    tx.commit();
+  }
+
+  std::optional<WorkloadRow> workload(const std::string& key) override {
+    std::lock_guard lock(mu_);
+    Statement st(db(), "SELECT key, op_name, canonical_text, sizes_json FROM workloads WHERE key = ?");
+    if (!st.bind(key).step()) return std::nullopt;
+    return WorkloadRow{st.text(0), st.text(1), st.text(2), st.text(3)};
+  }
+
+  std::optional<TargetRow> target(const std::string& key) override {
+    std::lock_guard lock(mu_);
+    Statement st(db(), "SELECT key, backend, family, fingerprint_json FROM targets WHERE key = ?");
+    if (!st.bind(key).step()) return std::nullopt;
+    return TargetRow{st.text(0), st.text(1), st.text(2), st.text(3)};
+  }
+
+  std::vector<TargetRow> targets() override {
+    std::lock_guard lock(mu_);
+    Statement st(db(), "SELECT key, backend, family, fingerprint_json FROM targets ORDER BY created, key");
+    std::vector<TargetRow> out;
+    while (st.step()) out.push_back({st.text(0), st.text(1), st.text(2), st.text(3)});
+    return out;
+  }
+
+  std::int64_t add_record(const Record& r) override {
+    if (r.ok() && r.times_s.empty())
+      throw_error(ErrorKind::InvalidInput, "add_record: a successful record needs at least one time");
+    std::optional<double> median;
+    if (r.ok()) median = r.median_s();
+    std::optional<std::string> error_class;
+    if (!r.ok()) error_class = r.error_class;
+    std::string times = nlohmann::json(r.times_s).dump();
+    std::int64_t created = r.created_unix_ms ? r.created_unix_ms : now_unix_ms();
+
+    std::lock_guard lock(mu_);
+    WriteTransaction tx(db());
+    try {
+      Statement(db(), "INSERT INTO records (workload_key, target_key, config_key, config_json, times_json, "
+                      "median_s, error_class, error_message, measure_params_json, tool_version, created_unix_ms) "
+                      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING")
+          .bind(r.workload_key, r.target_key, r.config_key, r.config_json, times, median, error_class,
+                r.error_message, r.measure_params_json, r.tool_version, created)
+          .step();
+    } catch (const Error&) {
+      if (sqlite3_extended_errcode(db()) == SQLITE_CONSTRAINT_FOREIGNKEY)
+        throw_error(ErrorKind::Database, "add_record: workload '" + r.workload_key + "' or target '" +
+                                             r.target_key + "' is not in the database (put it first)");
+      throw;
+    }
+    // The row is either the one just inserted or the earlier duplicate: one query serves both.
+    Statement st(db(), "SELECT id FROM records WHERE workload_key = ? AND target_key = ? AND config_key = ?");
+    if (!st.bind(r.workload_key, r.target_key, r.config_key).step())
+      throw_error(ErrorKind::Internal, "add_record: inserted record not found");
+    std::int64_t id = st.integer(0);
+    tx.commit();
+    return id;
+  }
+
+  std::optional<Record> best(const std::string& workload_key, const std::string& target_key) override {
+    auto top = top_k(workload_key, target_key, 1);
+    if (top.empty()) return std::nullopt;
+    return std::move(top.front());
+  }
+
+  std::vector<Record> top_k(const std::string& workload_key, const std::string& target_key, int k) override {
+    // median_s is NULL exactly for failures, which must never rank; ties go to the older record.
+    return query("SELECT " + kRecordColumns + " FROM records WHERE workload_key = ? AND target_key = ? "
+                 "AND median_s IS NOT NULL ORDER BY median_s, id LIMIT ?",
+                 workload_key, target_key, k < 0 ? 0 : k);
+  }
+
+  std::vector<Record> history(const std::string& workload_key, const std::string& target_key) override {
+    return query("SELECT " + kRecordColumns + " FROM records WHERE workload_key = ? AND target_key = ? ORDER BY id",
+                 workload_key, target_key);
+  }
+
+  bool has_config(const std::string& workload_key, const std::string& target_key,
+                  const std::string& config_key) override {
+    std::lock_guard lock(mu_);
+    Statement st(db(), "SELECT 1 FROM records WHERE workload_key = ? AND target_key = ? AND config_key = ?");
+    return st.bind(workload_key, target_key, config_key).step();
+  }
+
+  std::int64_t count_records(const std::string& workload_key, const std::string& target_key) override {
+    std::lock_guard lock(mu_);
+    Statement st(db(), "SELECT COUNT(*) FROM records WHERE workload_key = ? AND target_key = ?");
+    st.bind(workload_key, target_key).step();
+    return st.integer(0);
+  }
+
+ private:
+  sqlite3* db() const { return db_.get(); }
+
+  template <class... Args>
+  std::vector<Record> query(const std::string& sql, const Args&... args) {
+    std::lock_guard lock(mu_);
+    Statement st(db(), sql.c_str());
+    st.bind(args...);
+    std::vector<Record> out;
+    while (st.step()) out.push_back(read_record(st));
+    return out;
+  }
+
+  std::optional<std::int64_t> stored_version() {
+    Statement meta(db(), "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_meta'");
+    if (!meta.step()) return std::nullopt;
+    Statement st(db(), "SELECT value FROM schema_meta WHERE key = 'schema_version'");
+    if (!st.step()) throw_error(ErrorKind::Database, "database '" + path_ + "' has no schema version");
+    return st.integer(0);
+  }
+
+  // Several processes may open a new file at once: the version is re-read under the write lock
+  // so that only one of them applies each step.
+  void migrate() {
+    if (stored_version() == kSchemaVersion) return;  // the common case takes no write lock
+    WriteTransaction tx(db());
+    auto version = stored_version();
+    if (!version) {
+      Statement other(db(), "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'");
+      if (other.step())
+        throw_error(ErrorKind::Database, "database '" + path_ + "' is an SQLite file but not a tiletune "
+                                         "database (it has table '" + other.text(0) + "' and no schema_meta)");
+      exec(db(), "CREATE TABLE schema_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);"
+                 "INSERT INTO schema_meta VALUES ('schema_version', 0)",
+           "creating schema_meta");
+      version = 0;
+    }
+    if (*version > kSchemaVersion)
+      throw_error(ErrorKind::Database, "database '" + path_ + "' has schema version " + std::to_string(*version) +
+                                           " but this tiletune supports up to version " +
+                                           std::to_string(kSchemaVersion) + ": upgrade tiletune");
+    for (auto v = *version; v < kSchemaVersion; ++v) {
+      exec(db(), kMigrations[v], "migrating '" + path_ + "' to schema version " + std::to_string(v + 1));
+      Statement(db(), "UPDATE schema_meta SET value = ? WHERE key = 'schema_version'").bind(v + 1).step();
+    }
+    tx.commit();
+  }
+
+  std::string path_;
+  DbPtr db_;
+  std::mutex mu_;  // one connection, used by one thread at a time
+};
+
+}  // namespace
+
+std::unique_ptr<Store> open_sqlite_store(const std::string& path) {
+  return std::make_unique<SqliteStore>(path);
+}
+
+}  // namespace tiletune::db

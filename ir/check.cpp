@@ -1,0 +1,135 @@
+// Name resolution, ranks, reductions and index-range inference for a parsed op.
+// Sizes stay symbolic here; bind.cpp checks them against concrete values.
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "ir/lexer.hpp"
+#include "ir/op.hpp"
+
+namespace tiletune::ir {
+
+namespace {
+
+using detail::fail_at;
+
+struct Checker {
+  OpDef& op;
+  std::map<std::string, const TensorDecl*> inputs, outputs;
+  std::map<std::string, TensorDecl> defined;  // outputs and intermediates already assigned
+
+  const TensorDecl* readable(const std::string& name) {
+    if (auto it = inputs.find(name); it != inputs.end()) return it->second;
+    if (auto it = defined.find(name); it != defined.end()) return &it->second;
+    return nullptr;
+  }
+
+  std::set<std::string> size_symbols;
+
+  void collect_symbols(const SizeExpr& e) {
+    if (e.kind == SizeExpr::Kind::Symbol) size_symbols.insert(e.symbol);
+    for (auto& a : e.args) collect_symbols(a);
+  }
+
+  void collect_accesses(const Expr& e, std::vector<const Expr*>& out) {
+    if (e.kind == Expr::Kind::Access) out.push_back(&e);
+    if (e.kind == Expr::Kind::Size && !size_symbols.count(e.name)) {
+      if (inputs.count(e.name) || defined.count(e.name) || outputs.count(e.name))
+        fail_at(e.loc, "tensor '" + e.name + "' must be indexed, like " + e.name + "[...]");
+      fail_at(e.loc, "unknown name '" + e.name + "': not a size of this op");
+    }
+    for (auto& a : e.args) collect_accesses(a, out);
+  }
+
+  void check_stmt(Stmt& s) {
+    if (inputs.count(s.tensor)) fail_at(s.loc, "cannot assign to input '" + s.tensor + "'");
+    if (defined.count(s.tensor))
+      fail_at(s.loc, "tensor '" + s.tensor + "' is assigned twice: each tensor has exactly one statement");
+    std::set<std::string> lhs(s.lhs_vars.begin(), s.lhs_vars.end());
+    if (lhs.size() != s.lhs_vars.size())
+      fail_at(s.loc, "an index name repeats on the left of '" + s.tensor + "'");
+    const TensorDecl* out = nullptr;
+    if (auto it = outputs.find(s.tensor); it != outputs.end()) {
+      out = it->second;
+      if (out->dims.size() != s.lhs_vars.size())
+        fail_at(s.loc, "rank mismatch: output '" + s.tensor + "' has " + std::to_string(out->dims.size()) +
+                           " dimensions but is assigned with " + std::to_string(s.lhs_vars.size()) + " indices");
+    }
+
+    std::vector<const Expr*> accesses;
+    collect_accesses(s.rhs, accesses);
+    std::vector<std::string> order(s.lhs_vars.begin(), s.lhs_vars.end());
+    std::map<std::string, SizeExpr> extent;
+    std::map<std::string, SourceLoc> first_use;
+    for (const Expr* a : accesses) {
+      const TensorDecl* t = readable(a->name);
+      if (!t) {
+        if (a->name == s.tensor || outputs.count(a->name))
+          fail_at(a->loc, "tensor '" + a->name + "' is read before it is assigned");
+        fail_at(a->loc, "unknown tensor '" + a->name + "'");
+      }
+      if (t->dims.size() != a->indices.size())
+        fail_at(a->loc, "rank mismatch: '" + a->name + "' has " + std::to_string(t->dims.size()) +
+                            " dimensions but is indexed with " + std::to_string(a->indices.size()));
+      for (size_t d = 0; d < a->indices.size(); ++d) {
+        for (auto& term : a->indices[d].terms) {
+          if (!first_use.count(term.var)) first_use[term.var] = a->loc;
+          if (!lhs.count(term.var) && std::find(order.begin(), order.end(), term.var) == order.end())
+            order.push_back(term.var);
+        }
+        std::string v = a->indices[d].plain_var();
+        if (!v.empty() && !extent.count(v)) extent[v] = t->dims[d];
+      }
+    }
+    std::vector<std::string> reduce(order.begin() + s.lhs_vars.size(), order.end());
+    if (!reduce.empty() && s.combine == Combine::Assign)
+      fail_at(s.loc, "statement reduces over '" + reduce[0] +
+                         "' (it is not on the left) but is written with '='; use '+=', '*=', 'max=' or 'min='");
+    if (out)
+      for (size_t d = 0; d < s.lhs_vars.size(); ++d) extent[s.lhs_vars[d]] = out->dims[d];
+
+    s.vars.clear();
+    for (auto& v : order) {
+      auto it = extent.find(v);
+      if (it == extent.end()) {
+        SourceLoc loc = first_use.count(v) ? first_use[v] : s.loc;
+        fail_at(loc, "index '" + v + "' has no inferable range: it must appear alone as the index of some "
+                     "dimension (like 'k' in A[m, k])");
+      }
+      s.vars.push_back({v, it->second, !lhs.count(v)});
+    }
+    TensorDecl result;
+    if (out) {
+      result = *out;
+    } else {
+      result.name = s.tensor;
+      result.dtype = "f32";
+      result.loc = s.loc;
+      for (size_t d = 0; d < s.lhs_vars.size(); ++d) result.dims.push_back(s.vars[d].extent);
+      op.intermediates.push_back(result);
+    }
+    defined[s.tensor] = result;
+  }
+
+  void run() {
+    std::set<std::string> names;
+    for (auto* list : {&op.inputs, &op.outputs})
+      for (auto& t : *list)
+        if (!names.insert(t.name).second) fail_at(t.loc, "tensor '" + t.name + "' is declared twice");
+    for (auto* list : {&op.inputs, &op.outputs})
+      for (auto& t : *list)
+        for (auto& d : t.dims) collect_symbols(d);
+    for (auto& t : op.inputs) inputs[t.name] = &t;
+    for (auto& t : op.outputs) outputs[t.name] = &t;
+    op.intermediates.clear();
+    for (auto& s : op.stmts) check_stmt(s);
+    for (auto& t : op.outputs)
+      if (!defined.count(t.name)) fail_at(t.loc, "output '" + t.name + "' is never assigned");
+  }
+};
+
+}  // namespace
+
+void check_op(OpDef& op) { Checker{op, {}, {}, {}, {}}.run(); }
+
+}  // namespace tiletune::ir

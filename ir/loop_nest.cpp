@@ -1,0 +1,252 @@
+#include "ir/loop_nest.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "support/error.hpp"
+
+namespace tiletune::ir {
+
+namespace {
+
+using VarMap = std::map<std::string, IndexExpr>;
+
+IndexExpr substitute(const IndexExpr& ix, const VarMap& vars) {
+  IndexExpr out;
+  out.constant = ix.constant;
+  std::map<std::string, std::int64_t> coeffs;
+  std::vector<std::string> order;
+  for (auto& t : ix.terms) {
+    const IndexExpr& repl = vars.at(t.var);
+    out.constant += t.coeff * repl.constant;
+    for (auto& r : repl.terms) {
+      if (!coeffs.count(r.var)) order.push_back(r.var);
+      coeffs[r.var] += t.coeff * r.coeff;
+    }
+  }
+  for (auto& v : order)
+    if (coeffs[v] != 0) out.terms.push_back({v, coeffs[v]});
+  return out;
+}
+
+Expr substitute(const Expr& e, const VarMap& vars) {
+  Expr out = e;
+  for (auto& ix : out.indices) ix = substitute(ix, vars);
+  for (auto& a : out.args) a = substitute(a, vars);
+  return out;
+}
+
+IndexExpr plain(const std::string& var) {
+  IndexExpr ix;
+  ix.terms.push_back({var, 1});
+  return ix;
+}
+
+int stage_of(const Workload& w, const std::string& tensor) {
+  for (size_t i = 0; i < w.stages.size(); ++i)
+    if (w.stages[i].name == tensor) return static_cast<int>(i);
+  return -1;
+}
+
+//! The right side of stage `i` with every access to an inlined stage replaced by its body.
+Expr effective_body(const Workload& w, const Schedule& s, const Expr& e) {
+  if (e.kind == Expr::Kind::Access) {
+    int p = stage_of(w, e.name);
+    if (p >= 0 && s.stages[p].inline_stage) {
+      const Stage& producer = w.stages[p];
+      VarMap vars;
+      for (size_t d = 0; d < e.indices.size(); ++d) vars[producer.axes[d].name] = e.indices[d];
+      return substitute(effective_body(w, s, producer.rhs), vars);
+    }
+    return e;
+  }
+  Expr out = e;
+  for (auto& a : out.args) a = effective_body(w, s, a);
+  return out;
+}
+
+std::string check_stage(const Workload& w, const Schedule& s, const TargetTraits& t, int i) {
+  const Stage& st = w.stages[i];
+  const StageSchedule& ss = s.stages[i];
+  if (ss.inline_stage) {
+    if (!can_inline(w, i)) return "only an elementwise stage writing a temporary can be inlined";
+    if (!ss.tile.empty()) return "an inlined stage takes no loop knobs";
+    return "";
+  }
+  if (i > 0 && s.stages[i - 1].fuse_epilogue) {
+    if (!ss.tile.empty() || !ss.order.empty()) return "stage fused as an epilogue takes no loop knobs";
+    return "";
+  }
+  std::set<std::string> axes;
+  for (auto& a : st.axes) {
+    axes.insert(a.name);
+    auto it = ss.tile.find(a.name);
+    if (it == ss.tile.end() || it->second.empty()) return "axis '" + a.name + "' has no tile sizes";
+    const auto& sizes = it->second;
+    if (sizes.size() > 4) return "axis '" + a.name + "' has more than 4 tile levels";
+    for (size_t l = 0; l < sizes.size(); ++l) {
+      if (sizes[l] < 1) return "tile sizes of '" + a.name + "' must be at least 1";
+      if (l > 0 && sizes[l - 1] % sizes[l] != 0)
+        return "tile sizes of '" + a.name + "' must each divide the one before";
+    }
+  }
+  for (auto& [name, sizes] : ss.tile)
+    if (!axes.count(name)) return "tile names unknown axis '" + name + "'";
+  // order: every non-innermost loop exactly once, levels of one axis outermost first
+  std::map<std::string, int> next_level;
+  size_t expected = 0;
+  for (auto& a : st.axes) expected += ss.tile.at(a.name).size();  // levels 0 .. L-1 of each axis
+  if (ss.order.size() != expected) return "order must list each of the " + std::to_string(expected) + " tile loops once";
+  for (auto& loop : ss.order) {
+    auto dot = loop.rfind('.');
+    if (dot == std::string::npos) return "order entry '" + loop + "' is not axis.level";
+    std::string axis = loop.substr(0, dot);
+    if (!axes.count(axis)) return "order names unknown axis '" + axis + "'";
+    if (loop.substr(dot + 1) != std::to_string(next_level[axis]))
+      return "order must list " + axis + "." + std::to_string(next_level[axis]) + " before '" + loop + "'";
+    ++next_level[axis];
+  }
+  if (ss.parallel < 0 || ss.parallel > static_cast<int>(ss.order.size())) return "parallel is out of range";
+  for (int p = 0; p < ss.parallel; ++p) {
+    std::string axis = ss.order[p].substr(0, ss.order[p].rfind('.'));
+    if (ss.order[p] != axis + ".0") return "only level-0 loops can run in parallel, not " + ss.order[p];
+    for (auto& a : st.axes)
+      if (a.name == axis && a.reduce) return "loop " + ss.order[p] + " reduces and cannot run in parallel";
+  }
+  if (ss.unroll < 0 || ss.unroll > 64) return "unroll must be in [0, 64]";
+  if (!ss.pack.empty()) return "packing is not supported by this version";
+
+  std::int64_t points = 1;
+  for (auto& a : st.axes)
+    if (!a.reduce) points *= ss.tile.at(a.name).back();
+  bool vector_reduce = false;
+  if (!ss.vectorize.empty()) {
+    if (t.vector_lanes <= 1) return "the target has no SIMD lanes to vectorize with";
+    if (!axes.count(ss.vectorize)) return "vectorize names unknown axis '" + ss.vectorize + "'";
+    std::string last_lhs;
+    for (auto& a : st.axes) {
+      if (!a.reduce) last_lhs = a.name;
+      if (a.name == ss.vectorize) vector_reduce = a.reduce;
+    }
+    if (!vector_reduce && ss.vectorize != last_lhs)
+      return "only the innermost left-hand axis or a reduction axis can be vectorized";
+    if (ss.tile.at(ss.vectorize).back() % t.vector_lanes != 0)
+      return "the innermost tile of '" + ss.vectorize + "' must be a multiple of " + std::to_string(t.vector_lanes) +
+             " lanes";
+    Expr body = effective_body(w, s, st.rhs);
+    if (!unit_stride_or_invariant(body, ss.vectorize))
+      return "an access is strided along '" + ss.vectorize + "', which cannot be vectorized";
+    if (ss.fuse_epilogue) {
+      if (vector_reduce) return "a vectorized reduction cannot fuse an epilogue";
+      const Stage& e = w.stages[i + 1];
+      VarMap rename;
+      size_t d = 0;
+      for (auto& a : st.axes)
+        if (!a.reduce) rename[e.axes[d++].name] = plain(a.name);
+      if (!unit_stride_or_invariant(substitute(effective_body(w, s, e.rhs), rename), ss.vectorize))
+        return "the epilogue reads strided along '" + ss.vectorize + "'";
+    }
+    std::int64_t vectors = vector_reduce ? points : points / t.vector_lanes;
+    if (vectors > t.vector_registers - 4)
+      return "register tile needs " + std::to_string(vectors) + " vector registers; the target has " +
+             std::to_string(t.vector_registers);
+  } else if (points > 64) {
+    return "scalar register tile of " + std::to_string(points) + " points is over 64";
+  }
+  if (ss.fuse_epilogue) {
+    if (!can_fuse_epilogue(w, i)) return "stage cannot fuse the next stage as an epilogue";
+    if (s.stages[i + 1].inline_stage) return "a fused epilogue cannot also be inlined";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string check_schedule(const Workload& w, const Schedule& s, const TargetTraits& t) {
+  if (s.version != 1) return "config version must be 1";
+  if (s.stages.size() != w.stages.size())
+    return "config has " + std::to_string(s.stages.size()) + " stages; the op has " + std::to_string(w.stages.size());
+  for (size_t i = 0; i < w.stages.size(); ++i) {
+    if (s.stages[i].stage != w.stages[i].name)
+      return "config stage " + std::to_string(i) + " is '" + s.stages[i].stage + "'; expected '" + w.stages[i].name + "'";
+    std::string why = check_stage(w, s, t, static_cast<int>(i));
+    if (!why.empty()) return "stage " + w.stages[i].name + ": " + why;
+  }
+  return "";
+}
+
+LoopNest lower(const Workload& w, const Schedule& s, const TargetTraits& t) {
+  std::string why = check_schedule(w, s, t);
+  if (!why.empty()) throw_error(ErrorKind::InvalidInput, "invalid config: " + why);
+  LoopNest nest;
+  std::vector<bool> materialized(w.buffers.size(), true);
+  for (size_t i = 0; i < w.stages.size(); ++i) {
+    const Stage& st = w.stages[i];
+    const StageSchedule& ss = s.stages[i];
+    if (ss.inline_stage) {
+      materialized[st.output] = false;
+      continue;
+    }
+    if (i > 0 && s.stages[i - 1].fuse_epilogue) continue;
+    StageNest sn;
+    sn.stage = static_cast<int>(i);
+    sn.body = effective_body(w, s, st.rhs);
+    std::map<std::string, const Axis*> axis;
+    for (auto& a : st.axes) axis[a.name] = &a;
+    for (size_t p = 0; p < ss.order.size(); ++p) {
+      const std::string& entry = ss.order[p];
+      auto dot = entry.rfind('.');
+      Loop l;
+      l.axis = entry.substr(0, dot);
+      l.level = std::stoi(entry.substr(dot + 1));
+      const auto& sizes = ss.tile.at(l.axis);
+      l.step = sizes[l.level];
+      l.extent = axis[l.axis]->extent;
+      l.block = l.level == 0 ? l.extent : sizes[l.level - 1];
+      l.reduce = axis[l.axis]->reduce;
+      l.parallel = static_cast<int>(p) < ss.parallel;
+      sn.outer.push_back(l);
+    }
+    for (auto& a : st.axes) {
+      const auto& sizes = ss.tile.at(a.name);
+      Loop l;
+      l.axis = a.name;
+      l.level = static_cast<int>(sizes.size());
+      l.step = 1;
+      l.block = sizes.back();
+      l.extent = a.extent;
+      l.reduce = a.reduce;
+      (a.reduce ? sn.reduce_inner : sn.reg).push_back(l);
+      if (a.name == ss.vectorize) sn.vector_reduce = a.reduce;
+    }
+    // A vectorized reduction axis runs innermost so that its lanes are consecutive iterations.
+    std::stable_partition(sn.reduce_inner.begin(), sn.reduce_inner.end(),
+                          [&](const Loop& l) { return l.axis != ss.vectorize; });
+    sn.vector_axis = ss.vectorize;
+    sn.lanes = ss.vectorize.empty() ? 1 : t.vector_lanes;
+    sn.unroll = ss.unroll;
+    sn.store = st.output;
+    if (ss.fuse_epilogue) {
+      const Stage& e = w.stages[i + 1];
+      VarMap rename;
+      size_t d = 0;
+      for (auto& a : st.axes)
+        if (!a.reduce) rename[e.axes[d++].name] = plain(a.name);
+      sn.epilogue = static_cast<int>(i + 1);
+      sn.epilogue_body = substitute(effective_body(w, s, e.rhs), rename);
+      sn.store = e.output;
+      materialized[st.output] = false;
+    }
+    nest.stages.push_back(std::move(sn));
+  }
+  nest.workspace_offset.assign(w.buffers.size(), -1);
+  for (size_t b = 0; b < w.buffers.size(); ++b) {
+    if (w.buffers[b].role != Buffer::Role::Temp || !materialized[b]) continue;
+    nest.workspace_offset[b] = nest.workspace_floats;
+    nest.workspace_floats += (w.buffers[b].elements() + 15) / 16 * 16;  // 64-byte aligned starts
+  }
+  return nest;
+}
+
+}  // namespace tiletune::ir

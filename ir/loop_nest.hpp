@@ -1,0 +1,53 @@
+// ir/loop_nest.hpp
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/schedule.hpp"
+
+namespace tiletune::ir {
+
+//! One loop of a lowered stage. Loop `axis.level` steps by `step` inside its parent block of
+//! `block` points (the parent level's step, or the axis extent for level 0).
+struct Loop {
+  std::string axis;
+  int level = 0;
+  std::int64_t step = 1;
+  std::int64_t block = 1;
+  std::int64_t extent = 1;  //!< the axis extent
+  bool reduce = false;
+  bool parallel = false;
+  std::int64_t trips() const { return (block + step - 1) / step; }
+};
+
+//! A stage after scheduling: what the code generators emit and the cost model reads.
+struct StageNest {
+  int stage = -1;
+  Expr body;                        //!< right side with inlined stages substituted
+  std::vector<Loop> outer;          //!< tile loops, outermost first
+  std::vector<Loop> reduce_inner;   //!< the micro-kernel's reduction loops (innermost level)
+  std::vector<Loop> reg;            //!< the register tile: innermost level of each spatial axis
+  std::string vector_axis;          //!< "" if scalar
+  bool vector_reduce = false;       //!< the vector axis is a reduction axis
+  int lanes = 1;
+  int unroll = 0;
+  int epilogue = -1;    //!< stage fused at the store (its output receives the results)
+  Expr epilogue_body;   //!< its right side in this stage's axis names
+  int store = -1;       //!< buffer written: the stage's own, or the epilogue's when fused
+};
+
+//! A workload lowered under a schedule: stages to run in order and the temp buffers they need.
+struct LoopNest {
+  std::vector<StageNest> stages;
+  std::vector<std::int64_t> workspace_offset;  //!< per buffer, in floats; -1 if not in the workspace
+  std::int64_t workspace_floats = 0;
+};
+
+//! Checks a schedule against a workload and target; returns "" if valid, else why not.
+std::string check_schedule(const Workload& w, const Schedule& s, const TargetTraits& t);
+
+//! Lowers; throws Error(InvalidInput) with check_schedule's reason for an invalid schedule.
+LoopNest lower(const Workload& w, const Schedule& s, const TargetTraits& t);
+
+}  // namespace tiletune::ir

@@ -1,0 +1,93 @@
+// ir/op.hpp
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tiletune::ir {
+
+//! A place in op text, 1-based, for error messages.
+struct SourceLoc {
+  int line = 0;
+  int column = 0;
+};
+
+//! Integer arithmetic over size symbols, as written in tensor shapes (`H - R + 1`).
+struct SizeExpr {
+  enum class Kind { Const, Symbol, Add, Sub, Mul, Div };
+  Kind kind = Kind::Const;
+  std::int64_t value = 0;       //!< Const
+  std::string symbol;           //!< Symbol
+  std::vector<SizeExpr> args;   //!< two operands for Add..Div
+};
+
+//! An affine index expression: sum(coefficient * index variable) + constant (`2*y + r`).
+struct IndexExpr {
+  struct Term {
+    std::string var;
+    std::int64_t coeff = 1;
+  };
+  std::vector<Term> terms;  //!< at most one term per variable, no zero coefficients
+  std::int64_t constant = 0;
+
+  //! The variable if this expression is exactly one variable (`k`), else empty.
+  std::string plain_var() const;
+  std::int64_t coeff_of(const std::string& var) const;
+};
+
+//! A scalar expression on the right of a statement.
+struct Expr {
+  enum class Kind { Const, Size, Access, Neg, Add, Sub, Mul, Div, Call, Lt, Le, Gt, Ge, Eq, Ne };
+  Kind kind = Kind::Const;
+  double value = 0;                 //!< Const
+  std::string name;                 //!< tensor (Access), function (Call) or size symbol (Size)
+  std::vector<IndexExpr> indices;   //!< Access
+  std::vector<Expr> args;           //!< operands
+  SourceLoc loc;
+};
+
+//! How a statement combines its right side into the left: `=` or a reduction.
+enum class Combine { Assign, Add, Mul, Max, Min };
+
+//! An index variable of a statement and the range the checker inferred for it.
+struct IndexVar {
+  std::string name;
+  SizeExpr extent;      //!< the variable runs over [0, extent)
+  bool reduce = false;  //!< appears on the right only
+};
+
+struct Stmt {
+  std::string tensor;                 //!< left-hand tensor
+  std::vector<std::string> lhs_vars;  //!< one plain index variable per dimension
+  Combine combine = Combine::Assign;
+  Expr rhs;
+  SourceLoc loc;
+  std::vector<IndexVar> vars;  //!< filled by the checker: left-hand vars, then reduction vars
+};
+
+struct TensorDecl {
+  std::string name;
+  std::string dtype;  //!< "f32"
+  std::vector<SizeExpr> dims;
+  SourceLoc loc;
+};
+
+struct OpDef {
+  std::string name;
+  std::vector<TensorDecl> inputs;
+  std::vector<TensorDecl> outputs;
+  std::vector<Stmt> stmts;
+  SourceLoc loc;
+  std::vector<TensorDecl> intermediates;  //!< filled by the checker, shapes inferred
+};
+
+//! The functions the language knows, with their arity.
+int builtin_arity(const std::string& name);  //!< -1 if not a builtin
+
+const char* combine_token(Combine c);  //!< "=", "+=", "*=", "max=", "min="
+
+std::string to_string(const SizeExpr& e);
+std::string to_string(const IndexExpr& e);
+std::string to_string(const Expr& e);
+
+}  // namespace tiletune::ir

@@ -1,0 +1,161 @@
+#include "ir/schedule.hpp"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "support/error.hpp"
+#include "support/hash.hpp"
+
+namespace tiletune::ir {
+
+using nlohmann::json;
+
+std::string Schedule::to_json() const {
+  json j;
+  j["version"] = version;
+  j["stages"] = json::array();
+  for (auto& s : stages) {
+    json st;
+    st["stage"] = s.stage;
+    if (s.inline_stage) {
+      st["inline"] = true;
+    } else if (!s.tile.empty()) {
+      json tile = json::object();
+      for (auto& [axis, sizes] : s.tile) tile[axis] = sizes;
+      st["tile"] = tile;
+      st["order"] = s.order;
+      st["vectorize"] = s.vectorize.empty() ? json(nullptr) : json(s.vectorize);
+      st["unroll"] = s.unroll;
+      st["parallel"] = s.parallel;
+      st["fuse_epilogue"] = s.fuse_epilogue;
+      if (!s.pack.empty()) st["pack"] = s.pack;
+    }
+    j["stages"].push_back(st);
+  }
+  return j.dump();  // nlohmann sorts object keys: the text is canonical
+}
+
+Schedule Schedule::from_json(const std::string& text) {
+  auto bad = [](const std::string& why) { throw_error(ErrorKind::InvalidInput, "config: " + why); };
+  json j = json::parse(text, nullptr, false);
+  if (j.is_discarded()) bad("not valid JSON");
+  if (!j.is_object()) bad("expected a JSON object");
+  Schedule s;
+  try {
+    for (auto& [k, v] : j.items())
+      if (k != "version" && k != "stages") bad("unknown key '" + k + "'");
+    s.version = j.at("version").get<int>();
+    if (s.version != 1) bad("version " + std::to_string(s.version) + " is not supported (expected 1)");
+    for (auto& st : j.at("stages")) {
+      StageSchedule ss;
+      for (auto& [k, v] : st.items()) {
+        if (k == "stage") ss.stage = v.get<std::string>();
+        else if (k == "tile") {
+          for (auto& [axis, sizes] : v.items()) ss.tile[axis] = sizes.get<std::vector<std::int64_t>>();
+        } else if (k == "order") ss.order = v.get<std::vector<std::string>>();
+        else if (k == "vectorize") ss.vectorize = v.is_null() ? "" : v.get<std::string>();
+        else if (k == "unroll") ss.unroll = v.get<int>();
+        else if (k == "parallel") ss.parallel = v.get<int>();
+        else if (k == "inline") ss.inline_stage = v.get<bool>();
+        else if (k == "fuse_epilogue") ss.fuse_epilogue = v.get<bool>();
+        else if (k == "pack") ss.pack = v.get<std::vector<std::string>>();
+        else bad("unknown stage key '" + k + "'");
+      }
+      if (ss.stage.empty()) bad("a stage entry has no 'stage' name");
+      s.stages.push_back(std::move(ss));
+    }
+  } catch (const json::exception& e) {
+    bad(std::string("wrong shape: ") + e.what());
+  }
+  return s;
+}
+
+std::string Schedule::key() const { return hash_hex(to_json()); }
+
+Schedule naive_schedule(const Workload& w) {
+  Schedule s;
+  for (auto& st : w.stages) {
+    StageSchedule ss;
+    ss.stage = st.name;
+    for (auto& a : st.axes) {
+      ss.tile[a.name] = {a.reduce ? a.extent : 1};
+      ss.order.push_back(a.name + ".0");
+    }
+    s.stages.push_back(std::move(ss));
+  }
+  return s;
+}
+
+namespace {
+
+void collect_accesses(const Expr& e, std::vector<const Expr*>& out) {
+  if (e.kind == Expr::Kind::Access) out.push_back(&e);
+  for (auto& a : e.args) collect_accesses(a, out);
+}
+
+int reader_count(const Workload& w, const std::string& tensor) {
+  int n = 0;
+  for (auto& st : w.stages) {
+    std::vector<const Expr*> acc;
+    collect_accesses(st.rhs, acc);
+    for (auto* a : acc)
+      if (a->name == tensor) ++n;
+  }
+  return n;
+}
+
+}  // namespace
+
+bool unit_stride_or_invariant(const Expr& body, const std::string& axis) {
+  std::vector<const Expr*> acc;
+  collect_accesses(body, acc);
+  for (const Expr* a : acc)
+    for (size_t d = 0; d < a->indices.size(); ++d) {
+      std::int64_t c = a->indices[d].coeff_of(axis);
+      if (d + 1 < a->indices.size() ? c != 0 : (c != 0 && c != 1)) return false;
+    }
+  return true;
+}
+
+std::vector<std::string> vectorizable_axes(const Workload& w, int stage) {
+  const Stage& st = w.stages[stage];
+  std::vector<std::string> out;
+  std::string last_lhs;
+  for (auto& a : st.axes)
+    if (!a.reduce) last_lhs = a.name;
+  for (auto& a : st.axes) {
+    if (!a.reduce && a.name != last_lhs) continue;
+    if (unit_stride_or_invariant(st.rhs, a.name)) out.push_back(a.name);
+  }
+  std::stable_partition(out.begin(), out.end(), [&](const std::string& n) { return n == last_lhs; });
+  return out;
+}
+
+bool can_inline(const Workload& w, int stage) {
+  const Stage& st = w.stages[stage];
+  return !st.is_reduction() && st.combine == Combine::Assign &&
+         w.buffers[st.output].role == Buffer::Role::Temp;
+}
+
+bool can_fuse_epilogue(const Workload& w, int stage) {
+  if (stage + 1 >= static_cast<int>(w.stages.size())) return false;
+  const Stage& r = w.stages[stage];
+  const Stage& e = w.stages[stage + 1];
+  if (w.buffers[r.output].role != Buffer::Role::Temp || e.is_reduction() || e.combine != Combine::Assign) return false;
+  if (w.buffers[e.output].shape != w.buffers[r.output].shape) return false;
+  if (reader_count(w, r.name) < 1) return false;
+  // Every read of r's tensor must be in e, indexed exactly by e's axes in order.
+  std::vector<const Expr*> acc;
+  collect_accesses(e.rhs, acc);
+  int reads_in_e = 0;
+  for (auto* a : acc) {
+    if (a->name != r.name) continue;
+    ++reads_in_e;
+    for (size_t d = 0; d < a->indices.size(); ++d)
+      if (a->indices[d].plain_var() != e.axes[d].name) return false;
+  }
+  return reads_in_e == reader_count(w, r.name);
+}
+
+}  // namespace tiletune::ir

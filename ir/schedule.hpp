@@ -1,0 +1,63 @@
+// ir/schedule.hpp
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ir/workload.hpp"
+
+namespace tiletune::ir {
+
+//! How one stage is computed. Loop structure of a stage with `tile[a] = {s1, ..., sL}`:
+//! axis `a` gets loops a.0 (step s1 over the whole extent), a.1 (step s2 inside s1), ...,
+//! a.L (unit steps inside sL). The loops a.0 .. a.(L-1) of all axes nest in `order`; inside
+//! them sits the micro-kernel: the innermost loop a.L of each reduction axis, around a
+//! register tile that holds sL points of each spatial axis in registers, fully unrolled.
+struct StageSchedule {
+  std::string stage;
+  std::map<std::string, std::vector<std::int64_t>> tile;  //!< per axis, decreasing, each divides the previous
+  std::vector<std::string> order;  //!< "axis.level" for every non-innermost loop, outermost first
+  std::string vectorize;           //!< an axis computed in SIMD lanes inside the micro-kernel; "" for none
+  int unroll = 0;                  //!< unroll factor of the micro-kernel's reduction loop (0: compiler decides)
+  int parallel = 0;                //!< how many leading loops of `order` run in parallel (collapsed)
+  bool inline_stage = false;       //!< elementwise temp stage: substitute into its consumers
+  bool fuse_epilogue = false;      //!< reduction stage: apply the next elementwise stage at its store
+  std::vector<std::string> pack;   //!< inputs copied into register-tile panels first (reserved)
+};
+
+//! A config: one StageSchedule per stage of the workload, in stage order.
+struct Schedule {
+  int version = 1;
+  std::vector<StageSchedule> stages;
+
+  std::string to_json() const;  //!< canonical: sorted keys, no whitespace
+  //! Throws Error(InvalidInput) if the text is not a config of this shape.
+  static Schedule from_json(const std::string& text);
+  std::string key() const;  //!< hash of to_json()
+};
+
+//! What the target offers the schedule: SIMD width in f32 lanes, registers, threads.
+struct TargetTraits {
+  int vector_lanes = 16;   //!< 16 on AVX-512, 8 on AVX2, 4 on SSE/NEON, 1 for scalar
+  int vector_registers = 32;
+  int threads = 2;
+};
+
+//! The reference schedule: one loop per axis in statement order, nothing tiled, vectorized,
+//! fused or parallel. Its results define correctness.
+Schedule naive_schedule(const Workload& w);
+
+//! Axes of a stage along which every access is unit-stride or invariant, the last left-hand
+//! axis first: the candidates for `vectorize`.
+std::vector<std::string> vectorizable_axes(const Workload& w, int stage);
+
+//! True if every access in `body` is unit-stride in its last dimension along `axis`, or
+//! does not depend on it: the condition for computing `axis` in SIMD lanes.
+bool unit_stride_or_invariant(const Expr& body, const std::string& axis);
+
+//! Whether a stage may be inlined into its consumers / fuse its consumer as an epilogue.
+bool can_inline(const Workload& w, int stage);
+bool can_fuse_epilogue(const Workload& w, int stage);
+
+}  // namespace tiletune::ir

@@ -1,0 +1,248 @@
+#include "ir/workload.hpp"
+
+#include <cctype>
+#include <set>
+
+#include "support/error.hpp"
+#include "support/hash.hpp"
+
+namespace tiletune::ir {
+
+namespace {
+
+[[noreturn]] void invalid(const std::string& message) { throw_error(ErrorKind::InvalidInput, message); }
+
+std::int64_t eval(const SizeExpr& e, const Sizes& sizes) {
+  switch (e.kind) {
+    case SizeExpr::Kind::Const: return e.value;
+    case SizeExpr::Kind::Symbol: {
+      auto it = sizes.find(e.symbol);
+      if (it == sizes.end()) invalid("size '" + e.symbol + "' is not bound: pass " + e.symbol + "=<value>");
+      return it->second;
+    }
+    case SizeExpr::Kind::Add: return eval(e.args[0], sizes) + eval(e.args[1], sizes);
+    case SizeExpr::Kind::Sub: return eval(e.args[0], sizes) - eval(e.args[1], sizes);
+    case SizeExpr::Kind::Mul: return eval(e.args[0], sizes) * eval(e.args[1], sizes);
+    case SizeExpr::Kind::Div: {
+      std::int64_t d = eval(e.args[1], sizes);
+      if (d == 0) invalid("division by zero in size expression " + to_string(e));
+      return eval(e.args[0], sizes) / d;
+    }
+  }
+  return 0;
+}
+
+void collect_symbols(const SizeExpr& e, std::set<std::string>& out) {
+  if (e.kind == SizeExpr::Kind::Symbol) out.insert(e.symbol);
+  for (auto& a : e.args) collect_symbols(a, out);
+}
+
+//! Size symbols in expressions become the numbers they are bound to.
+void bind_sizes(Expr& e, const Sizes& sizes) {
+  if (e.kind == Expr::Kind::Size) {
+    e.kind = Expr::Kind::Const;
+    e.value = static_cast<double>(sizes.at(e.name));
+    e.name.clear();
+  }
+  for (auto& a : e.args) bind_sizes(a, sizes);
+}
+
+void rename_vars(Expr& e, const std::map<std::string, std::string>& names) {
+  for (auto& ix : e.indices)
+    for (auto& t : ix.terms) t.var = names.at(t.var);
+  for (auto& a : e.args) rename_vars(a, names);
+}
+
+int count_ops(const Expr& e) {
+  int n = (e.kind == Expr::Kind::Const || e.kind == Expr::Kind::Access) ? 0 : 1;
+  for (auto& a : e.args) n += count_ops(a);
+  return n;
+}
+
+std::string decl_text(const TensorDecl& t) {
+  std::string s = t.name + ": " + t.dtype + "[";
+  for (size_t i = 0; i < t.dims.size(); ++i) s += (i ? ", " : "") + to_string(t.dims[i]);
+  return s + "]";
+}
+
+std::string canonical(const OpDef& op, const Sizes& sizes) {
+  std::string s = "op " + op.name + "(";
+  for (size_t i = 0; i < op.inputs.size(); ++i) s += (i ? ", " : "") + decl_text(op.inputs[i]);
+  s += ") -> (";
+  for (size_t i = 0; i < op.outputs.size(); ++i) s += (i ? ", " : "") + decl_text(op.outputs[i]);
+  s += ") {\n";
+  for (auto& st : op.stmts) {
+    std::map<std::string, std::string> names;
+    for (size_t i = 0; i < st.vars.size(); ++i) names[st.vars[i].name] = "i" + std::to_string(i);
+    Expr rhs = st.rhs;
+    rename_vars(rhs, names);
+    s += "  " + st.tensor + "[";
+    for (size_t i = 0; i < st.lhs_vars.size(); ++i) s += (i ? ", " : "") + names[st.lhs_vars[i]];
+    s += std::string("] ") + combine_token(st.combine) + " " + to_string(rhs) + "\n";
+  }
+  s += "}\nsizes ";
+  bool first = true;
+  for (auto& [k, v] : sizes) {
+    s += (first ? "" : ",") + k + "=" + std::to_string(v);
+    first = false;
+  }
+  return s + "\n";
+}
+
+}  // namespace
+
+std::int64_t Buffer::elements() const {
+  std::int64_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
+
+bool Stage::is_reduction() const {
+  for (auto& a : axes)
+    if (a.reduce) return true;
+  return false;
+}
+
+std::int64_t Stage::points() const {
+  std::int64_t n = 1;
+  for (auto& a : axes) n *= a.extent;
+  return n;
+}
+
+int Workload::buffer_index(const std::string& name) const {
+  for (size_t i = 0; i < buffers.size(); ++i)
+    if (buffers[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+
+double Workload::flops() const {
+  double total = 0;
+  for (auto& s : stages) total += double(s.points()) * (count_ops(s.rhs) + (s.is_reduction() ? 1 : 0));
+  return total;
+}
+
+std::int64_t Workload::io_bytes() const {
+  std::int64_t n = 0;
+  for (auto& b : buffers)
+    if (b.role != Buffer::Role::Temp) n += b.elements() * 4;
+  return n;
+}
+
+std::string Workload::sizes_text() const {
+  std::string s;
+  for (auto& [k, v] : sizes) s += (s.empty() ? "" : ",") + k + "=" + std::to_string(v);
+  return s;
+}
+
+Sizes parse_sizes(const std::string& text) {
+  Sizes sizes;
+  size_t i = 0;
+  auto skip_space = [&] {
+    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+  };
+  skip_space();
+  while (i < text.size()) {
+    size_t start = i;
+    while (i < text.size() && (std::isalnum(static_cast<unsigned char>(text[i])) || text[i] == '_')) ++i;
+    std::string name = text.substr(start, i - start);
+    if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0])))
+      invalid("sizes: expected NAME=VALUE at position " + std::to_string(start + 1) + " of '" + text + "'");
+    skip_space();
+    if (i >= text.size() || text[i] != '=') invalid("sizes: expected '=' after '" + name + "'");
+    ++i;
+    skip_space();
+    size_t vstart = i;
+    while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
+    std::string digits = text.substr(vstart, i - vstart);
+    if (digits.empty() || digits.size() > 10)
+      invalid("sizes: '" + name + "' needs a positive integer value");
+    std::int64_t v = std::stoll(digits);
+    if (v < 1 || v >= (std::int64_t(1) << 31)) invalid("sizes: " + name + "=" + digits + " is out of range [1, 2^31)");
+    if (!sizes.emplace(name, v).second) invalid("sizes: '" + name + "' is given twice");
+    skip_space();
+    if (i < text.size()) {
+      if (text[i] != ',') invalid("sizes: expected ',' after " + name + "=" + digits);
+      ++i;
+      skip_space();
+    }
+  }
+  if (sizes.empty()) invalid("sizes: none given (expected NAME=VALUE,...)");
+  return sizes;
+}
+
+Workload bind(const OpDef& op, const Sizes& sizes) {
+  Workload w;
+  w.op = op;
+  w.sizes = sizes;
+  std::set<std::string> used;
+  for (auto* list : {&op.inputs, &op.outputs})
+    for (auto& t : *list)
+      for (auto& d : t.dims) collect_symbols(d, used);
+  for (auto& [name, v] : sizes)
+    if (!used.count(name)) invalid("size '" + name + "' is not used by op '" + op.name + "'");
+  std::vector<std::string> missing;
+  for (auto& name : used)
+    if (!sizes.count(name)) missing.push_back(name);
+  if (!missing.empty()) {
+    std::string list;
+    for (auto& m : missing) list += (list.empty() ? "" : ", ") + m;
+    invalid("op '" + op.name + "' needs sizes that were not given: " + list);
+  }
+  for (auto& st : w.op.stmts) bind_sizes(st.rhs, sizes);
+
+  auto add_buffer = [&](const TensorDecl& t, Buffer::Role role) {
+    Buffer b{t.name, role, {}};
+    for (auto& d : t.dims) {
+      std::int64_t v = eval(d, sizes);
+      if (v < 1)
+        invalid("tensor '" + t.name + "' dimension " + to_string(d) + " is " + std::to_string(v) +
+                " with these sizes; it must be at least 1");
+      b.shape.push_back(v);
+    }
+    w.buffers.push_back(b);
+  };
+  for (auto& t : op.inputs) add_buffer(t, Buffer::Role::Input);
+  for (auto& t : op.outputs) add_buffer(t, Buffer::Role::Output);
+  for (auto& t : op.intermediates) add_buffer(t, Buffer::Role::Temp);
+
+  for (auto& st : op.stmts) {
+    Stage stage;
+    stage.name = st.tensor;
+    stage.output = w.buffer_index(st.tensor);
+    stage.combine = st.combine;
+    stage.rhs = st.rhs;
+    bind_sizes(stage.rhs, sizes);
+    std::map<std::string, std::int64_t> extent;
+    for (auto& v : st.vars) {
+      stage.axes.push_back({v.name, eval(v.extent, sizes), v.reduce});
+      extent[v.name] = stage.axes.back().extent;
+    }
+    // Every access must agree with the ranges and stay inside its tensor.
+    std::vector<const Expr*> stack{&st.rhs};
+    while (!stack.empty()) {
+      const Expr* e = stack.back();
+      stack.pop_back();
+      for (auto& a : e->args) stack.push_back(&a);
+      if (e->kind != Expr::Kind::Access) continue;
+      const Buffer& b = w.buffers[w.buffer_index(e->name)];
+      for (size_t d = 0; d < e->indices.size(); ++d) {
+        const IndexExpr& ix = e->indices[d];
+        std::int64_t lo = ix.constant, hi = ix.constant;
+        for (auto& t : ix.terms) {
+          std::int64_t span = t.coeff * (extent[t.var] - 1);
+          (span < 0 ? lo : hi) += span;
+        }
+        if (lo < 0 || hi >= b.shape[d])
+          invalid(std::to_string(e->loc.line) + ":" + std::to_string(e->loc.column) + ": index " + to_string(ix) +
+                  " of '" + e->name + "' runs over [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                  "] but that dimension has size " + std::to_string(b.shape[d]) + " with " + w.sizes_text());
+      }
+    }
+    w.stages.push_back(std::move(stage));
+  }
+  w.canonical_text = canonical(w.op, sizes);
+  w.key = hash_hex(w.canonical_text);
+  return w;
+}
+
+}  // namespace tiletune::ir

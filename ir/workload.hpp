@@ -1,0 +1,65 @@
+// ir/workload.hpp
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ir/op.hpp"
+
+namespace tiletune::ir {
+
+using Sizes = std::map<std::string, std::int64_t>;
+
+//! A tensor of a bound op with its concrete shape (row-major, f32).
+struct Buffer {
+  enum class Role { Input, Output, Temp };
+  std::string name;
+  Role role = Role::Input;
+  std::vector<std::int64_t> shape;
+  std::int64_t elements() const;
+};
+
+//! An index variable of a stage with its concrete extent.
+struct Axis {
+  std::string name;
+  std::int64_t extent = 1;
+  bool reduce = false;
+};
+
+//! One statement of a bound op: computes buffer `output` over `axes`.
+struct Stage {
+  std::string name;  //!< the tensor it assigns
+  int output = -1;   //!< index into Workload::buffers
+  std::vector<Axis> axes;  //!< left-hand axes in order, then reduction axes
+  Combine combine = Combine::Assign;
+  Expr rhs;
+
+  bool is_reduction() const;
+  std::int64_t points() const;  //!< product of all extents
+};
+
+//! An op bound to sizes: what the tuner tunes and the database keys.
+struct Workload {
+  OpDef op;
+  Sizes sizes;
+  std::vector<Buffer> buffers;  //!< inputs, then outputs, then intermediates
+  std::vector<Stage> stages;
+  std::string canonical_text;  //!< index names normalised, sizes appended
+  std::string key;             //!< hash of canonical_text
+
+  int buffer_index(const std::string& name) const;  //!< -1 if absent
+  double flops() const;         //!< arithmetic operations of one call
+  std::int64_t io_bytes() const;  //!< bytes of inputs plus outputs
+  std::string sizes_text() const; //!< "K=512,M=512,N=512"
+};
+
+//! Parses "M=512,N=512,K=512" (spaces allowed). Throws Error(InvalidInput) on malformed text,
+//! a repeated name or a value outside [1, 2^31).
+Sizes parse_sizes(const std::string& text);
+
+//! Binds an op to sizes, checking that every size is given and used, every dimension is
+//! positive, index ranges agree and every access stays in bounds. Throws Error(InvalidInput).
+Workload bind(const OpDef& op, const Sizes& sizes);
+
+}  // namespace tiletune::ir

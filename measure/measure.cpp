@@ -1,0 +1,245 @@
+#include "measure/measure.hpp"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "measure/protocol.hpp"
+#include "support/error.hpp"
+#include "support/hash.hpp"
+#include "support/subprocess.hpp"
+
+namespace tiletune::measure {
+
+namespace fs = std::filesystem;
+
+std::string MeasureOptions::to_json() const {
+  return nlohmann::json{{"min_seconds", min_seconds}, {"max_seconds", max_seconds}, {"min_repeats", min_repeats},
+                        {"max_repeats", max_repeats},
+                        {"timeout_s", timeout_s},     {"seed", seed}}
+      .dump();
+}
+
+double MeasureResult::median_s() const {
+  if (!ok() || times_s.empty()) return std::numeric_limits<double>::infinity();
+  std::vector<double> t = times_s;
+  std::sort(t.begin(), t.end());
+  size_t n = t.size();
+  return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
+std::string default_cache_dir() {
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::string(xdg) + "/tiletune";
+  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/tiletune";
+  return "/tmp/tiletune-cache";
+}
+
+namespace {
+
+void write_file(const std::string& path, const std::string& text) {
+  std::string tmp = path + ".tmp." + std::to_string(getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out << text;
+    if (!out) throw_error(ErrorKind::Io, "cannot write " + tmp);
+  }
+  fs::rename(tmp, path);
+}
+
+std::int64_t longest_reduction(const ir::Workload& w) {
+  std::int64_t longest = 1;
+  for (auto& s : w.stages) {
+    std::int64_t n = 1;
+    for (auto& a : s.axes)
+      if (a.reduce) n *= a.extent;
+    longest = std::max(longest, n);
+  }
+  return longest;
+}
+
+//! A candidate on its way through build and run.
+struct Job {
+  ir::Schedule schedule;
+  ir::LoopNest nest;
+  std::string source;
+  std::string artifact;
+  MeasureResult result;
+};
+
+}  // namespace
+
+struct Measurer::Impl {
+  const codegen::Backend& backend;
+  const ir::Workload& workload;
+  std::string reference_path;
+
+  Impl(const codegen::Backend& b, const ir::Workload& w) : backend(b), workload(w) {}
+
+  //! Emits a candidate and names its artifact by the hash of source and toolchain.
+  void prepare(Job& job, const MeasureOptions& o) {
+    job.result.config_json = job.schedule.to_json();
+    job.result.config_key = job.schedule.key();
+    job.nest = ir::lower(workload, job.schedule, backend.target().traits);
+    job.source = backend.emit(workload, job.nest, job.result.config_json);
+    std::string key = hash_hex(job.source + "\n" + backend.target().fingerprint_json);
+    job.artifact = o.cache_dir + "/kernels/" + key + ".so";
+  }
+
+  void build_all(std::vector<Job*>& jobs, int parallel) {
+    std::atomic<size_t> next{0};
+    auto worker = [&] {
+      for (size_t i = next++; i < jobs.size(); i = next++) {
+        Job& job = *jobs[i];
+        if (fs::exists(job.artifact)) continue;
+        std::string base = job.artifact.substr(0, job.artifact.size() - 3);
+        std::string source_path = base + backend.source_extension();
+        std::string tmp = base + ".tmp." + std::to_string(getpid()) + "." + std::to_string(i) + ".so";
+        auto t0 = std::chrono::steady_clock::now();
+        std::string log;
+        try {
+          write_file(source_path, job.source);
+          log = backend.build(source_path, tmp);
+          if (log.empty()) fs::rename(tmp, job.artifact);
+        } catch (const std::exception& e) {
+          log = e.what();
+        }
+        job.result.build_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (!log.empty()) {
+          job.result.error_class = error_class::kBuild;
+          job.result.error_message = log.substr(0, 4000);
+          std::error_code ignored;
+          fs::remove(tmp, ignored);
+        }
+      }
+    };
+    std::vector<std::thread> threads;
+    for (int t = 0; t < std::max(1, parallel); ++t) threads.emplace_back(worker);
+    for (auto& t : threads) t.join();
+  }
+
+  RunReply run(const Job& job, RunRequest::Mode mode, const MeasureOptions& o, double timeout, double& wall) {
+    RunRequest req;
+    req.mode = mode;
+    req.runtime = backend.runtime();
+    req.artifact = job.artifact;
+    for (auto& b : workload.buffers) {
+      if (b.role == ir::Buffer::Role::Input) req.inputs.push_back(b.shape);
+      if (b.role == ir::Buffer::Role::Output) req.outputs.push_back(b.shape);
+    }
+    req.workspace_floats = job.nest.workspace_floats;
+    req.reference_path = reference_path;
+    req.seed = o.seed;
+    req.tolerance = tolerance_for(longest_reduction(workload));
+    req.min_seconds = o.min_seconds;
+    req.max_seconds = o.max_seconds;
+    req.min_repeats = o.min_repeats;
+    req.max_repeats = o.max_repeats;
+    std::string req_path = job.artifact + ".req." + std::to_string(getpid()) + ".json";
+    write_file(req_path, req.to_json());
+    std::string runner = o.runner_path.empty() ? executable_dir() + "/tiletune-runner" : o.runner_path;
+    ProcessResult p = run_process({runner, req_path}, timeout);
+    std::error_code ignored;
+    fs::remove(req_path, ignored);
+    wall = p.seconds;
+    RunReply reply;
+    if (p.timed_out) {
+      reply.error_class = error_class::kTimeout;
+      reply.message = "no result within " + std::to_string(timeout).substr(0, 5) + " s; the worker was killed";
+      return reply;
+    }
+    std::string last = p.output;
+    while (!last.empty() && last.back() == '\n') last.pop_back();
+    last = last.substr(last.rfind('\n') == std::string::npos ? 0 : last.rfind('\n') + 1);
+    if (p.ok()) {
+      try {
+        return RunReply::from_json(last);
+      } catch (const std::exception&) {
+      }
+    }
+    reply.error_class = error_class::kRuntime;
+    reply.message = "worker " + p.describe();
+    if (p.exit_code == 127) reply.message += ": cannot run " + runner;
+    std::string tail = p.output.size() > 1000 ? p.output.substr(p.output.size() - 1000) : p.output;
+    if (!tail.empty()) reply.message += ": " + tail;
+    return reply;
+  }
+
+  void ensure_reference(const MeasureOptions& o) {
+    if (!reference_path.empty() && fs::exists(reference_path)) return;
+    Job job;
+    job.schedule = ir::naive_schedule(workload);
+    prepare(job, o);
+    reference_path = o.cache_dir + "/reference/" + workload.key + "-" + backend.target().key + "-" +
+                     std::to_string(o.seed) + ".f32";
+    if (fs::exists(reference_path)) return;
+    std::vector<Job*> jobs{&job};
+    build_all(jobs, 1);
+    if (!job.result.ok())
+      throw_error(ErrorKind::Build, "cannot build the reference kernel: " + job.result.error_message);
+    double wall = 0;
+    RunReply r = run(job, RunRequest::Mode::Reference, o, o.reference_timeout_s, wall);
+    if (!r.error_class.empty())
+      throw_error(ErrorKind::Internal, "the reference kernel failed (" + r.error_class + "): " + r.message);
+  }
+};
+
+Measurer::Measurer(const codegen::Backend& backend, const ir::Workload& workload, MeasureOptions options)
+    : impl_(std::make_unique<Impl>(backend, workload)), options_(std::move(options)) {
+  if (options_.cache_dir.empty()) options_.cache_dir = default_cache_dir();
+  if (options_.build_jobs <= 0) options_.build_jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::error_code ec;
+  for (const char* sub : {"/kernels", "/reference"}) {
+    fs::create_directories(options_.cache_dir + sub, ec);
+    if (ec) throw_error(ErrorKind::Io, "cannot create cache folder " + options_.cache_dir + sub + ": " + ec.message());
+  }
+}
+
+Measurer::~Measurer() = default;
+
+std::string Measurer::source(const ir::Schedule& schedule) const {
+  Job job;
+  job.schedule = schedule;
+  impl_->prepare(job, options_);
+  return job.source;
+}
+
+std::vector<MeasureResult> Measurer::measure(const std::vector<ir::Schedule>& batch) {
+  impl_->ensure_reference(options_);
+  std::vector<Job> jobs(batch.size());
+  std::vector<Job*> to_build;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    jobs[i].schedule = batch[i];
+    try {
+      impl_->prepare(jobs[i], options_);
+      to_build.push_back(&jobs[i]);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::InvalidInput) throw;
+      jobs[i].result.error_class = error_class::kInvalidConfig;
+      jobs[i].result.error_message = e.what();
+    }
+  }
+  // Build in parallel, then time one kernel at a time: on a few cores any overlap between
+  // timing and compiling turns the timings into noise.
+  impl_->build_all(to_build, options_.build_jobs);
+  std::vector<MeasureResult> results;
+  for (auto& job : jobs) {
+    if (job.result.ok()) {
+      RunReply r = impl_->run(job, RunRequest::Mode::Measure, options_, options_.timeout_s, job.result.run_s);
+      job.result.times_s = r.times_s;
+      job.result.error_class = r.error_class;
+      job.result.error_message = r.message;
+    }
+    results.push_back(std::move(job.result));
+  }
+  return results;
+}
+
+}  // namespace tiletune::measure

@@ -1,0 +1,74 @@
+// measure/measure.hpp
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "codegen/backend.hpp"
+#include "ir/schedule.hpp"
+
+namespace tiletune::measure {
+
+//! How candidates are built and timed. Recorded with every measurement.
+struct MeasureOptions {
+  double min_seconds = 0.1;  //!< keep repeating until the repeats add up to this
+  double max_seconds = 2.0;  //!< but stop past this total once one repeat is timed (slow kernels)
+  int min_repeats = 3;
+  int max_repeats = 100;
+  double timeout_s = 10;     //!< one candidate's whole run (warm-up, check, repeats)
+  double reference_timeout_s = 600;
+  int build_jobs = 0;        //!< parallel compiler processes; 0: one per core
+  std::string cache_dir;     //!< built artifacts and reference outputs (content-addressed)
+  std::string runner_path;   //!< the tiletune-runner executable; "": beside this executable
+  std::uint64_t seed = 1;    //!< inputs are uniform in [-1, 1] from this seed
+
+  std::string to_json() const;
+};
+
+//! Error classes of a failed measurement (empty string for success).
+namespace error_class {
+inline constexpr const char* kInvalidConfig = "invalid_config";
+inline constexpr const char* kBuild = "build_error";
+inline constexpr const char* kRuntime = "runtime_error";  //!< crashed: signal or abnormal exit
+inline constexpr const char* kTimeout = "timeout";
+inline constexpr const char* kWrongResult = "wrong_result";
+}  // namespace error_class
+
+struct MeasureResult {
+  std::string config_json;
+  std::string config_key;
+  std::vector<double> times_s;  //!< every timed repeat
+  std::string error_class;      //!< "" on success
+  std::string error_message;
+  double build_s = 0;           //!< compile time (0 when the artifact was cached)
+  double run_s = 0;             //!< wall time of the measuring worker
+  bool ok() const { return error_class.empty(); }
+  double median_s() const;      //!< +inf on failure
+};
+
+//! Builds candidates of one workload in parallel, then times them one at a time, each in a
+//! fresh worker process, checking every result against the naive schedule's.
+class Measurer {
+ public:
+  Measurer(const codegen::Backend& backend, const ir::Workload& workload, MeasureOptions options);
+  ~Measurer();
+
+  //! Measures a batch; failures come back as results, never as exceptions. Throws only when
+  //! measuring itself is impossible (no reference, no runner, no cache folder).
+  std::vector<MeasureResult> measure(const std::vector<ir::Schedule>& batch);
+
+  //! The source the backend emits for a schedule (what `tiletune show` prints).
+  std::string source(const ir::Schedule& schedule) const;
+
+  const MeasureOptions& options() const { return options_; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  MeasureOptions options_;
+};
+
+//! The default cache folder: $XDG_CACHE_HOME/tiletune or ~/.cache/tiletune.
+std::string default_cache_dir();
+
+}  // namespace tiletune::measure

@@ -1,0 +1,140 @@
+// tiletune-runner: the measuring worker. Runs one kernel in its own process so that a crash,
+// a hang or a wild write ends this process only. Usage: tiletune-runner REQUEST.json
+// Prints one JSON line (measure/protocol.hpp) and exits 0, whatever the kernel did, unless
+// the kernel kills the process.
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "codegen/backend.hpp"
+#include "measure/measure.hpp"
+#include "measure/protocol.hpp"
+
+using namespace tiletune;
+
+namespace {
+
+struct Buffer {
+  float* data = nullptr;
+  std::int64_t n = 0;
+  explicit Buffer(std::int64_t count) : n(count) {
+    std::size_t bytes = (static_cast<std::size_t>(std::max<std::int64_t>(count, 1)) * 4 + 63) / 64 * 64;
+    data = static_cast<float*>(std::aligned_alloc(64, bytes));
+    if (!data) throw std::bad_alloc();
+  }
+  ~Buffer() { std::free(data); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+};
+
+std::int64_t elements(const std::vector<std::int64_t>& shape) {
+  std::int64_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+measure::RunReply run(const measure::RunRequest& req) {
+  measure::RunReply reply;
+  codegen::register_builtin_backends();
+  auto backend = codegen::make_backend(req.runtime);
+  auto kernel = backend->load(req.artifact);
+
+  std::vector<std::unique_ptr<Buffer>> tensors;
+  std::vector<float*> args;
+  int index = 0;
+  for (auto& shape : req.inputs) {
+    tensors.push_back(std::make_unique<Buffer>(elements(shape)));
+    measure::fill_input(tensors.back()->data, tensors.back()->n, req.seed, index++);
+    args.push_back(tensors.back()->data);
+  }
+  // Outputs and workspace start as NaN, so a kernel that skips an element is caught.
+  for (auto& shape : req.outputs) {
+    tensors.push_back(std::make_unique<Buffer>(elements(shape)));
+    std::fill(tensors.back()->data, tensors.back()->data + tensors.back()->n, NAN);
+    args.push_back(tensors.back()->data);
+  }
+  Buffer workspace(req.workspace_floats);
+  std::fill(workspace.data, workspace.data + workspace.n, NAN);
+
+  using clock = std::chrono::steady_clock;
+  auto t0 = clock::now();
+  kernel->run(args.data(), workspace.data);
+  double first = std::chrono::duration<double>(clock::now() - t0).count();
+
+  size_t first_output = req.inputs.size();
+  if (req.mode == measure::RunRequest::Mode::Reference) {
+    std::string tmp = req.reference_path + ".tmp." + std::to_string(getpid());
+    {
+      std::ofstream out(tmp, std::ios::binary);
+      for (size_t o = first_output; o < tensors.size(); ++o)
+        out.write(reinterpret_cast<const char*>(tensors[o]->data), tensors[o]->n * 4);
+      if (!out) throw std::runtime_error("cannot write " + tmp);
+    }
+    if (std::rename(tmp.c_str(), req.reference_path.c_str()) != 0)
+      throw std::runtime_error("cannot rename " + tmp);
+    reply.times_s = {first};
+    return reply;
+  }
+
+  std::string ref = read_file(req.reference_path);
+  std::int64_t offset = 0;
+  for (size_t o = first_output; o < tensors.size(); ++o) {
+    if (static_cast<std::int64_t>(ref.size()) < (offset + tensors[o]->n) * 4)
+      throw std::runtime_error("reference file is shorter than the outputs");
+    std::string diff = measure::compare(tensors[o]->data, reinterpret_cast<const float*>(ref.data()) + offset,
+                                        tensors[o]->n, req.tolerance);
+    if (!diff.empty()) {
+      reply.error_class = measure::error_class::kWrongResult;
+      reply.message = "output " + std::to_string(o - first_output) + ": " + diff;
+      return reply;
+    }
+    offset += tensors[o]->n;
+  }
+
+  double total = 0;
+  auto more = [&] {
+    int n = static_cast<int>(reply.times_s.size());
+    if (n >= req.max_repeats || (n >= 1 && total >= req.max_seconds)) return false;
+    return total < req.min_seconds || n < req.min_repeats;
+  };
+  while (more()) {
+    auto t = clock::now();
+    kernel->run(args.data(), workspace.data);
+    double dt = std::chrono::duration<double>(clock::now() - t).count();
+    reply.times_s.push_back(dt);
+    total += dt;
+  }
+  return reply;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: tiletune-runner REQUEST.json\n");
+    return 2;
+  }
+  measure::RunReply reply;
+  try {
+    reply = run(measure::RunRequest::from_json(read_file(argv[1])));
+  } catch (const std::exception& e) {
+    reply.error_class = measure::error_class::kRuntime;
+    reply.message = e.what();
+  }
+  std::cout << "\n" << reply.to_json() << std::endl;
+  return 0;
+}

@@ -1,0 +1,43 @@
+#include "ops/library.hpp"
+
+#include <map>
+
+#include "support/error.hpp"
+
+namespace tiletune::ops {
+
+// Generated from ops/ by CMake (cmake/embed_ops.cmake): relative path -> file text.
+extern const std::map<std::string, std::string>& embedded_files();
+
+namespace {
+
+std::vector<std::string> names_in(const std::string& folder, const std::string& ext) {
+  std::vector<std::string> out;
+  for (auto& [path, text] : embedded_files()) {
+    if (path.size() <= ext.size() || path.compare(path.size() - ext.size(), ext.size(), ext) != 0) continue;
+    std::string rest = path.substr(0, path.size() - ext.size());
+    if (folder.empty() ? rest.find('/') == std::string::npos : rest.rfind(folder + "/", 0) == 0)
+      out.push_back(folder.empty() ? rest : rest.substr(folder.size() + 1));
+  }
+  return out;
+}
+
+std::string lookup(const std::string& path, const std::string& what, const std::vector<std::string>& names,
+                   const std::string& name) {
+  auto it = embedded_files().find(path);
+  if (it != embedded_files().end()) return it->second;
+  std::string known;
+  for (auto& n : names) known += (known.empty() ? "" : ", ") + n;
+  throw_error(ErrorKind::NotFound, "no library " + what + " named '" + name + "'; the library has: " + known);
+}
+
+}  // namespace
+
+std::vector<std::string> op_names() { return names_in("", ".tile"); }
+std::vector<std::string> suite_names() { return names_in("suites", ".json"); }
+std::string op_text(const std::string& name) { return lookup(name + ".tile", "op", op_names(), name); }
+std::string suite_text(const std::string& name) {
+  return lookup("suites/" + name + ".json", "suite", suite_names(), name);
+}
+
+}  // namespace tiletune::ops

@@ -1,0 +1,111 @@
+#include "support/subprocess.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstring>
+
+#include "support/error.hpp"
+
+namespace tiletune {
+
+std::string ProcessResult::describe() const {
+  if (timed_out) return "timed out after " + std::to_string(seconds).substr(0, 5) + " s";
+  if (term_signal) {
+    const char* name = sigabbrev_np(term_signal);
+    return std::string("killed by SIG") + (name ? name : std::to_string(term_signal).c_str());
+  }
+  return "exit code " + std::to_string(exit_code);
+}
+
+ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s, size_t max_output) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) throw_error(ErrorKind::Io, std::string("pipe: ") + std::strerror(errno));
+  // Everything the child needs is prepared before fork: a child of a threaded process may
+  // only make async-signal-safe calls (no malloc) until exec.
+  std::vector<char*> args;
+  for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  auto start = std::chrono::steady_clock::now();
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    throw_error(ErrorKind::Io, std::string("fork: ") + std::strerror(errno));
+  }
+  if (pid == 0) {
+    setpgid(0, 0);
+    dup2(fds[1], STDOUT_FILENO);
+    dup2(fds[1], STDERR_FILENO);
+    int devnull = open("/dev/null", O_RDONLY);
+    if (devnull >= 0) dup2(devnull, STDIN_FILENO);
+    execvp(args[0], args.data());
+    const char msg[] = "cannot run the program: exec failed\n";
+    ssize_t ignored = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)ignored;
+    _exit(127);
+  }
+  setpgid(pid, pid);  // also from the parent, so the group exists before any kill below
+  close(fds[1]);
+  ProcessResult r;
+  auto deadline = start + std::chrono::duration<double>(timeout_s);
+  char buf[4096];
+  bool open_pipe = true;
+  while (open_pipe) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      r.timed_out = true;
+      break;
+    }
+    pollfd p{fds[0], POLLIN, 0};
+    int n = poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), INT_MAX)));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) continue;
+    ssize_t got = read(fds[0], buf, sizeof buf);
+    if (got <= 0) {
+      open_pipe = false;
+    } else if (r.output.size() < max_output) {
+      r.output.append(buf, std::min<size_t>(static_cast<size_t>(got), max_output - r.output.size()));
+    }
+  }
+  close(fds[0]);
+  if (r.timed_out) kill(-pid, SIGKILL);
+  int status = 0;
+  // The pipe closed: the child is exiting. Wait for it, but never forever.
+  while (true) {
+    pid_t w = waitpid(pid, &status, r.timed_out ? 0 : WNOHANG);
+    if (w == pid) break;
+    if (w < 0 && errno != EINTR) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      r.timed_out = true;
+      kill(-pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      break;
+    }
+    usleep(1000);
+  }
+  // A kernel may leave grandchildren (OpenMP does not, but be safe): end the group.
+  kill(-pid, SIGKILL);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!r.timed_out) {
+    if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) r.term_signal = WTERMSIG(status);
+  }
+  return r;
+}
+
+std::string executable_dir() {
+  char buf[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return ".";
+  std::string path(buf, static_cast<size_t>(n));
+  return path.substr(0, path.rfind('/'));
+}
+
+}  // namespace tiletune

@@ -1,0 +1,26 @@
+// support/subprocess.hpp
+#pragma once
+#include <string>
+#include <vector>
+
+namespace tiletune {
+
+struct ProcessResult {
+  int exit_code = -1;    //!< valid when the process exited
+  int term_signal = 0;   //!< the signal that ended it, 0 if it exited
+  bool timed_out = false;
+  std::string output;    //!< stdout and stderr interleaved, truncated to max_output bytes
+  double seconds = 0;
+  bool ok() const { return !timed_out && term_signal == 0 && exit_code == 0; }
+  //! "exit code 3", "killed by SIGSEGV", "timed out after 2.0 s"
+  std::string describe() const;
+};
+
+//! Runs argv[0] (searched in PATH) in its own process group, no shell involved. On timeout
+//! the whole group is killed with SIGKILL. Throws Error(Io) only if the process cannot start.
+ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s, size_t max_output = 1 << 20);
+
+//! Path of the running executable's folder (from /proc/self/exe).
+std::string executable_dir();
+
+}  // namespace tiletune

@@ -1,0 +1,208 @@
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "support/error.hpp"
+#include "support/json_schema.hpp"
+
+using nlohmann::json;
+using tiletune::validate_json;
+
+namespace {
+
+json load_schema(const std::string& name) {
+  std::ifstream in(std::string(TILETUNE_SOURCE_DIR) + "/schemas/" + name);
+  REQUIRE_MESSAGE(in.good(), "cannot read schemas/" << name);
+  return json::parse(in);
+}
+
+// All violations joined, so a failing CHECK shows them.
+std::string errors_of(const json& schema, const json& doc) {
+  std::string out;
+  for (const auto& e : validate_json(schema, doc)) out += e + "\n";
+  return out;
+}
+
+bool valid(const json& schema, const json& doc) { return validate_json(schema, doc).empty(); }
+
+}  // namespace
+
+TEST_CASE("json_schema: type") {
+  json s = {{"type", "integer"}};
+  CHECK(valid(s, 3));
+  CHECK_FALSE(valid(s, 3.5));
+  CHECK_FALSE(valid(s, "3"));
+  CHECK(valid({{"type", "number"}}, 3));
+  CHECK(valid({{"type", "number"}}, 3.5));
+  CHECK_FALSE(valid({{"type", "number"}}, true));
+  CHECK(valid({{"type", "null"}}, nullptr));
+  CHECK(valid({{"type", "boolean"}}, false));
+  CHECK(valid({{"type", "object"}}, json::object()));
+  CHECK_FALSE(valid({{"type", "array"}}, json::object()));
+  json both = {{"type", {"string", "null"}}};
+  CHECK(valid(both, "x"));
+  CHECK(valid(both, nullptr));
+  auto errs = validate_json(both, 1);
+  REQUIRE(errs.size() == 1);
+  CHECK(errs[0] == "/: expected string or null, got integer");
+}
+
+TEST_CASE("json_schema: properties, required, additionalProperties") {
+  json s = json::parse(R"({"type": "object", "required": ["a"],
+                           "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}})");
+  CHECK(valid(s, {{"a", 1}}));
+  CHECK(valid(s, {{"a", 1}, {"zzz", 2}}));  // extra members allowed unless said otherwise
+  CHECK(errors_of(s, json::object()) == "/: missing required property \"a\"\n");
+  CHECK(errors_of(s, {{"a", 1}, {"b", 2}}) == "/b: expected string, got integer\n");
+
+  json closed = s;
+  closed["additionalProperties"] = false;
+  CHECK(valid(closed, {{"a", 1}, {"b", "x"}}));
+  CHECK(errors_of(closed, {{"a", 1}, {"c", 2}}) == "/c: additional property \"c\" is not allowed\n");
+
+  json typed = {{"additionalProperties", {{"type", "integer"}}}};
+  CHECK(valid(typed, {{"x", 1}, {"y", 2}}));
+  CHECK(errors_of(typed, {{"x", 1}, {"y", "no"}}) == "/y: expected integer, got string\n");
+}
+
+TEST_CASE("json_schema: items, minItems, maxItems") {
+  json s = {{"type", "array"}, {"items", {{"type", "integer"}}}, {"minItems", 1}, {"maxItems", 2}};
+  CHECK(valid(s, {1, 2}));
+  CHECK(errors_of(s, {1, "x"}) == "/1: expected integer, got string\n");
+  CHECK(errors_of(s, json::array()) == "/: has 0 items, fewer than minItems 1\n");
+  CHECK(errors_of(s, {1, 2, 3}) == "/: has 3 items, more than maxItems 2\n");
+}
+
+TEST_CASE("json_schema: enum and const") {
+  json e = {{"enum", {"a", 2, nullptr}}};
+  CHECK(valid(e, "a"));
+  CHECK(valid(e, 2));
+  CHECK(valid(e, nullptr));
+  CHECK_FALSE(valid(e, "b"));
+  json c = {{"const", 1}};
+  CHECK(valid(c, 1));
+  CHECK(errors_of(c, 2) == "/: expected 1, got 2\n");
+}
+
+TEST_CASE("json_schema: minimum, maximum, minLength, pattern") {
+  json n = {{"minimum", 0}, {"maximum", 64}};
+  CHECK(valid(n, 0));
+  CHECK(valid(n, 64));
+  CHECK(valid(n, 2.5));
+  CHECK(errors_of(n, -1) == "/: -1 is less than minimum 0\n");
+  CHECK(errors_of(n, 64.5) == "/: 64.5 is greater than maximum 64\n");
+  CHECK(valid(n, "not a number"));  // numeric keywords ignore other types
+
+  json len = {{"minLength", 2}};
+  CHECK(valid(len, "ab"));
+  CHECK(valid(len, "\xc3\xa9\xc3\xa9"));  // two code points, four bytes
+  CHECK(errors_of(len, "\xc3\xa9") == "/: length 1 is less than minLength 2\n");
+
+  json p = {{"pattern", "^[a-z]+\\.[0-9]+$"}};
+  CHECK(valid(p, "m.0"));
+  CHECK_FALSE(valid(p, "m0"));
+  CHECK(valid({{"pattern", "b"}}, "abc"));  // patterns are not anchored
+  CHECK_THROWS_AS(validate_json({{"pattern", "("}}, "x"), tiletune::Error);
+}
+
+TEST_CASE("json_schema: $ref to $defs and definitions") {
+  json s = json::parse(R"({"$defs": {"pos": {"type": "integer", "minimum": 1}},
+                           "definitions": {"name": {"type": "string"}},
+                           "properties": {"n": {"$ref": "#/$defs/pos"}, "s": {"$ref": "#/definitions/name"}}})");
+  CHECK(valid(s, {{"n", 3}, {"s", "x"}}));
+  CHECK(errors_of(s, {{"n", 0}}) == "/n: 0 is less than minimum 1\n");
+  CHECK(errors_of(s, {{"s", 1}}) == "/s: expected string, got integer\n");
+  CHECK_THROWS_AS(validate_json({{"$ref", "#/$defs/missing"}}, 1), tiletune::Error);
+  CHECK_THROWS_AS(validate_json({{"$ref", "other.json#/x"}}, 1), tiletune::Error);
+  // A ref that loops without consuming input is refused, not a stack overflow.
+  CHECK_THROWS_AS(validate_json({{"$ref", "#"}}, 1), tiletune::Error);
+}
+
+TEST_CASE("json_schema: oneOf and anyOf") {
+  json one = {{"oneOf", {{{"type", "integer"}}, {{"type", "number"}, {"minimum", 10}}}}};
+  CHECK(valid(one, 3));          // only the first
+  CHECK(valid(one, 10.5));       // only the second
+  CHECK_FALSE(valid(one, 12));   // both
+  CHECK_FALSE(valid(one, "x"));  // neither
+  CHECK(errors_of(one, 12).find("matches 2 of the oneOf schemas") != std::string::npos);
+
+  json any = {{"anyOf", {{{"type", "integer"}}, {{"type", "number"}, {"minimum", 10}}}}};
+  CHECK(valid(any, 12));
+  CHECK(valid(any, 3));
+  auto errs = validate_json(any, "x");
+  REQUIRE(errs.size() == 1);
+  CHECK(errs[0].rfind("/: matches none of the anyOf schemas", 0) == 0);
+}
+
+TEST_CASE("json_schema: unknown annotations are ignored, unsupported keywords refused") {
+  json s = json::parse(R"({"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": "x",
+                           "title": "t", "description": "d", "default": 1, "examples": [1],
+                           "type": "integer"})");
+  CHECK(valid(s, 1));
+  CHECK_FALSE(valid(s, "1"));
+  CHECK_THROWS_AS(validate_json({{"maxLength", 3}}, "x"), tiletune::Error);
+  CHECK(valid(true, 1));
+  CHECK_FALSE(valid(false, 1));
+}
+
+TEST_CASE("json_schema: pointers escape ~ and / in member names") {
+  json s = {{"additionalProperties", {{"type", "integer"}}}};
+  CHECK(errors_of(s, {{"a/b~c", "x"}}) == "/a~1b~0c: expected integer, got string\n");
+  json nested = json::parse(R"({"properties": {"tile": {"additionalProperties": {"type": "integer"}}}})");
+  CHECK(errors_of(nested, {{"tile", {{"i", "4"}}}}) == "/tile/i: expected integer, got string\n");
+}
+
+TEST_CASE("config schema: a full config is valid") {
+  json schema = load_schema("config.schema.json");
+  json config = json::parse(R"({"version": 1, "stages": [{"stage": "C",
+      "tile": {"m": [4, 8, 16], "n": [2, 1, 64], "k": [64, 8]},
+      "order": ["m.0", "n.0", "k.0", "m.1", "n.1"], "vectorize": "n", "unroll": 0, "parallel": 2,
+      "inline": false, "fuse_epilogue": true, "pack": ["B"]},
+      {"stage": "acc_1", "vectorize": null}]})");
+  CHECK(errors_of(schema, config) == "");
+  CHECK(valid(schema, json::parse(R"({"version": 1, "stages": [{"stage": "C"}]})")));
+}
+
+TEST_CASE("config schema: invalid configs are refused at the right place") {
+  json schema = load_schema("config.schema.json");
+  json base = json::parse(R"({"version": 1, "stages": [{"stage": "C", "tile": {"m": [4, 8]}}]})");
+  REQUIRE(valid(schema, base));
+
+  struct Case {
+    const char* pointer;  // JSON pointer to change
+    json value;
+    const char* error_start;
+  };
+  const Case cases[] = {
+      {"/version", 2, "/version: expected 1"},
+      {"/version", "1", "/version: expected integer"},
+      {"/stages", json::array(), "/stages: has 0 items"},
+      {"/stages/0/stage", "1C", "/stages/0/stage: \"1C\" does not match"},
+      {"/stages/0/tile/m", json::array(), "/stages/0/tile/m: has 0 items"},
+      {"/stages/0/tile/m", {1, 2, 3, 4, 5}, "/stages/0/tile/m: has 5 items"},
+      {"/stages/0/tile/m/0", 0, "/stages/0/tile/m/0: 0 is less than minimum 1"},
+      {"/stages/0/tile/m/0", 4.0, "/stages/0/tile/m/0: expected integer, got number"},
+      {"/stages/0/order", {"m0"}, "/stages/0/order/0: \"m0\" does not match"},
+      {"/stages/0/vectorize", 3, "/stages/0/vectorize: expected string or null"},
+      {"/stages/0/unroll", 65, "/stages/0/unroll: 65 is greater than maximum 64"},
+      {"/stages/0/unroll", -1, "/stages/0/unroll: -1 is less than minimum 0"},
+      {"/stages/0/parallel", 9, "/stages/0/parallel: 9 is greater than maximum 8"},
+      {"/stages/0/inline", 1, "/stages/0/inline: expected boolean"},
+      {"/stages/0/fuse_epilogue", "yes", "/stages/0/fuse_epilogue: expected boolean"},
+      {"/stages/0/pack", {"B-1"}, "/stages/0/pack/0: \"B-1\" does not match"},
+      {"/stages/0/colour", "red", "/stages/0/colour: additional property"},
+      {"/extra", 1, "/extra: additional property"},
+  };
+  for (const auto& c : cases) {
+    json doc = base;
+    doc[json::json_pointer(c.pointer)] = c.value;
+    auto errs = validate_json(schema, doc);
+    INFO(std::string(c.pointer) << " = " << c.value.dump());
+    REQUIRE_FALSE(errs.empty());  // "1" for version breaks both type and const: two lines
+    CHECK(errs[0].rfind(c.error_start, 0) == 0);
+  }
+  json no_stage = base;
+  no_stage["stages"][0].erase("stage");
+  CHECK(errors_of(schema, no_stage) == "/stages/0: missing required property \"stage\"\n");
+}

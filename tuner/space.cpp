@@ -1,0 +1,217 @@
+#include "tuner/space.hpp"
+
+#include <algorithm>
+#include <map>
+
+namespace tiletune::tuner {
+
+namespace {
+
+template <typename T>
+const T& pick(const std::vector<T>& v, Rng& rng) {
+  return v[std::uniform_int_distribution<size_t>(0, v.size() - 1)(rng)];
+}
+
+bool coin(Rng& rng, double p = 0.5) { return std::bernoulli_distribution(p)(rng); }
+
+std::int64_t round_up(std::int64_t x, std::int64_t m) { return (x + m - 1) / m * m; }
+
+constexpr int kTries = 200;
+
+}  // namespace
+
+Space::Space(const ir::Workload& w, const ir::TargetTraits& t) : w_(w), t_(t) {}
+
+std::string Space::check(const ir::Schedule& s) const { return ir::check_schedule(w_, s, t_); }
+
+bool Space::absorbed(const ir::Schedule& s, int stage) const {
+  return s.stages[stage].inline_stage || (stage > 0 && s.stages[stage - 1].fuse_epilogue);
+}
+
+//! Tile sizes of one axis, outermost first, ending in `reg` (the register or micro-kernel
+//! block): each level a power-of-two multiple of the next, up to the axis extent.
+std::vector<std::int64_t> Space::sample_tile(const ir::Axis& a, std::int64_t reg, Rng& rng) const {
+  std::vector<std::int64_t> sizes{reg};
+  int extra = std::uniform_int_distribution<int>(0, 2)(rng);
+  for (int l = 0; l < extra; ++l) {
+    std::int64_t inner = sizes.front();
+    if (inner >= a.extent) break;
+    std::vector<std::int64_t> options;
+    for (std::int64_t f = 2; f <= 64 && inner * f <= round_up(a.extent, inner); f *= 2) options.push_back(inner * f);
+    if (options.empty()) break;
+    sizes.insert(sizes.begin(), pick(options, rng));
+  }
+  return sizes;
+}
+
+void Space::sample_order(ir::StageSchedule& ss, int stage, Rng& rng) const {
+  // A random interleaving of the tile loops that keeps each axis's levels outermost first.
+  std::vector<std::string> slots;
+  for (auto& a : w_.stages[stage].axes)
+    for (size_t l = 0; l < ss.tile[a.name].size(); ++l) slots.push_back(a.name);
+  std::shuffle(slots.begin(), slots.end(), rng);
+  // Spatial level-0 loops tend to belong outside: sort a random prefix of them first.
+  if (coin(rng, 0.7)) {
+    std::stable_partition(slots.begin(), slots.end(), [&](const std::string& axis) {
+      for (auto& a : w_.stages[stage].axes)
+        if (a.name == axis) return !a.reduce;
+      return false;
+    });
+  }
+  std::map<std::string, int> level;
+  ss.order.clear();
+  for (auto& axis : slots) ss.order.push_back(axis + "." + std::to_string(level[axis]++));
+  // The first loops of spatial level 0 may run in parallel.
+  int leading = 0;
+  for (auto& l : ss.order) {
+    std::string axis = l.substr(0, l.rfind('.'));
+    bool reduce = false;
+    for (auto& a : w_.stages[stage].axes)
+      if (a.name == axis) reduce = a.reduce;
+    if (reduce || l != axis + ".0") break;
+    ++leading;
+  }
+  ss.parallel = (t_.threads > 1 && leading > 0) ? std::uniform_int_distribution<int>(coin(rng, 0.8) ? 1 : 0, std::min(leading, 2))(rng) : 0;
+}
+
+void Space::sample_loops(ir::StageSchedule& ss, int stage, Rng& rng) const {
+  const ir::Stage& st = w_.stages[stage];
+  ss.tile.clear();
+  auto axes = ir::vectorizable_axes(w_, stage);
+  ss.vectorize = (t_.vector_lanes > 1 && !axes.empty() && coin(rng, 0.85)) ? pick(axes, rng) : "";
+  bool vec_reduce = false;
+  for (auto& a : st.axes)
+    if (a.name == ss.vectorize) vec_reduce = a.reduce;
+  std::int64_t budget = ss.vectorize.empty() ? 64 : vec_reduce ? t_.vector_registers - 4 : (t_.vector_registers - 4) * t_.vector_lanes;
+  std::int64_t points = 1;
+  // Register blocks: the vector axis first, then the other spatial axes within the budget.
+  std::vector<const ir::Axis*> order;
+  for (auto& a : st.axes)
+    if (a.name == ss.vectorize) order.insert(order.begin(), &a);
+    else order.push_back(&a);
+  for (const ir::Axis* a : order) {
+    std::int64_t reg = 1;
+    if (a->name == ss.vectorize && !a->reduce) {
+      std::int64_t lanes = t_.vector_lanes;
+      reg = lanes * pick(std::vector<std::int64_t>{1, 1, 2, 2, 3, 4}, rng);
+      reg = std::min(reg, std::max(lanes, round_up(a->extent, lanes)));
+    } else if (a->reduce) {
+      std::vector<std::int64_t> blocks{a->extent};
+      for (std::int64_t b : {4, 8, 16, 32, 64, 128, 256, 512})
+        if (b < a->extent) blocks.push_back(b);
+      reg = pick(blocks, rng);
+      if (a->name == ss.vectorize) reg = round_up(reg, t_.vector_lanes);
+    } else {
+      std::vector<std::int64_t> options;
+      for (std::int64_t r : {1, 2, 3, 4, 5, 6, 8})
+        if (points * r <= budget && r <= a->extent) options.push_back(r);
+      reg = options.empty() ? 1 : pick(options, rng);
+    }
+    if (!a->reduce) points *= reg;
+    ss.tile[a->name] = sample_tile(*a, reg, rng);
+  }
+  sample_order(ss, stage, rng);
+  ss.unroll = pick(std::vector<int>{0, 0, 2, 4, 8}, rng);
+}
+
+ir::Schedule Space::sample(Rng& rng) const {
+  for (int attempt = 0; attempt < kTries; ++attempt) {
+    ir::Schedule s;
+    for (size_t i = 0; i < w_.stages.size(); ++i) {
+      ir::StageSchedule ss;
+      ss.stage = w_.stages[i].name;
+      s.stages.push_back(ss);
+    }
+    for (size_t i = 0; i < w_.stages.size(); ++i) {
+      int stage = static_cast<int>(i);
+      if (stage > 0 && s.stages[i - 1].fuse_epilogue) continue;
+      if (ir::can_inline(w_, stage) && coin(rng, 0.5)) {
+        s.stages[i].inline_stage = true;
+        continue;
+      }
+      sample_loops(s.stages[i], stage, rng);
+      s.stages[i].fuse_epilogue = ir::can_fuse_epilogue(w_, stage) && coin(rng, 0.7);
+    }
+    if (check(s).empty()) return s;
+  }
+  return ir::naive_schedule(w_);
+}
+
+ir::Schedule Space::mutate(const ir::Schedule& s, Rng& rng) const {
+  for (int attempt = 0; attempt < kTries; ++attempt) {
+    ir::Schedule m = s;
+    int stage = std::uniform_int_distribution<int>(0, static_cast<int>(w_.stages.size()) - 1)(rng);
+    if (m.stages[stage].inline_stage) {  // un-inline: compute it in its own loops
+      m.stages[stage].inline_stage = false;
+      sample_loops(m.stages[stage], stage, rng);
+      if (check(m).empty()) return m;
+      continue;
+    }
+    if (absorbed(m, stage)) continue;
+    ir::StageSchedule& ss = m.stages[stage];
+    const ir::Stage& st = w_.stages[stage];
+    switch (std::uniform_int_distribution<int>(0, 5)(rng)) {
+      case 0: {  // one axis's tile sizes, keeping its register block
+        const ir::Axis& a = pick(st.axes, rng);
+        auto& sizes = ss.tile[a.name];
+        std::int64_t reg = sizes.back();
+        if (coin(rng) && a.name != ss.vectorize) {
+          std::vector<std::int64_t> regs{1, 2, 3, 4, 6, 8, 16, 32, 64, 128};
+          reg = std::min<std::int64_t>(pick(regs, rng), a.extent);
+        }
+        sizes = sample_tile(a, reg, rng);
+        sample_order(ss, stage, rng);
+        break;
+      }
+      case 1: {  // swap two neighbouring loops
+        if (ss.order.size() < 2) continue;
+        size_t i = std::uniform_int_distribution<size_t>(0, ss.order.size() - 2)(rng);
+        std::swap(ss.order[i], ss.order[i + 1]);
+        break;
+      }
+      case 2: ss.unroll = pick(std::vector<int>{0, 2, 4, 8, 16}, rng); break;
+      case 3: ss.parallel = std::uniform_int_distribution<int>(0, 2)(rng); break;
+      case 4: {  // resample the whole stage
+        bool fuse = ss.fuse_epilogue;
+        sample_loops(ss, stage, rng);
+        ss.fuse_epilogue = fuse;
+        break;
+      }
+      case 5: {  // structure: fuse or inline differently
+        if (ir::can_fuse_epilogue(w_, stage)) {
+          ss.fuse_epilogue = !ss.fuse_epilogue;
+          if (!ss.fuse_epilogue) sample_loops(m.stages[stage + 1], stage + 1, rng);
+          else {
+            std::string name = m.stages[stage + 1].stage;
+            m.stages[stage + 1] = ir::StageSchedule();
+            m.stages[stage + 1].stage = name;
+          }
+        } else if (ir::can_inline(w_, stage)) {
+          ss.inline_stage = true;
+          ss.tile.clear();
+          ss.order.clear();
+          ss.vectorize.clear();
+          ss.unroll = ss.parallel = 0;
+          ss.fuse_epilogue = false;
+        } else {
+          continue;
+        }
+        break;
+      }
+    }
+    if (check(m).empty() && m.key() != s.key()) return m;
+  }
+  return s;
+}
+
+ir::Schedule Space::crossover(const ir::Schedule& a, const ir::Schedule& b, Rng& rng) const {
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    ir::Schedule c = a;
+    for (size_t i = 0; i < c.stages.size(); ++i)
+      if (coin(rng)) c.stages[i] = b.stages[i];
+    if (check(c).empty()) return c;
+  }
+  return mutate(a, rng);
+}
+
+}  // namespace tiletune::tuner

@@ -1,0 +1,42 @@
+// tuner/space.hpp
+#pragma once
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ir/loop_nest.hpp"
+
+namespace tiletune::tuner {
+
+using Rng = std::mt19937_64;
+
+//! The schedule space of a workload on a target, derived from the op's loops (no per-op
+//! templates): per stage, multi-level tile sizes for every axis, a loop order, the SIMD axis,
+//! the unroll factor, parallel outer loops, inlining and epilogue fusion. Every schedule it
+//! returns passes ir::check_schedule.
+class Space {
+ public:
+  Space(const ir::Workload& w, const ir::TargetTraits& t);
+
+  ir::Schedule sample(Rng& rng) const;
+  //! Changes one knob of one stage.
+  ir::Schedule mutate(const ir::Schedule& s, Rng& rng) const;
+  //! Takes each stage's knobs from one parent or the other.
+  ir::Schedule crossover(const ir::Schedule& a, const ir::Schedule& b, Rng& rng) const;
+  //! "" if valid, else why not.
+  std::string check(const ir::Schedule& s) const;
+
+  const ir::Workload& workload() const { return w_; }
+  const ir::TargetTraits& traits() const { return t_; }
+
+ private:
+  const ir::Workload& w_;
+  ir::TargetTraits t_;
+
+  void sample_loops(ir::StageSchedule& ss, int stage, Rng& rng) const;
+  std::vector<std::int64_t> sample_tile(const ir::Axis& a, std::int64_t reg, Rng& rng) const;
+  void sample_order(ir::StageSchedule& ss, int stage, Rng& rng) const;
+  bool absorbed(const ir::Schedule& s, int stage) const;
+};
+
+}  // namespace tiletune::tuner

@@ -1,0 +1,106 @@
+#include "tuner/tune.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "support/error.hpp"
+#include "support/version.hpp"
+#include "tuner/search.hpp"
+
+namespace tiletune::tuner {
+
+db::WorkloadRow workload_row(const ir::Workload& w) {
+  return {w.key, w.op.name, w.canonical_text, nlohmann::json(w.sizes).dump()};
+}
+
+db::TargetRow target_row(const codegen::TargetInfo& t) { return {t.key, t.backend, t.family, t.fingerprint_json}; }
+
+namespace {
+
+db::Record to_record(const measure::MeasureResult& r, const ir::Workload& w, const codegen::TargetInfo& t,
+                     const measure::MeasureOptions& m) {
+  db::Record rec;
+  rec.workload_key = w.key;
+  rec.target_key = t.key;
+  rec.config_key = r.config_key;
+  rec.config_json = r.config_json;
+  rec.times_s = r.times_s;
+  rec.error_class = r.error_class;
+  rec.error_message = r.error_message;
+  rec.measure_params_json = m.to_json();
+  rec.tool_version = kToolVersion;
+  rec.created_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+  return rec;
+}
+
+}  // namespace
+
+TuneSummary tune(const ir::Workload& w, const codegen::Backend& backend, db::Store& store, const TuneOptions& options,
+                 const std::function<void(const Progress&)>& on_progress) {
+  const codegen::TargetInfo& target = backend.target();
+  store.put_workload(workload_row(w));
+  store.put_target(target_row(target));
+  Space space(w, target.traits);
+  auto search = make_search(options.strategy, space, options.seed);
+
+  TuneSummary summary;
+  summary.workload_key = w.key;
+  summary.target_key = target.key;
+  std::set<std::string> measured;
+  std::vector<ir::Schedule> known;
+  std::vector<double> known_latency;
+  for (auto& rec : store.history(w.key, target.key)) {
+    measured.insert(rec.config_key);
+    try {
+      known.push_back(ir::Schedule::from_json(rec.config_json));
+      known_latency.push_back(rec.median_s());
+    } catch (const Error&) {
+      // A config this version cannot read still counts against the budget, but teaches nothing.
+    }
+  }
+  search->notify(known, known_latency);
+  summary.already = static_cast<int>(measured.size());
+
+  Progress progress;
+  progress.total = options.trials;
+  progress.done = summary.already;
+  auto best = store.best(w.key, target.key);
+  progress.best_s = best ? best->median_s() : INFINITY;
+  if (on_progress) on_progress(progress);
+
+  measure::Measurer measurer(backend, w, options.measure);
+  ir::Schedule naive = ir::naive_schedule(w);
+  while (progress.done < options.trials) {
+    int n = std::min(options.batch_size, options.trials - progress.done);
+    std::vector<ir::Schedule> batch;
+    if (!measured.count(naive.key())) batch.push_back(naive);  // the baseline every speedup is against
+    auto proposed = search->propose(n - static_cast<int>(batch.size()), measured);
+    batch.insert(batch.end(), proposed.begin(), proposed.end());
+    if (batch.empty()) break;  // the space is exhausted
+    auto results = measurer.measure(batch);
+    std::vector<double> latency;
+    for (auto& r : results) {
+      store.add_record(to_record(r, w, target, measurer.options()));
+      measured.insert(r.config_key);
+      latency.push_back(r.median_s());
+      ++summary.measured;
+      ++progress.done;
+      if (!r.ok()) {
+        ++summary.failed;
+        ++progress.failed;
+      }
+      progress.best_s = std::min(progress.best_s, r.median_s());
+    }
+    search->notify(batch, latency);
+    if (on_progress) on_progress(progress);
+  }
+  summary.best = store.best(w.key, target.key);
+  for (auto& rec : store.history(w.key, target.key))
+    if (rec.config_key == naive.key()) summary.naive = rec;
+  return summary;
+}
+
+}  // namespace tiletune::tuner

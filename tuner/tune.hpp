@@ -1,0 +1,47 @@
+// tuner/tune.hpp
+#pragma once
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "codegen/backend.hpp"
+#include "db/store.hpp"
+#include "measure/measure.hpp"
+
+namespace tiletune::tuner {
+
+struct TuneOptions {
+  int trials = 64;  //!< records wanted for (workload, target), counting those already stored
+  int batch_size = 16;
+  std::string strategy = "evolutionary";
+  std::uint64_t seed = 1;
+  measure::MeasureOptions measure;
+};
+
+struct Progress {
+  int done = 0;       //!< records stored so far, earlier runs included
+  int total = 0;      //!< the trial budget
+  int failed = 0;     //!< failed measurements in this run
+  double best_s = 0;  //!< best median so far; +inf if none
+};
+
+struct TuneSummary {
+  std::string workload_key, target_key;
+  int already = 0;   //!< records found in the database before this run
+  int measured = 0;  //!< measured by this run
+  int failed = 0;    //!< of those, failures (kept as records)
+  std::optional<db::Record> best;
+  std::optional<db::Record> naive;  //!< the reference schedule's record, if measured
+};
+
+//! Tunes one workload on one backend: proposes batches with the chosen strategy, measures
+//! them and stores every result before proposing the next. Resumes from the records already
+//! in the store; a budget they already fill measures nothing.
+TuneSummary tune(const ir::Workload& w, const codegen::Backend& backend, db::Store& store, const TuneOptions& options,
+                 const std::function<void(const Progress&)>& on_progress = {});
+
+//! The database rows that identify a workload and a target.
+db::WorkloadRow workload_row(const ir::Workload& w);
+db::TargetRow target_row(const codegen::TargetInfo& t);
+
+}  // namespace tiletune::tuner
