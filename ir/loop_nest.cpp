@@ -117,6 +117,10 @@ std::string check_stage(const Workload& w, const Schedule& s, const TargetTraits
   if (ss.unroll < 0 || ss.unroll > 64) return "unroll must be in [0, 64]";
   if (!ss.pack.empty()) return "packing is not supported by this version";
 
+  if (ss.fuse_epilogue) {
+    if (!can_fuse_epilogue(w, i)) return "stage cannot fuse the next stage as an epilogue";
+    if (s.stages[i + 1].inline_stage) return "a fused epilogue cannot also be inlined";
+  }
   std::int64_t points = 1;
   for (auto& a : st.axes)
     if (!a.reduce) points *= ss.tile.at(a.name).back();
@@ -153,10 +157,6 @@ std::string check_stage(const Workload& w, const Schedule& s, const TargetTraits
              std::to_string(t.vector_registers);
   } else if (points > 64) {
     return "scalar register tile of " + std::to_string(points) + " points is over 64";
-  }
-  if (ss.fuse_epilogue) {
-    if (!can_fuse_epilogue(w, i)) return "stage cannot fuse the next stage as an epilogue";
-    if (s.stages[i + 1].inline_stage) return "a fused epilogue cannot also be inlined";
   }
   return "";
 }

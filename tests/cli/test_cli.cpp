@@ -1,0 +1,107 @@
+// End-to-end tests of the tiletune command: what a user types, what it prints, its exit codes.
+#include <doctest/doctest.h>
+
+#include <fstream>
+
+#include "helpers.hpp"
+#include "support/subprocess.hpp"
+
+using namespace tiletune;
+using tiletune::test::TempDir;
+
+namespace {
+
+ProcessResult tiletune_cmd(std::vector<std::string> args) {
+  args.insert(args.begin(), std::string(TILETUNE_BINARY_DIR) + "/tiletune");
+  return run_process(args, 300);
+}
+
+bool has(const ProcessResult& r, const std::string& text) { return r.output.find(text) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("cli: tune, rerun, best and show on a library op") {
+  TempDir dir;
+  std::string db = dir.file("t.db");
+  std::vector<std::string> common = {"--sizes", "M=48,N=64,K=32", "--db", db, "--cache", test::kernel_cache()};
+  auto with = [&](std::vector<std::string> a) {
+    a.insert(a.end(), common.begin(), common.end());
+    return tiletune_cmd(a);
+  };
+  auto tune = with({"tune", "matmul", "--trials", "6", "--batch", "3", "--min-time", "0.01"});
+  CHECK_MESSAGE(tune.exit_code == 0, tune.output);
+  CHECK(has(tune, "GFLOP/s"));
+  CHECK(has(tune, "matmul  K=32,M=48,N=64"));
+  CHECK(has(tune, "6/6"));
+  auto again = with({"tune", "matmul", "--trials", "6"});
+  CHECK(again.exit_code == 0);
+  CHECK(has(again, "  6    0  "));  // 6 records, 0 new
+  auto best = with({"best", "matmul", "--top", "3"});
+  CHECK(best.exit_code == 0);
+  CHECK(has(best, "median ms"));
+  auto best_json = with({"best", "matmul", "--json"});
+  CHECK(has(best_json, "\"workload_key\""));
+  auto show = with({"show", "matmul"});
+  CHECK(show.exit_code == 0);
+  CHECK(has(show, "extern \"C\" void tt_kernel"));
+}
+
+TEST_CASE("cli: ops lists the library and --help the exit codes") {
+  auto ops = tiletune_cmd({"ops"});
+  CHECK(ops.exit_code == 0);
+  CHECK(has(ops, "matmul(A[M, K], B[K, N]) -> C[M, N]"));
+  CHECK(has(ops, "suites: default"));
+  auto help = tiletune_cmd({"--help"});
+  CHECK(help.exit_code == 0);
+  CHECK(has(help, "Exit codes"));
+  auto tune_help = tiletune_cmd({"tune", "--help"});
+  CHECK(has(tune_help, "--trials"));
+}
+
+TEST_CASE("cli: bad input gets a clear message and the documented exit code") {
+  TempDir dir;
+  std::string db = dir.file("t.db");
+  auto bad_sizes = tiletune_cmd({"tune", "matmul", "--sizes", "M=4,N=", "--db", db});
+  CHECK(bad_sizes.exit_code == 2);
+  CHECK(has(bad_sizes, "sizes:"));
+  auto missing_size = tiletune_cmd({"tune", "matmul", "--sizes", "M=4,N=4", "--db", db});
+  CHECK(missing_size.exit_code == 2);
+  CHECK(has(missing_size, "not given: K"));
+  auto unknown_op = tiletune_cmd({"tune", "nosuchop", "--sizes", "M=4", "--db", db});
+  CHECK(unknown_op.exit_code == 3);
+  CHECK(has(unknown_op, "no library op named 'nosuchop'"));
+  std::string op_file = dir.file("broken.tile");
+  std::ofstream(op_file) << "op broken(A: f32[N]) -> B: f32[N] {\n  B[i] = A[i] +\n}\n";
+  auto broken = tiletune_cmd({"tune", op_file, "--sizes", "N=4", "--db", db});
+  CHECK(broken.exit_code == 2);
+  CHECK(has(broken, "broken.tile:3:1: expected an expression"));
+  auto no_args = tiletune_cmd({"tune"});
+  CHECK(no_args.exit_code == 2);
+  auto no_record = tiletune_cmd({"best", "matmul", "--sizes", "M=4,N=4,K=4", "--db", db});
+  CHECK(no_record.exit_code == 3);
+  CHECK(has(no_record, "run `tiletune tune` first"));
+  std::string garbage = dir.file("garbage.db");
+  std::ofstream(garbage) << std::string(4096, 'x');
+  auto corrupt = tiletune_cmd({"best", "matmul", "--sizes", "M=4,N=4,K=4", "--db", garbage});
+  CHECK(corrupt.exit_code == 5);
+  auto bad_config = tiletune_cmd({"show", "matmul", "--sizes", "M=4,N=4,K=4", "--config", "{\"version\":1}"});
+  CHECK(bad_config.exit_code == 2);
+  CHECK(has(bad_config, "config:"));
+  auto bad_strategy = tiletune_cmd({"tune", "matmul", "--sizes", "M=4,N=4,K=4", "--db", db, "--strategy", "magic"});
+  CHECK(bad_strategy.exit_code == 2);
+  CHECK(has(bad_strategy, "unknown search strategy"));
+  std::string suite = dir.file("suite.json");
+  std::ofstream(suite) << "{\"cases\": [{\"op\": 3}]}";
+  auto bad_suite = tiletune_cmd({"suite", suite, "--db", db});
+  CHECK(bad_suite.exit_code == 2);
+}
+
+TEST_CASE("cli: an op file with its own op tunes end to end") {
+  TempDir dir;
+  std::string op_file = dir.file("scale.tile");
+  std::ofstream(op_file) << "op scale(X: f32[N, D]) -> Y: f32[N, D] {\n  Y[n, d] = 2.0 * X[n, d] + 1.0\n}\n";
+  auto r = tiletune_cmd({"tune", op_file, "--sizes", "N=16,D=40", "--trials", "3", "--db", dir.file("t.db"), "--cache",
+                         test::kernel_cache(), "--min-time", "0.01"});
+  CHECK_MESSAGE(r.exit_code == 0, r.output);
+  CHECK(has(r, "scale"));
+}

@@ -1,0 +1,212 @@
+// The CPU backend's kernels against hand-written C++ (the reference semantics) and, for
+// many random schedules of every library op, against the naive schedule.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <fstream>
+
+#include "codegen/backend.hpp"
+#include "helpers.hpp"
+#include "ir/loop_nest.hpp"
+#include "measure/measure.hpp"
+#include "measure/protocol.hpp"
+#include "tuner/space.hpp"
+
+using namespace tiletune;
+using tiletune::test::library_workload;
+using tiletune::test::TempDir;
+
+namespace {
+
+using Tensors = std::vector<std::vector<float>>;
+
+//! Builds and runs a schedule in this process; returns inputs then outputs.
+Tensors run_in_process(const codegen::Backend& be, const ir::Workload& w, const ir::Schedule& s, const TempDir& dir) {
+  ir::LoopNest nest = ir::lower(w, s, be.target().traits);
+  std::string src = dir.file(s.key() + ".cpp"), lib = dir.file(s.key() + ".so");
+  std::ofstream(src) << be.emit(w, nest, s.to_json());
+  std::string log = be.build(src, lib);
+  REQUIRE_MESSAGE(log.empty(), log);
+  auto kernel = be.load(lib);
+  Tensors t;
+  std::vector<float*> args;
+  int index = 0;
+  for (auto& b : w.buffers) {
+    if (b.role == ir::Buffer::Role::Temp) continue;
+    t.emplace_back(b.elements(), NAN);
+    if (b.role == ir::Buffer::Role::Input) measure::fill_input(t.back().data(), b.elements(), 7, index++);
+  }
+  for (auto& v : t) args.push_back(v.data());
+  std::vector<float> workspace(nest.workspace_floats + 16, NAN);
+  kernel->run(args.data(), workspace.data());
+  return t;
+}
+
+void check_close(const std::vector<float>& got, const std::vector<double>& want, double tol) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::fabs(got[i] - want[i]) > tol * (1 + std::fabs(want[i]))) {
+      FAIL_CHECK("element " << i << " is " << got[i] << ", expected " << want[i]);
+      return;
+    }
+  }
+}
+
+std::unique_ptr<codegen::Backend> cpu() { return codegen::make_backend("cpu"); }
+
+}  // namespace
+
+TEST_CASE("cpu kernels: naive matmul and conv2d compute what the language says") {
+  auto be = cpu();
+  TempDir dir;
+  {
+    auto w = library_workload("matmul", "M=7,N=5,K=3");
+    Tensors t = run_in_process(*be, w, ir::naive_schedule(w), dir);
+    std::vector<double> want(7 * 5);
+    for (int m = 0; m < 7; ++m)
+      for (int n = 0; n < 5; ++n)
+        for (int k = 0; k < 3; ++k) want[m * 5 + n] += double(t[0][m * 3 + k]) * t[1][k * 5 + n];
+    check_close(t[2], want, 1e-5);
+  }
+  {
+    auto w = library_workload("conv2d", "N=2,C=3,H=6,W=5,K=4,R=3,S=2");
+    Tensors t = run_in_process(*be, w, ir::naive_schedule(w), dir);
+    int N = 2, C = 3, H = 6, W = 5, K = 4, R = 3, S = 2, P = H - R + 1, Q = W - S + 1;
+    std::vector<double> want(N * K * P * Q);
+    for (int n = 0; n < N; ++n)
+      for (int k = 0; k < K; ++k)
+        for (int y = 0; y < P; ++y)
+          for (int x = 0; x < Q; ++x)
+            for (int c = 0; c < C; ++c)
+              for (int r = 0; r < R; ++r)
+                for (int s = 0; s < S; ++s)
+                  want[((n * K + k) * P + y) * Q + x] +=
+                      double(t[0][((n * C + c) * H + y + r) * W + x + s]) * t[1][((k * C + c) * R + r) * S + s];
+    check_close(t[2], want, 1e-5);
+  }
+}
+
+TEST_CASE("cpu kernels: naive softmax, layernorm, gelu and matmul_bias_relu compute what the language says") {
+  auto be = cpu();
+  TempDir dir;
+  const int N = 3, D = 11;
+  {
+    auto w = library_workload("softmax", "N=3,D=11");
+    Tensors t = run_in_process(*be, w, ir::naive_schedule(w), dir);
+    std::vector<double> want(N * D);
+    for (int n = 0; n < N; ++n) {
+      double mx = -1e30, sum = 0;
+      for (int d = 0; d < D; ++d) mx = std::max(mx, double(t[0][n * D + d]));
+      for (int d = 0; d < D; ++d) sum += std::exp(t[0][n * D + d] - mx);
+      for (int d = 0; d < D; ++d) want[n * D + d] = std::exp(t[0][n * D + d] - mx) / sum;
+    }
+    check_close(t[1], want, 1e-5);
+  }
+  {
+    auto w = library_workload("layernorm", "N=3,D=11");
+    Tensors t = run_in_process(*be, w, ir::naive_schedule(w), dir);
+    std::vector<double> want(N * D);
+    for (int n = 0; n < N; ++n) {
+      double mean = 0, var = 0;
+      for (int d = 0; d < D; ++d) mean += t[0][n * D + d] / double(D);
+      for (int d = 0; d < D; ++d) var += (t[0][n * D + d] - mean) * (t[0][n * D + d] - mean) / D;
+      for (int d = 0; d < D; ++d)
+        want[n * D + d] = (t[0][n * D + d] - mean) / std::sqrt(var + 1e-5) * t[1][d] + t[2][d];
+    }
+    check_close(t[3], want, 1e-4);
+  }
+  {
+    auto w = library_workload("gelu", "N=3,D=11");
+    Tensors t = run_in_process(*be, w, ir::naive_schedule(w), dir);
+    std::vector<double> want(N * D);
+    for (int i = 0; i < N * D; ++i) {
+      double x = t[0][i];
+      want[i] = 0.5 * x * (1 + std::tanh(0.7978845608 * (x + 0.044715 * x * x * x)));
+    }
+    check_close(t[1], want, 1e-5);
+  }
+  {
+    auto w = library_workload("matmul_bias_relu", "M=4,N=6,K=5");
+    Tensors t = run_in_process(*be, w, ir::naive_schedule(w), dir);
+    std::vector<double> want(4 * 6);
+    for (int m = 0; m < 4; ++m)
+      for (int n = 0; n < 6; ++n) {
+        double acc = 0;
+        for (int k = 0; k < 5; ++k) acc += double(t[0][m * 5 + k]) * t[1][k * 6 + n];
+        want[m * 6 + n] = std::max(acc + t[2][n], 0.0);
+      }
+    check_close(t[3], want, 1e-5);
+  }
+}
+
+TEST_CASE("cpu kernels: a hand-written tiled, vectorized, parallel schedule with tails matches the naive one") {
+  auto be = cpu();
+  TempDir dir;
+  auto w = library_workload("matmul", "M=37,N=53,K=29");
+  auto s = ir::Schedule::from_json(
+      R"({"version":1,"stages":[{"stage":"C","tile":{"m":[12,6],"n":[64,32],"k":[16,8]},)"
+      R"("order":["m.0","n.0","k.0","m.1","k.1","n.1"],"vectorize":"n","unroll":4,"parallel":2}]})");
+  if (be->target().traits.vector_lanes != 16) s.stages[0].vectorize.clear(), s.stages[0].tile["n"] = {8, 4};
+  Tensors fast = run_in_process(*be, w, s, dir);
+  Tensors ref = run_in_process(*be, w, ir::naive_schedule(w), dir);
+  std::vector<double> want(ref[2].begin(), ref[2].end());
+  check_close(fast[2], want, 1e-4);
+}
+
+TEST_CASE("cpu kernels: the generated source is readable") {
+  auto be = cpu();
+  auto w = library_workload("matmul", "M=64,N=64,K=64");
+  std::string src = be->emit(w, ir::lower(w, ir::naive_schedule(w), be->target().traits), "{}");
+  CHECK(src.find("// stage C: C[m, n] += (A[m, k] * B[k, n])") != std::string::npos);
+  CHECK(src.find("for (std::int64_t m0 = 0; m0 < 64; m0 += 1)") != std::string::npos);
+  CHECK(src.find("acc0 = acc0 + (A_0 * B_0);") != std::string::npos);
+}
+
+TEST_CASE("backend registry: unknown backends are refused with the list of known ones") {
+  std::string msg = tiletune::test::error_of([] { codegen::make_backend("tpu"); });
+  CHECK(msg.find("unknown backend 'tpu'") != std::string::npos);
+  CHECK(msg.find("cpu") != std::string::npos);
+  auto be = cpu();
+  CHECK(be->target().key.size() == 16);
+  CHECK(be->target().fingerprint_json.find("\"compiler\"") != std::string::npos);
+}
+
+namespace {
+
+//! Measures `count` random schedules of a library op; every one must be correct.
+void random_schedules_are_correct(const std::string& op, const std::string& sizes, int count, std::uint64_t seed) {
+  CAPTURE(op);
+  CAPTURE(sizes);
+  auto be = cpu();
+  auto w = library_workload(op, sizes);
+  tuner::Space space(w, be->target().traits);
+  tuner::Rng rng(seed);
+  std::vector<ir::Schedule> batch;
+  for (int i = 0; i < count; ++i) batch.push_back(space.sample(rng));
+  measure::MeasureOptions o;
+  o.cache_dir = test::kernel_cache();
+  o.min_seconds = 0;
+  o.min_repeats = 1;
+  measure::Measurer m(*be, w, o);
+  for (auto& r : m.measure(batch)) {
+    CAPTURE(r.config_json);
+    CHECK_MESSAGE(r.ok(), r.error_class << ": " << r.error_message);
+  }
+}
+
+}  // namespace
+
+// Sizes are primes, ones and other numbers that no tile size divides, so tails are exercised.
+TEST_CASE("library ops: random valid schedules compute the reference results" * doctest::timeout(600)) {
+  const int n = 5;
+  random_schedules_are_correct("matmul", "M=37,N=67,K=23", n, 1);
+  random_schedules_are_correct("matmul", "M=1,N=17,K=1", n, 2);
+  random_schedules_are_correct("matmul_bias_relu", "M=29,N=41,K=19", n, 3);
+  random_schedules_are_correct("batch_matmul", "G=3,M=13,N=35,K=7", n, 4);
+  random_schedules_are_correct("conv2d", "N=1,C=3,H=11,W=19,K=5,R=3,S=3", n, 5);
+  random_schedules_are_correct("depthwise_conv2d", "N=2,C=3,H=9,W=21,R=3,S=3", n, 6);
+  random_schedules_are_correct("softmax", "N=7,D=43", n, 7);
+  random_schedules_are_correct("layernorm", "N=5,D=37", n, 8);
+  random_schedules_are_correct("row_sum", "N=11,D=53", n, 9);
+  random_schedules_are_correct("gelu", "N=3,D=71", n, 10);
+}

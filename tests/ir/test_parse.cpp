@@ -1,0 +1,150 @@
+#include <doctest/doctest.h>
+
+#include "helpers.hpp"
+
+using namespace tiletune;
+using tiletune::test::error_of;
+
+namespace {
+
+//! Parses and returns the error message; the test fails if parsing succeeds.
+std::string parse_error(const std::string& text) {
+  ErrorKind kind = ErrorKind::Internal;
+  std::string msg = error_of([&] { ir::parse_ops(text); }, &kind);
+  CHECK_MESSAGE(!msg.empty(), "expected a parse error for: " << text);
+  CHECK(kind == ErrorKind::InvalidInput);
+  return msg;
+}
+
+const char* kMatmul = "op matmul(A: f32[M, K], B: f32[K, N]) -> C: f32[M, N] {\n  C[m, n] += A[m, k] * B[k, n]\n}\n";
+
+}  // namespace
+
+TEST_CASE("parse: every library op parses, checks and binds") {
+  for (auto& name : ops::op_names()) {
+    CAPTURE(name);
+    ir::OpDef op = ir::parse_op(ops::op_text(name));
+    CHECK(op.name == name);
+    CHECK(!op.stmts.empty());
+  }
+}
+
+TEST_CASE("parse: the matmul statement has its axes and ranges") {
+  ir::OpDef op = ir::parse_op(kMatmul);
+  REQUIRE(op.stmts.size() == 1);
+  const auto& s = op.stmts[0];
+  CHECK(s.combine == ir::Combine::Add);
+  REQUIRE(s.vars.size() == 3);
+  CHECK(s.vars[0].name == "m");
+  CHECK_FALSE(s.vars[0].reduce);
+  CHECK(s.vars[2].name == "k");
+  CHECK(s.vars[2].reduce);
+  CHECK(ir::to_string(s.vars[2].extent) == "K");
+}
+
+TEST_CASE("parse: affine indices, size symbols in expressions, comparisons and select") {
+  ir::OpDef op = ir::parse_op(
+      "op f(X: f32[N, 2 * N + 3]) -> Y: f32[N] {\n"
+      "  Y[i] = select(X[i, 2*i + 3 - 1] > 0.5, X[i, i + i] / N, -1.5e-3)\n"
+      "}\n");
+  auto w = ir::bind(op, {{"N", 4}});
+  CHECK(w.buffers[0].shape == std::vector<std::int64_t>{4, 11});
+  CHECK(w.canonical_text.find("/ 4.0") != std::string::npos);
+}
+
+TEST_CASE("parse errors: syntax, with line and column and what was expected") {
+  CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] {\n  B[i] = A[i] +\n}\n").rfind("3:1:", 0) == 0);
+  CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] {\n  B[i] = A[i] +\n}\n").find("expected an expression") != std::string::npos);
+  CHECK(parse_error("op f(A: f32[N]) B: f32[N] { B[i] = A[i] }").find("1:17: expected '->'") != std::string::npos);
+  CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] { B[i] = A[i]").find("expected '}'") != std::string::npos);
+  CHECK(parse_error("").find("expected 'op'") != std::string::npos);
+  CHECK(parse_error("op f(A: f64[N]) -> B: f32[N] { B[i] = A[i] }").find("only f32") != std::string::npos);
+  CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] { B[i] = A[i * i] }").find("affine") != std::string::npos);
+  CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] { B[i] = foo(A[i]) }").find("unknown function 'foo'") != std::string::npos);
+  CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] { B[i] = exp(A[i], A[i]) }").find("takes 1 argument") != std::string::npos);
+  CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] { B[i] = A[i] }\nop f(A: f32[N]) -> B: f32[N] { B[i] = A[i] }")
+            .find("defined twice") != std::string::npos);
+  CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] { B[i + 1] = A[i] }").find("plain index names") != std::string::npos);
+  CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] { B[i] = A[i] 12abc }").find("malformed number") != std::string::npos);
+}
+
+TEST_CASE("parse errors: an unknown tensor or index") {
+  CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] {\n  B[i] = Q[i]\n}").find("2:10: unknown tensor 'Q'") != std::string::npos);
+  CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] { B[i] = A[i] + Z }").find("unknown name 'Z'") != std::string::npos);
+  CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] { B[i] = A }").find("must be indexed") != std::string::npos);
+  CHECK(parse_error("op f(A: f32[N]) -> (B: f32[N], C: f32[N]) { B[i] = C[i]\n C[i] = A[i] }")
+            .find("read before it is assigned") != std::string::npos);
+  CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] { A[i] = B[i] }").find("cannot assign to input") != std::string::npos);
+  CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] { t[i] = A[i] }").find("'B' is never assigned") != std::string::npos);
+  CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] { B[i] = A[i]\n B[i] = A[i] }").find("assigned twice") != std::string::npos);
+}
+
+TEST_CASE("parse errors: rank mismatch") {
+  CHECK(parse_error("op f(A: f32[M, N]) -> B: f32[M] {\n  B[i] = A[i]\n}").find("2:10: rank mismatch: 'A' has 2") !=
+        std::string::npos);
+  CHECK(parse_error("op f(A: f32[M, N]) -> B: f32[M] { B[i, j] = A[i, j] }").find("rank mismatch: output 'B'") !=
+        std::string::npos);
+}
+
+TEST_CASE("parse errors: an index with no inferable range") {
+  std::string msg = parse_error("op f(A: f32[N]) -> B: f32[N] {\n  B[i] += A[i + j]\n}");
+  CHECK(msg.find("index 'j' has no inferable range") != std::string::npos);
+  CHECK(msg.rfind("2:11:", 0) == 0);
+}
+
+TEST_CASE("parse errors: a reduction written with '='") {
+  std::string msg = parse_error(
+      "op f(A: f32[M, K], B: f32[K, N]) -> C: f32[M, N] {\n  C[m, n] = A[m, k] * B[k, n]\n}");
+  CHECK(msg.rfind("2:3:", 0) == 0);
+  CHECK(msg.find("reduces over 'k'") != std::string::npos);
+  CHECK(msg.find("'+='") != std::string::npos);
+}
+
+TEST_CASE("parse errors: an identifier that is not a plain name") {
+  CHECK(parse_error("op f(A$: f32[N]) -> B: f32[N] { B[i] = A[i] }").find("unexpected character '$'") != std::string::npos);
+  CHECK(parse_error("op f(__A: f32[N]) -> B: f32[N] { B[i] = __A[i] }").find("not a plain name") != std::string::npos);
+  CHECK(parse_error("op f(tt_A: f32[N]) -> B: f32[N] { B[i] = tt_A[i] }").find("not a plain name") != std::string::npos);
+  CHECK(parse_error("op f(exp: f32[N]) -> B: f32[N] { B[i] = exp[i] }").find("reserved word") != std::string::npos);
+  CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] { B[i] = A[i]; \"x\" }").find("unexpected character '\"'") !=
+        std::string::npos);
+  CHECK(parse_error("op f(\xc3\xa4: f32[N]) -> B: f32[N] { B[i] = A[i] }").find("plain ASCII identifiers") != std::string::npos);
+}
+
+TEST_CASE("sizes: parse and refuse malformed text") {
+  auto s = ir::parse_sizes(" M=512, N = 3 ,K=1");
+  CHECK(s.at("M") == 512);
+  CHECK(s.at("N") == 3);
+  CHECK(s.at("K") == 1);
+  for (const char* bad : {"", "M", "M=", "M=0", "M=-3", "M=1x", "M=1,M=2", "=4", "M=99999999999", "3=4", "M=1;N=2"}) {
+    CAPTURE(bad);
+    ErrorKind kind{};
+    CHECK(!error_of([&] { ir::parse_sizes(bad); }, &kind).empty());
+    CHECK(kind == ErrorKind::InvalidInput);
+  }
+}
+
+TEST_CASE("bind errors: a size not bound, a size not used, dimensions out of range") {
+  ir::OpDef mm = ir::parse_op(kMatmul);
+  CHECK(error_of([&] { ir::bind(mm, {{"M", 4}, {"N", 4}}); }).find("needs sizes that were not given: K") != std::string::npos);
+  CHECK(error_of([&] { ir::bind(mm, {{"M", 4}, {"N", 4}, {"K", 4}, {"Q", 1}}); }).find("'Q' is not used") !=
+        std::string::npos);
+  ir::OpDef conv = ir::parse_op(ops::op_text("conv2d"));
+  CHECK(error_of([&] { ir::bind(conv, ir::parse_sizes("N=1,C=1,H=2,W=8,K=1,R=3,S=3")); }).find("must be at least 1") !=
+        std::string::npos);
+  ir::OpDef shifted = ir::parse_op("op f(A: f32[N]) -> B: f32[N] { B[i] = A[i + 1] }");
+  CHECK(error_of([&] { ir::bind(shifted, {{"N", 8}}); }).find("runs over [1, 8] but that dimension has size 8") !=
+        std::string::npos);
+}
+
+TEST_CASE("workload key: stable under renaming and reformatting, changed by sizes") {
+  auto a = ir::bind(ir::parse_op(kMatmul), ir::parse_sizes("M=64,N=32,K=16"));
+  auto b = ir::bind(ir::parse_op("op matmul(A: f32[M, K], B: f32[K, N]) -> C: f32[M, N]\n{ # comment\n"
+                                 "  C[row, col] += A[row, red]*B[red, col]; }"),
+                    ir::parse_sizes("K=16, N=32, M=64"));
+  CHECK(a.key == b.key);
+  CHECK(a.canonical_text == b.canonical_text);
+  auto c = ir::bind(ir::parse_op(kMatmul), ir::parse_sizes("M=64,N=32,K=17"));
+  CHECK(c.key != a.key);
+  CHECK(a.key.size() == 16);
+  CHECK(a.flops() == doctest::Approx(2.0 * 64 * 32 * 16));
+}

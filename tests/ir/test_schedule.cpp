@@ -1,0 +1,122 @@
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "helpers.hpp"
+#include "ir/loop_nest.hpp"
+#include "support/json_schema.hpp"
+
+using namespace tiletune;
+using tiletune::test::error_of;
+using tiletune::test::library_workload;
+
+namespace {
+
+nlohmann::json config_schema() {
+  std::ifstream in(std::string(TILETUNE_SOURCE_DIR) + "/schemas/config.schema.json");
+  std::stringstream s;
+  s << in.rdbuf();
+  return nlohmann::json::parse(s.str());
+}
+
+const ir::TargetTraits kAvx512{16, 32, 2};
+
+ir::Schedule tiled_matmul() {
+  return ir::Schedule::from_json(
+      R"({"version":1,"stages":[{"stage":"C","tile":{"m":[24,6],"n":[64,32],"k":[16]},)"
+      R"("order":["m.0","n.0","k.0","m.1","n.1"],"vectorize":"n","unroll":4,"parallel":2}]})");
+}
+
+}  // namespace
+
+TEST_CASE("schedule: the naive schedule is valid for every library op and its JSON fits the schema") {
+  auto schema = config_schema();
+  for (auto& name : ops::op_names()) {
+    CAPTURE(name);
+    ir::Workload w = ir::bind(ir::parse_op(ops::op_text(name)), ir::parse_sizes(name == "conv2d" ? "N=1,C=2,H=5,W=5,K=2,R=3,S=3"
+                                                                            : name == "depthwise_conv2d" ? "N=1,C=2,H=5,W=5,R=3,S=3"
+                                                                            : name == "batch_matmul" ? "G=2,M=3,N=4,K=5"
+                                                                            : name.rfind("matmul", 0) == 0 ? "M=3,N=4,K=5"
+                                                                                                          : "N=3,D=5"));
+    ir::Schedule s = ir::naive_schedule(w);
+    CHECK(ir::check_schedule(w, s, kAvx512) == "");
+    CHECK(validate_json(schema, nlohmann::json::parse(s.to_json())).empty());
+  }
+}
+
+TEST_CASE("schedule: JSON round trip is canonical and keys differ by knob") {
+  ir::Schedule s = tiled_matmul();
+  CHECK(ir::Schedule::from_json(s.to_json()).to_json() == s.to_json());
+  CHECK(validate_json(config_schema(), nlohmann::json::parse(s.to_json())).empty());
+  ir::Schedule t = s;
+  t.stages[0].unroll = 8;
+  CHECK(t.key() != s.key());
+}
+
+TEST_CASE("schedule: malformed config JSON is refused with a reason") {
+  for (const char* bad : {"", "[]", "{", R"({"version":2,"stages":[]})", R"({"version":1,"stages":[{"stage":"C","tiles":{}}]})",
+                          R"({"version":1,"stages":[{"stage":"C","tile":{"m":"x"}}]})", R"({"version":1})",
+                          R"({"version":1,"stages":[{}]})", R"({"version":1,"stages":[],"extra":1})"}) {
+    CAPTURE(bad);
+    ErrorKind kind{};
+    CHECK(error_of([&] { ir::Schedule::from_json(bad); }, &kind).rfind("config: ", 0) == 0);
+    CHECK(kind == ErrorKind::InvalidInput);
+  }
+}
+
+TEST_CASE("schedule: invalid configs are rejected by the checker, each with its reason") {
+  ir::Workload w = library_workload("matmul", "M=100,N=64,K=30");
+  CHECK(ir::check_schedule(w, tiled_matmul(), kAvx512) == "");
+  auto reason = [&](auto edit) {
+    ir::Schedule s = tiled_matmul();
+    edit(s.stages[0]);
+    return ir::check_schedule(w, s, kAvx512);
+  };
+  CHECK(reason([](auto& s) { s.tile.erase("k"); }).find("no tile sizes") != std::string::npos);
+  CHECK(reason([](auto& s) { s.tile["m"] = {24, 5}; }).find("must each divide") != std::string::npos);
+  CHECK(reason([](auto& s) { s.tile["q"] = {1}; }).find("unknown axis 'q'") != std::string::npos);
+  CHECK(reason([](auto& s) { s.order.pop_back(); }).find("order must list each") != std::string::npos);
+  CHECK(reason([](auto& s) { std::swap(s.order[0], s.order[3]); }).find("before") != std::string::npos);
+  CHECK(reason([](auto& s) { s.order = {"k.0", "m.0", "n.0", "m.1", "n.1"}; s.parallel = 1; }).find("reduces") !=
+        std::string::npos);
+  CHECK(reason([](auto& s) { s.vectorize = "m"; }).find("innermost left-hand axis") != std::string::npos);
+  CHECK(reason([](auto& s) { s.tile["n"] = {48, 24}; }).find("multiple of 16") != std::string::npos);
+  CHECK(reason([](auto& s) { s.tile["m"] = {64, 32}; }).find("vector registers") != std::string::npos);
+  CHECK(reason([](auto& s) { s.unroll = 100; }).find("unroll") != std::string::npos);
+  CHECK(reason([](auto& s) { s.inline_stage = true; }).find("inlined") != std::string::npos);
+  CHECK(reason([](auto& s) { s.fuse_epilogue = true; }).find("epilogue") != std::string::npos);
+  ir::Schedule wrong_stage = tiled_matmul();
+  wrong_stage.stages[0].stage = "D";
+  CHECK(ir::check_schedule(w, wrong_stage, kAvx512).find("expected 'C'") != std::string::npos);
+  CHECK(error_of([&] { ir::lower(w, wrong_stage, kAvx512); }).find("invalid config") != std::string::npos);
+}
+
+TEST_CASE("schedule: strided accesses cannot be vectorized; scalar targets cannot vectorize") {
+  ir::Workload w = ir::bind(ir::parse_op("op t(A: f32[N, M]) -> B: f32[M, N] { B[j, i] = A[i, j] }"), {{"N", 32}, {"M", 32}});
+  CHECK(ir::vectorizable_axes(w, 0).empty());
+  ir::Workload mm = library_workload("matmul", "M=32,N=32,K=32");
+  auto axes = ir::vectorizable_axes(mm, 0);
+  REQUIRE(!axes.empty());
+  CHECK(axes.front() == "n");  // the output's contiguous axis is preferred
+  ir::TargetTraits scalar{1, 16, 1};
+  CHECK(ir::check_schedule(mm, tiled_matmul(), scalar).find("no SIMD") != std::string::npos);
+}
+
+TEST_CASE("lowering: loops, register tile, fused epilogue and workspace") {
+  ir::Workload w = library_workload("matmul_bias_relu", "M=64,N=64,K=64");
+  ir::Schedule s = ir::naive_schedule(w);
+  ir::LoopNest plain = ir::lower(w, s, kAvx512);
+  CHECK(plain.stages.size() == 2);
+  CHECK(plain.workspace_floats == 64 * 64);  // acc is a temporary
+  s.stages[0].fuse_epilogue = true;
+  s.stages[1] = ir::StageSchedule();
+  s.stages[1].stage = "C";
+  ir::LoopNest fused = ir::lower(w, s, kAvx512);
+  REQUIRE(fused.stages.size() == 1);
+  CHECK(fused.stages[0].epilogue == 1);
+  CHECK(fused.workspace_floats == 0);  // partial sums live in C
+  CHECK(fused.stages[0].outer.size() == 3);
+  CHECK(fused.stages[0].reduce_inner.size() == 1);
+}

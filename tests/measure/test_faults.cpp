@@ -1,0 +1,140 @@
+// Kernels that crash, hang, compute wrong results or fail to build are recorded as such, and
+// measuring goes on. Faults are injected by a backend that decorates the CPU backend.
+#include <doctest/doctest.h>
+
+#include <functional>
+
+#include "codegen/backend.hpp"
+#include "db/store.hpp"
+#include "helpers.hpp"
+#include "measure/measure.hpp"
+#include "support/hash.hpp"
+#include "tuner/tune.hpp"
+
+using namespace tiletune;
+using tiletune::test::library_workload;
+using tiletune::test::TempDir;
+
+namespace {
+
+//! Emits the CPU backend's source with a fault chosen per config: "crash", "abort", "hang",
+//! "wrong", "build" or "" (none).
+class FaultyBackend : public codegen::Backend {
+ public:
+  explicit FaultyBackend(std::function<std::string(const std::string&)> fault)
+      : inner_(codegen::make_backend("cpu")), fault_(std::move(fault)) {}
+  std::string name() const override { return "faulty"; }
+  std::string runtime() const override { return inner_->runtime(); }
+  const codegen::TargetInfo& target() const override { return inner_->target(); }
+  std::string source_extension() const override { return inner_->source_extension(); }
+  std::string build(const std::string& src, const std::string& out) const override { return inner_->build(src, out); }
+  std::unique_ptr<codegen::Kernel> load(const std::string& path) const override { return inner_->load(path); }
+
+  std::string emit(const ir::Workload& w, const ir::LoopNest& nest, const std::string& config) const override {
+    std::string src = inner_->emit(w, nest, config);
+    std::string fault = fault_(config);
+    std::string entry = "float* tt_workspace) {\n";
+    size_t body = src.find(entry) + entry.size();
+    int inputs = 0;
+    for (auto& b : w.buffers) inputs += b.role == ir::Buffer::Role::Input;
+    if (fault == "crash") src.insert(body, "  *(volatile int*)16 = 1;\n");
+    if (fault == "abort") src.insert(body, "  __builtin_trap();\n");
+    if (fault == "hang") src.insert(body, "  for (volatile int tt_spin = 1; tt_spin;) {}\n");
+    if (fault == "build") src.insert(body, "  this is not C++;\n");
+    if (fault == "wrong") src.insert(src.rfind('}'), "  tt_tensors[" + std::to_string(inputs) + "][0] += 1.0f;\n");
+    return src;
+  }
+
+ private:
+  std::unique_ptr<codegen::Backend> inner_;
+  std::function<std::string(const std::string&)> fault_;
+};
+
+measure::MeasureOptions quick_options() {
+  measure::MeasureOptions o;
+  o.cache_dir = test::kernel_cache();
+  o.timeout_s = 2;
+  o.min_seconds = 0.01;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("measure: crashing, aborting, hanging, wrong and unbuildable kernels are classified; good ones are timed") {
+  auto w = library_workload("matmul", "M=19,N=23,K=7");
+  const std::vector<std::string> faults = {"", "crash", "abort", "hang", "wrong", "build"};
+  // The naive schedule with unroll 0..5: six distinct configs of the same kernel.
+  FaultyBackend be([&](const std::string& config) {
+    auto s = ir::Schedule::from_json(config);
+    return faults[s.stages[0].unroll % faults.size()];
+  });
+  std::vector<ir::Schedule> batch;
+  for (int u = 1; u <= 6; ++u) {
+    batch.push_back(ir::naive_schedule(w));
+    batch.back().stages[0].unroll = u % 6;
+  }
+  std::string bad_config = R"({"version":1,"stages":[{"stage":"C","tile":{"m":[0]}}]})";
+  batch.push_back(ir::Schedule::from_json(bad_config));
+  measure::Measurer m(be, w, quick_options());
+  auto results = m.measure(batch);
+  REQUIRE(results.size() == 7);
+  CHECK(results[0].error_class == "runtime_error");  // crash
+  CHECK(results[0].error_message.find("SIGSEGV") != std::string::npos);
+  CHECK(results[1].error_class == "runtime_error");  // trap
+  CHECK(results[1].error_message.find("SIGILL") != std::string::npos);
+  CHECK(results[2].error_class == "timeout");
+  CHECK(results[3].error_class == "wrong_result");
+  CHECK(results[3].error_message.find("element 0") != std::string::npos);
+  CHECK(results[4].error_class == "build_error");
+  CHECK(results[4].error_message.find("error") != std::string::npos);
+  CHECK(results[5].ok());
+  CHECK(results[5].times_s.size() >= 3);
+  CHECK(results[5].median_s() > 0);
+  CHECK(results[6].error_class == "invalid_config");
+}
+
+TEST_CASE("measure: a missing worker executable is a runtime error, not a crash of the tuner") {
+  auto w = library_workload("matmul", "M=4,N=4,K=4");
+  auto be = codegen::make_backend("cpu");
+  auto o = quick_options();
+  TempDir dir;
+  o.cache_dir = dir.file("cache");  // a fresh cache, so the reference must run through the worker
+  o.runner_path = "/nonexistent/tiletune-runner";
+  measure::Measurer m(*be, w, o);
+  CHECK(tiletune::test::error_of([&] { m.measure({ir::naive_schedule(w)}); }).find("reference kernel failed") !=
+        std::string::npos);
+}
+
+TEST_CASE("tune: tuning goes on past faulty candidates and keeps every failure as a record") {
+  TempDir dir;
+  auto w = library_workload("matmul", "M=24,N=40,K=16");
+  std::string naive = ir::naive_schedule(w).to_json();
+  FaultyBackend be([&](const std::string& config) -> std::string {
+    if (config == naive) return "";
+    switch (fnv1a64(config) % 4) {
+      case 0: return "crash";
+      case 1: return "wrong";
+      default: return "";
+    }
+  });
+  auto store = db::open_sqlite_store(dir.file("t.db"));
+  tuner::TuneOptions o;
+  o.trials = 12;
+  o.batch_size = 6;
+  o.strategy = "random";
+  o.measure = quick_options();
+  auto summary = tuner::tune(w, be, *store, o);
+  CHECK(summary.measured == 12);
+  CHECK(summary.failed > 0);
+  CHECK(summary.failed < 12);
+  REQUIRE(summary.best.has_value());
+  CHECK(summary.best->ok());
+  auto history = store->history(w.key, be.target().key);
+  CHECK(history.size() == 12);
+  int crashes = 0, wrong = 0;
+  for (auto& r : history) {
+    crashes += r.error_class == "runtime_error";
+    wrong += r.error_class == "wrong_result";
+  }
+  CHECK(crashes + wrong == summary.failed);
+}

@@ -1,0 +1,144 @@
+#include <doctest/doctest.h>
+
+#include "codegen/backend.hpp"
+#include "helpers.hpp"
+#include "tuner/lookup.hpp"
+#include "tuner/search.hpp"
+#include "tuner/tune.hpp"
+
+using namespace tiletune;
+using tiletune::test::library_workload;
+using tiletune::test::TempDir;
+
+namespace {
+const ir::TargetTraits kAvx512{16, 32, 2};
+const ir::TargetTraits kAvx2{8, 16, 4};
+}  // namespace
+
+TEST_CASE("space: samples, mutations and crossovers are valid for every library op and target") {
+  std::map<std::string, std::string> sizes = {
+      {"matmul", "M=37,N=67,K=23"},         {"matmul_bias_relu", "M=64,N=64,K=64"}, {"batch_matmul", "G=3,M=13,N=35,K=7"},
+      {"conv2d", "N=1,C=3,H=11,W=19,K=5,R=3,S=3"}, {"depthwise_conv2d", "N=2,C=3,H=9,W=21,R=3,S=3"},
+      {"softmax", "N=7,D=43"},              {"layernorm", "N=5,D=37"},             {"row_sum", "N=11,D=53"},
+      {"gelu", "N=3,D=71"}};
+  for (auto& name : ops::op_names()) {
+    CAPTURE(name);
+    REQUIRE(sizes.count(name));
+    auto w = library_workload(name, sizes[name]);
+    for (auto traits : {kAvx512, kAvx2}) {
+      tuner::Space space(w, traits);
+      tuner::Rng rng(42);
+      std::set<std::string> keys;
+      ir::Schedule prev = space.sample(rng);
+      for (int i = 0; i < 40; ++i) {
+        ir::Schedule s = space.sample(rng);
+        CHECK(space.check(s) == "");
+        CHECK(space.check(space.mutate(s, rng)) == "");
+        CHECK(space.check(space.crossover(s, prev, rng)) == "");
+        keys.insert(s.key());
+        prev = s;
+      }
+      CHECK(keys.size() > 10);  // the space is not degenerate
+    }
+  }
+}
+
+TEST_CASE("space: explores the structural knobs: vectorize, parallel, inline and epilogue fusion") {
+  auto w = library_workload("matmul_bias_relu", "M=64,N=64,K=64");
+  tuner::Space space(w, kAvx512);
+  tuner::Rng rng(1);
+  bool fused = false, vectorized = false, parallel = false;
+  for (int i = 0; i < 100; ++i) {
+    ir::Schedule s = space.sample(rng);
+    fused |= s.stages[0].fuse_epilogue;
+    vectorized |= !s.stages[0].vectorize.empty();
+    parallel |= s.stages[0].parallel > 0;
+  }
+  CHECK(fused);
+  CHECK(vectorized);
+  CHECK(parallel);
+  auto sm = library_workload("softmax", "N=8,D=64");
+  tuner::Space sms(sm, kAvx512);
+  bool inlined = false;
+  for (int i = 0; i < 50; ++i) inlined |= sms.sample(rng).stages[1].inline_stage;
+  CHECK(inlined);
+}
+
+TEST_CASE("search: strategies propose distinct unmeasured configs; unknown names are refused") {
+  auto w = library_workload("matmul", "M=64,N=64,K=64");
+  tuner::Space space(w, kAvx512);
+  for (auto& name : tuner::search_names()) {
+    CAPTURE(name);
+    auto search = tuner::make_search(name, space, 3);
+    std::set<std::string> measured;
+    for (int round = 0; round < 4; ++round) {
+      auto batch = search->propose(8, measured);
+      CHECK(batch.size() == 8);
+      std::vector<double> lat;
+      for (auto& s : batch) {
+        CHECK(measured.insert(s.key()).second);
+        lat.push_back(1.0 + (s.key()[0] % 7));
+      }
+      search->notify(batch, lat);
+    }
+  }
+  CHECK(tiletune::test::error_of([&] { tuner::make_search("annealing", space, 1); }).find("known: random, evolutionary") !=
+        std::string::npos);
+}
+
+TEST_CASE("tune: the trial budget counts stored records; a rerun measures nothing, a larger budget the difference") {
+  TempDir dir;
+  auto w = library_workload("matmul", "M=32,N=32,K=32");
+  auto be = codegen::make_backend("cpu");
+  auto store = db::open_sqlite_store(dir.file("t.db"));
+  tuner::TuneOptions o;
+  o.trials = 5;
+  o.batch_size = 4;
+  o.measure.cache_dir = test::kernel_cache();
+  o.measure.min_seconds = 0.005;
+  int progress_calls = 0;
+  auto first = tuner::tune(w, *be, *store, o, [&](const tuner::Progress&) { ++progress_calls; });
+  CHECK(first.already == 0);
+  CHECK(first.measured == 5);
+  CHECK(progress_calls >= 2);
+  REQUIRE(first.naive.has_value());  // the baseline is always measured
+  REQUIRE(first.best.has_value());
+  CHECK(first.best->median_s() <= first.naive->median_s());
+  auto again = tuner::tune(w, *be, *store, o);
+  CHECK(again.already == 5);
+  CHECK(again.measured == 0);
+  o.trials = 8;
+  auto more = tuner::tune(w, *be, *store, o);
+  CHECK(more.already == 5);
+  CHECK(more.measured == 3);
+  CHECK(store->count_records(w.key, be->target().key) == 8);
+  auto found = tuner::find_best(*store, w.key, be->target());
+  REQUIRE(found.has_value());
+  CHECK(found->exact_target);
+}
+
+TEST_CASE("lookup: falls back to the same device family, never to another backend") {
+  TempDir dir;
+  auto store = db::open_sqlite_store(dir.file("t.db"));
+  auto w = library_workload("matmul", "M=8,N=8,K=8");
+  store->put_workload(tuner::workload_row(w));
+  codegen::TargetInfo here{"cpu", "1111111111111111", "fam", "{}", {}};
+  codegen::TargetInfo sibling{"cpu", "2222222222222222", "fam", "{}", {}};
+  codegen::TargetInfo other_backend{"opencl", "3333333333333333", "fam", "{}", {}};
+  for (auto* t : {&sibling, &other_backend}) {
+    store->put_target(tuner::target_row(*t));
+    db::Record r;
+    r.workload_key = w.key;
+    r.target_key = t->key;
+    r.config_key = "0000000000000001";
+    r.config_json = "{}";
+    r.times_s = {t == &sibling ? 2.0 : 1.0};
+    store->add_record(r);
+  }
+  auto found = tuner::find_best(*store, w.key, here);
+  REQUIRE(found.has_value());
+  CHECK_FALSE(found->exact_target);
+  CHECK(found->record.target_key == sibling.key);
+  codegen::TargetInfo stranger{"cpu", "4444444444444444", "other-family", "{}", {}};
+  CHECK_FALSE(tuner::find_best(*store, w.key, stranger).has_value());
+}
