@@ -10,7 +10,7 @@
 #include "ir/loop_nest.hpp"
 #include "measure/measure.hpp"
 #include "measure/protocol.hpp"
-#include "tuner/space.hpp"
+#include "random_schedules.hpp"
 
 using namespace tiletune;
 using tiletune::test::library_workload;
@@ -171,42 +171,7 @@ TEST_CASE("backend registry: unknown backends are refused with the list of known
   CHECK(be->target().fingerprint_json.find("\"compiler\"") != std::string::npos);
 }
 
-namespace {
-
-//! Measures `count` random schedules of a library op; every one must be correct.
-void random_schedules_are_correct(const std::string& op, const std::string& sizes, int count, std::uint64_t seed) {
-  CAPTURE(op);
-  CAPTURE(sizes);
-  auto be = cpu();
-  auto w = library_workload(op, sizes);
-  tuner::Space space(w, be->target().traits);
-  tuner::Rng rng(seed);
-  std::vector<ir::Schedule> batch;
-  for (int i = 0; i < count; ++i) batch.push_back(space.sample(rng));
-  measure::MeasureOptions o;
-  o.cache_dir = test::kernel_cache();
-  o.min_seconds = 0;
-  o.min_repeats = 1;
-  measure::Measurer m(*be, w, o);
-  for (auto& r : m.measure(batch)) {
-    CAPTURE(r.config_json);
-    CHECK_MESSAGE(r.ok(), r.error_class << ": " << r.error_message);
-  }
-}
-
-}  // namespace
-
 // Sizes are primes, ones and other numbers that no tile size divides, so tails are exercised.
-TEST_CASE("library ops: random valid schedules compute the reference results" * doctest::timeout(600)) {
-  const int n = 5;
-  random_schedules_are_correct("matmul", "M=37,N=67,K=23", n, 1);
-  random_schedules_are_correct("matmul", "M=1,N=17,K=1", n, 2);
-  random_schedules_are_correct("matmul_bias_relu", "M=29,N=41,K=19", n, 3);
-  random_schedules_are_correct("batch_matmul", "G=3,M=13,N=35,K=7", n, 4);
-  random_schedules_are_correct("conv2d", "N=1,C=3,H=11,W=19,K=5,R=3,S=3", n, 5);
-  random_schedules_are_correct("depthwise_conv2d", "N=2,C=3,H=9,W=21,R=3,S=3", n, 6);
-  random_schedules_are_correct("softmax", "N=7,D=43", n, 7);
-  random_schedules_are_correct("layernorm", "N=5,D=37", n, 8);
-  random_schedules_are_correct("row_sum", "N=11,D=53", n, 9);
-  random_schedules_are_correct("gelu", "N=3,D=71", n, 10);
+TEST_CASE("library ops: random valid schedules compute the reference results") {
+  test::random_schedules_of_every_op_are_correct(5, 1);
 }
