@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -88,6 +89,15 @@ std::string fmt(const char* format, double v) {
 
 std::string ms(double seconds) { return std::isfinite(seconds) ? fmt("%.3f", seconds * 1e3) : "-"; }
 
+//! Interquartile range of the repeat times relative to their median, as a percentage.
+std::string spread(const db::Record& r) {
+  if (r.times_s.size() < 2) return "-";
+  std::vector<double> t = r.times_s;
+  std::sort(t.begin(), t.end());
+  auto at = [&](double q) { return t[static_cast<size_t>(q * (t.size() - 1) + 0.5)]; };
+  return fmt("%.1f%%", 100.0 * (at(0.75) - at(0.25)) / r.median_s());
+}
+
 //! A progress bar on a terminal, one line per batch otherwise.
 class ProgressPrinter {
  public:
@@ -127,7 +137,7 @@ void print_table(const std::vector<std::string>& header, const std::vector<Row>&
     std::string line;
     for (size_t i = 0; i < cells.size(); ++i) {
       std::string cell = cells[i];
-      bool left = i < 2;
+      bool left = header[i] == "op" || header[i] == "sizes" || header[i] == "config";
       std::string pad(width[i] - cell.size(), ' ');
       line += (i ? "  " : "") + (left ? cell + pad : pad + cell);
     }
@@ -138,14 +148,14 @@ void print_table(const std::vector<std::string>& header, const std::vector<Row>&
   for (auto& r : rows) print(r.cells);
 }
 
-const std::vector<std::string> kTuneHeader = {"op",        "sizes",   "records", "new",     "failed",
-                                              "naive ms",  "best ms", "GFLOP/s", "GB/s",    "speedup"};
+const std::vector<std::string> kTuneHeader = {"op",      "sizes",   "records", "new",  "failed", "naive ms",
+                                              "best ms", "IQR",     "GFLOP/s", "GB/s", "speedup"};
 
 Row tune_row(const ir::Workload& w, const tuner::TuneSummary& s) {
   double best = s.best ? s.best->median_s() : INFINITY;
   double naive = s.naive ? s.naive->median_s() : INFINITY;
   return {{w.op.name, w.sizes_text(), std::to_string(s.already + s.measured), std::to_string(s.measured),
-           std::to_string(s.failed), ms(naive), ms(best),
+           std::to_string(s.failed), ms(naive), ms(best), s.best ? spread(*s.best) : "-",
            std::isfinite(best) ? fmt("%.1f", w.flops() / best / 1e9) : "-",
            std::isfinite(best) ? fmt("%.1f", w.io_bytes() / best / 1e9) : "-",
            std::isfinite(best) && std::isfinite(naive) ? fmt("%.1fx", naive / best) : "-"}};
@@ -219,9 +229,9 @@ int run_best(const CommonOptions& c, int top, bool json) {
   std::vector<Row> rows;
   int rank = 1;
   for (auto& r : records)
-    rows.push_back({{std::to_string(rank++), ms(r.median_s()), fmt("%.1f", w.flops() / r.median_s() / 1e9),
+    rows.push_back({{std::to_string(rank++), ms(r.median_s()), spread(r), fmt("%.1f", w.flops() / r.median_s() / 1e9),
                      std::to_string(r.times_s.size()), r.config_json}});
-  print_table({"rank", "median ms", "GFLOP/s", "repeats", "config"}, rows);
+  print_table({"rank", "median ms", "IQR", "GFLOP/s", "repeats", "config"}, rows);
   return kOk;
 }
 
