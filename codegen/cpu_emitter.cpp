@@ -122,7 +122,18 @@ class Emitter {
                     ";  // temporary " + shape(b));
       }
     }
+    if (nest_.fuse_rows > 0) {
+      // All stages in one parallel loop over blocks of rows: a block's intermediates are
+      // still in cache when the next stage reads them.
+      row_var_ = fresh("row");
+      if (traits_.threads > 1)
+        line(1, "#pragma omp parallel for schedule(static) num_threads(" + std::to_string(traits_.threads) + ")");
+      line(1, "for (std::int64_t " + row_var_ + " = 0; " + row_var_ + " < " + std::to_string(nest_.rows) + "; " + row_var_ +
+                  " += " + std::to_string(nest_.fuse_rows) + ") {");
+      base_ = 2;
+    }
     for (auto& sn : nest_.stages) stage(sn);
+    if (nest_.fuse_rows > 0) line(1, "}");
     out_ << "}\n";
     return out_.str();
   }
@@ -139,6 +150,11 @@ class Emitter {
   const StageNest* sn_ = nullptr;
   const ir::Stage* st_ = nullptr;
   std::map<std::pair<std::string, int>, std::string> loop_var_;
+  std::map<std::string, std::string> packed_names_;  // tensor -> its panels' pointer
+  std::string row_var_;  // the row-block loop around all stages (fuse_rows)
+  int base_ = 1;         // indentation of a stage
+  //! Packed inputs the code being emitted reads through their panels (full tiles only).
+  std::map<std::string, std::pair<const ir::Pack*, std::string>> packed_;
   std::string first_, last_;  // C++ conditions ("" when always true)
 
   std::string fresh(const std::string& base) {
@@ -165,10 +181,31 @@ class Emitter {
     return it->second;
   }
 
-  //! Flat element offset of `tensor[indices]` at a point.
-  Linear address(const std::string& tensor, const std::vector<ir::IndexExpr>& indices, const Point& p) {
+  //! `tensor[flat offset]` at a point; a packed input in a full register tile reads its panels.
+  std::string element(const std::string& tensor, const std::vector<ir::IndexExpr>& indices, const Point& p) {
     const auto& buf = w_.buffers[w_.buffer_index(tensor)];
     Linear lin;
+    auto add_value = [&](const AxisValue& v, std::int64_t stride) {
+      lin.add(v.var, stride);
+      lin.constant += stride * v.offset;
+    };
+    auto pk = packed_.find(tensor);
+    if (pk != packed_.end()) {
+      // packed[panel][other dims][block]: the register base is a multiple of the block, so
+      // panel * others * block == base * others.
+      const ir::Pack& pack = *pk->second.first;
+      std::int64_t stride = pack.block;
+      for (size_t d = indices.size(); d-- > 0;) {
+        const AxisValue& v = p.at(indices[d].terms[0].var);
+        if (static_cast<int>(d) == pack.dim) continue;
+        add_value(v, stride);
+        stride *= buf.shape[d];
+      }
+      const AxisValue& v = p.at(pack.axis);
+      lin.add(v.var, pack.others);
+      lin.constant += v.offset;
+      return pk->second.second + "[" + lin.str() + "]";
+    }
     std::int64_t stride = 1;
     for (size_t d = indices.size(); d-- > 0;) {
       lin.constant += stride * indices[d].constant;
@@ -179,8 +216,64 @@ class Emitter {
       }
       stride *= buf.shape[d];
     }
-    return lin;
+    return tensor_.at(tensor) + "[" + lin.str() + "]";
   }
+
+  //! Copies an input into its panels before the stage's loops (see ir::Pack).
+  void emit_pack(int depth, const ir::Pack& pack) {
+    const auto& buf = w_.buffers[pack.buffer];
+    std::string src = tensor_.at(buf.name);
+    std::string dst = fresh(src + "_packed");
+    packed_names_[buf.name] = dst;
+    std::string blk = std::to_string(pack.block);
+    line(depth, "// pack " + buf.name + " into panels of " + blk + " along " + pack.axis + ": " + dst + "[panel]" +
+                    std::string(buf.shape.size() > 1 ? "[...]" : "") + "[" + blk + "], zero-padded");
+    line(depth, "float* __restrict " + dst + " = tt_workspace + " + std::to_string(pack.offset) + ";");
+    if (traits_.threads > 1)
+      line(depth, "#pragma omp parallel for schedule(static) num_threads(" + std::to_string(traits_.threads) + ")");
+    std::string panel = fresh("panel");
+    line(depth, "for (std::int64_t " + panel + " = 0; " + panel + " < " + std::to_string(pack.panels) + "; ++" + panel + ") {");
+    int d = depth + 1;
+    std::vector<std::string> idx(buf.shape.size());
+    Linear dst_lin, src_lin;
+    dst_lin.add(panel, pack.others * pack.block);
+    std::int64_t dst_stride = pack.block, src_stride = 1;
+    std::vector<std::int64_t> src_strides(buf.shape.size());
+    for (size_t k = buf.shape.size(); k-- > 0;) {
+      src_strides[k] = src_stride;
+      src_stride *= buf.shape[k];
+    }
+    std::vector<std::string> opened;
+    for (size_t k = 0; k < buf.shape.size(); ++k) {
+      if (static_cast<int>(k) == pack.dim) continue;
+      idx[k] = fresh("i" + std::to_string(k));
+      line(d++, "for (std::int64_t " + idx[k] + " = 0; " + idx[k] + " < " + std::to_string(buf.shape[k]) + "; ++" + idx[k] + ") {");
+      opened.push_back(idx[k]);
+      src_lin.add(idx[k], src_strides[k]);
+    }
+    for (size_t k = buf.shape.size(); k-- > 0;) {
+      if (static_cast<int>(k) == pack.dim) continue;
+      dst_lin.add(idx[k], dst_stride);
+      dst_stride *= buf.shape[k];
+    }
+    std::string j = fresh("j");
+    std::string first = fresh("first");
+    std::string extent = std::to_string(buf.shape[pack.dim]);
+    std::string pack_stride = std::to_string(src_strides[pack.dim]);
+    line(d, "const std::int64_t " + first + " = " + panel + " * " + blk + ";");
+    line(d, "float* __restrict to = " + dst + " + " + dst_lin.str() + ";");
+    line(d, "const float* __restrict from = " + src + " + " + src_lin.str() + " + " + first + " * " + pack_stride + ";");
+    if (buf.shape[pack.dim] % pack.block == 0) {
+      line(d, "for (std::int64_t " + j + " = 0; " + j + " < " + blk + "; ++" + j + ") to[" + j + "] = from[" + j + " * " +
+                  pack_stride + "];");
+    } else {
+      line(d, "for (std::int64_t " + j + " = 0; " + j + " < " + blk + "; ++" + j + ") to[" + j + "] = " + first + " + " + j +
+                  " < " + extent + " ? from[" + j + " * " + pack_stride + "] : 0.0f;");
+    }
+    for (size_t k = 0; k < opened.size(); ++k) line(--d, "}");
+    line(depth, "}");
+  }
+
   std::int64_t vector_coeff(const Expr& access) const {
     for (auto& ix : access.indices)
       if (std::int64_t c = ix.coeff_of(sn_->vector_axis)) return c;
@@ -200,7 +293,7 @@ class Emitter {
       case Expr::Kind::Const: return vec ? "tt_splat(" + float_literal(e.value) + ")" : float_literal(e.value);
       case Expr::Kind::Access: {
         if (!acc_value.empty() && e.name == st_->name) return acc_value;
-        std::string addr = tensor_.at(e.name) + "[" + address(e.name, e.indices, p).str() + "]";
+        std::string addr = element(e.name, e.indices, p);
         std::string load = !vec ? addr : vector_coeff(e) ? "tt_load(&" + addr + ")" : "tt_splat(" + addr + ")";
         auto it = blk.load_names.find(load);
         if (it != blk.load_names.end()) return it->second;
@@ -245,7 +338,7 @@ class Emitter {
         ix.terms.push_back({a.name, 1});
         idx.push_back(ix);
       }
-    return tensor_.at(w_.buffers[sn_->store].name) + "[" + address(w_.buffers[sn_->store].name, idx, p).str() + "]";
+    return element(w_.buffers[sn_->store].name, idx, p);
   }
 
   //! Stores each point's result, through the fused epilogue once the reduction is complete.
@@ -402,12 +495,15 @@ class Emitter {
       if (l.extent % l.block != 0)
         full += (full.empty() ? "" : " && ") + var(l.axis, l.level - 1) + " + " + std::to_string(l.block) +
                 " <= " + std::to_string(l.extent);
+    for (auto& pack : sn_->packs) packed_[w_.buffers[pack.buffer].name] = {&pack, packed_names_.at(w_.buffers[pack.buffer].name)};
     if (full.empty()) {
       points(depth, pts, mode);
+      packed_.clear();
       return;
     }
     line(depth, "if (" + full + ") {");
     points(depth + 1, pts, mode);
+    packed_.clear();
     line(depth, "} else {  // edge tile: the same computation, one point at a time");
     int d = depth + 1;
     Point p;
@@ -432,10 +528,11 @@ class Emitter {
     std::string text = stmt.tensor + "[";
     for (size_t i = 0; i < stmt.lhs_vars.size(); ++i) text += (i ? ", " : "") + stmt.lhs_vars[i];
     text += std::string("] ") + ir::combine_token(stmt.combine) + " " + ir::to_string(stmt.rhs);
-    line(1, "// stage " + st_->name + ": " + text);
-    if (sn.epilogue >= 0) line(1, "// with the epilogue of stage " + w_.stages[sn.epilogue].name + " fused at the store");
-    line(1, "{");
-    int depth = 2;
+    line(base_, "// stage " + st_->name + ": " + text);
+    if (sn.epilogue >= 0) line(base_, "// with the epilogue of stage " + w_.stages[sn.epilogue].name + " fused at the store");
+    line(base_, "{");
+    int depth = base_ + 1;
+    for (auto& pack : sn.packs) emit_pack(depth, pack);
     int parallel = 0;
     for (auto& l : sn.outer) parallel += l.parallel ? 1 : 0;
     if (parallel > 0)
@@ -443,16 +540,22 @@ class Emitter {
                       " schedule(static) num_threads(" + std::to_string(std::max(traits_.threads, 1)) + ")");
     for (auto& l : sn.outer) {
       const std::string& v = var(l.axis, l.level);
-      if (l.level == 0) {
-        line(depth++, "for (std::int64_t " + v + " = 0; " + v + " < " + std::to_string(l.extent) + "; " + v + " += " +
-                          std::to_string(l.step) + ") {");
+      std::string step = std::to_string(l.step);
+      if (l.level == 0 && !row_var_.empty() && l.axis == st_->axes[0].name) {
+        std::int64_t rows = nest_.fuse_rows;
+        std::string end = l.extent % rows == 0 ? row_var_ + " + " + std::to_string(rows)
+                                               : "tt_imin(" + row_var_ + " + " + std::to_string(rows) + ", " +
+                                                     std::to_string(l.extent) + ")";
+        line(depth++, "for (std::int64_t " + v + " = " + row_var_ + "; " + v + " < " + end + "; " + v + " += " + step + ") {");
+      } else if (l.level == 0) {
+        line(depth++, "for (std::int64_t " + v + " = 0; " + v + " < " + std::to_string(l.extent) + "; " + v + " += " + step +
+                          ") {");
       } else {
         std::string parent = var(l.axis, l.level - 1);
         std::string end = l.extent % l.block == 0 ? parent + " + " + std::to_string(l.block)
                                                   : "tt_imin(" + parent + " + " + std::to_string(l.block) + ", " +
                                                         std::to_string(l.extent) + ")";
-        line(depth++, "for (std::int64_t " + v + " = " + parent + "; " + v + " < " + end + "; " + v + " += " +
-                          std::to_string(l.step) + ") {");
+        line(depth++, "for (std::int64_t " + v + " = " + parent + "; " + v + " < " + end + "; " + v + " += " + step + ") {");
       }
     }
     // A register tile starts from the identity on the first block of every reduction axis
@@ -466,8 +569,8 @@ class Emitter {
       last_ += (last_.empty() ? "" : " && ") + base + " + " + std::to_string(l.block) + " >= " + std::to_string(l.extent);
     }
     micro_kernel(depth);
-    close_to(depth, 2);
-    line(1, "}");
+    close_to(depth, base_ + 1);
+    line(base_, "}");
   }
 };
 

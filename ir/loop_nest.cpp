@@ -66,6 +66,61 @@ Expr effective_body(const Workload& w, const Schedule& s, const Expr& e) {
   return out;
 }
 
+void collect_accesses(const Expr& e, std::vector<const Expr*>& out) {
+  if (e.kind == Expr::Kind::Access) out.push_back(&e);
+  for (auto& a : e.args) collect_accesses(a, out);
+}
+
+//! Where packing `tensor` in stage `i` puts its panels, or why it cannot be packed.
+std::string plan_pack(const Workload& w, const Schedule& s, const TargetTraits& t, int i, const std::string& tensor,
+                      Pack& pack) {
+  const Stage& st = w.stages[i];
+  const StageSchedule& ss = s.stages[i];
+  int b = w.buffer_index(tensor);
+  if (b < 0 || w.buffers[b].role != Buffer::Role::Input) return "only inputs can be packed, not '" + tensor + "'";
+  Expr body = effective_body(w, s, st.rhs);
+  std::vector<const Expr*> acc;
+  collect_accesses(body, acc);
+  const Expr* first = nullptr;
+  for (const Expr* a : acc) {
+    if (a->name != tensor) continue;
+    if (!first) first = a;
+    for (size_t d = 0; d < a->indices.size(); ++d)
+      if (a->indices[d].plain_var().empty() || a->indices[d].plain_var() != first->indices[d].plain_var())
+        return "'" + tensor + "' is packed only when every access indexes each dimension by one plain axis";
+  }
+  if (!first) return "'" + tensor + "' is not read by this stage";
+  std::string vec = ss.vectorize;
+  bool vec_reduce = false;
+  for (auto& a : st.axes)
+    if (a.name == vec) vec_reduce = a.reduce;
+  if (vec_reduce) return "packing is not supported with a vectorized reduction";
+  pack = Pack();
+  pack.buffer = b;
+  std::int64_t best_block = 1;
+  for (size_t d = 0; d < first->indices.size(); ++d) {
+    std::string axis = first->indices[d].plain_var();
+    bool reduce = false;
+    for (auto& a : st.axes)
+      if (a.name == axis) reduce = a.reduce;
+    if (reduce) continue;
+    std::int64_t block = ss.tile.at(axis).back();
+    // The SIMD axis wins: its panels make vector loads contiguous.
+    if (axis == vec || (block > best_block && pack.axis != vec)) {
+      pack.axis = axis;
+      pack.dim = static_cast<int>(d);
+      pack.block = block;
+      best_block = block;
+    }
+  }
+  if (pack.axis.empty() || pack.block < 2) return "packing '" + tensor + "' gains nothing: no register-tiled axis indexes it";
+  pack.panels = (w.buffers[b].shape[pack.dim] + pack.block - 1) / pack.block;
+  for (size_t d = 0; d < w.buffers[b].shape.size(); ++d)
+    if (static_cast<int>(d) != pack.dim) pack.others *= w.buffers[b].shape[d];
+  (void)t;
+  return "";
+}
+
 std::string check_stage(const Workload& w, const Schedule& s, const TargetTraits& t, int i) {
   const Stage& st = w.stages[i];
   const StageSchedule& ss = s.stages[i];
@@ -115,7 +170,6 @@ std::string check_stage(const Workload& w, const Schedule& s, const TargetTraits
       if (a.name == axis && a.reduce) return "loop " + ss.order[p] + " reduces and cannot run in parallel";
   }
   if (ss.unroll < 0 || ss.unroll > 64) return "unroll must be in [0, 64]";
-  if (!ss.pack.empty()) return "packing is not supported by this version";
 
   if (ss.fuse_epilogue) {
     if (!can_fuse_epilogue(w, i)) return "stage cannot fuse the next stage as an epilogue";
@@ -158,10 +212,50 @@ std::string check_stage(const Workload& w, const Schedule& s, const TargetTraits
   } else if (points > 64) {
     return "scalar register tile of " + std::to_string(points) + " points is over 64";
   }
+  std::set<std::string> packed;
+  for (auto& tensor : ss.pack) {
+    if (!packed.insert(tensor).second) return "'" + tensor + "' is packed twice";
+    Pack p;
+    std::string why = plan_pack(w, s, t, i, tensor, p);
+    if (!why.empty()) return why;
+  }
+  return "";
+}
+
+//! Why the stages cannot share a loop over blocks of their first axis; "" if they can.
+std::string check_fuse_rows(const Workload& w, const Schedule& s) {
+  std::int64_t rows = -1;
+  for (size_t i = 0; i < w.stages.size(); ++i) {
+    const Stage& st = w.stages[i];
+    const StageSchedule& ss = s.stages[i];
+    if (ss.inline_stage || (i > 0 && s.stages[i - 1].fuse_epilogue)) continue;
+    if (st.axes.empty() || st.axes[0].reduce) return "stage " + st.name + " has no left-hand axis to share";
+    if (rows >= 0 && st.axes[0].extent != rows) return "the stages' first axes differ in extent";
+    rows = st.axes[0].extent;
+    if (s.fuse_rows % ss.tile.at(st.axes[0].name).front() != 0)
+      return "fuse_rows must be a multiple of each stage's outer tile of its first axis";
+    if (ss.parallel > 0) return "with fuse_rows the row loop is the parallel one: stages take parallel 0";
+    if (!ss.pack.empty()) return "packing is not supported with fuse_rows";
+    // Row r of a stage may read only row r of what earlier stages wrote.
+    std::vector<std::pair<const Stage*, Expr>> bodies{{&st, effective_body(w, s, st.rhs)}};
+    if (ss.fuse_epilogue) bodies.push_back({&w.stages[i + 1], effective_body(w, s, w.stages[i + 1].rhs)});
+    for (auto& [reader, body] : bodies) {
+      std::vector<const Expr*> acc;
+      collect_accesses(body, acc);
+      for (const Expr* a : acc) {
+        int b = w.buffer_index(a->name);
+        if (w.buffers[b].role == Buffer::Role::Input) continue;
+        if (a->indices[0].plain_var() != reader->axes[0].name)
+          return "stage " + reader->name + " reads '" + a->name + "' across rows";
+      }
+    }
+  }
   return "";
 }
 
 }  // namespace
+
+std::int64_t Pack::elements() const { return panels * others * block; }
 
 std::string check_schedule(const Workload& w, const Schedule& s, const TargetTraits& t) {
   if (s.version != 1) return "config version must be 1";
@@ -173,6 +267,8 @@ std::string check_schedule(const Workload& w, const Schedule& s, const TargetTra
     std::string why = check_stage(w, s, t, static_cast<int>(i));
     if (!why.empty()) return "stage " + w.stages[i].name + ": " + why;
   }
+  if (s.fuse_rows < 0) return "fuse_rows must be positive";
+  if (s.fuse_rows > 0) return check_fuse_rows(w, s);
   return "";
 }
 
@@ -238,14 +334,27 @@ LoopNest lower(const Workload& w, const Schedule& s, const TargetTraits& t) {
       sn.store = e.output;
       materialized[st.output] = false;
     }
+    for (auto& tensor : ss.pack) {
+      Pack p;
+      plan_pack(w, s, t, static_cast<int>(i), tensor, p);
+      sn.packs.push_back(p);
+    }
     nest.stages.push_back(std::move(sn));
   }
-  nest.workspace_offset.assign(w.buffers.size(), -1);
-  for (size_t b = 0; b < w.buffers.size(); ++b) {
-    if (w.buffers[b].role != Buffer::Role::Temp || !materialized[b]) continue;
-    nest.workspace_offset[b] = nest.workspace_floats;
-    nest.workspace_floats += (w.buffers[b].elements() + 15) / 16 * 16;  // 64-byte aligned starts
+  if (s.fuse_rows > 0) {
+    nest.fuse_rows = s.fuse_rows;
+    nest.rows = w.stages[nest.stages.front().stage].axes[0].extent;
   }
+  auto reserve = [&](std::int64_t floats) {
+    std::int64_t at = nest.workspace_floats;
+    nest.workspace_floats += (floats + 15) / 16 * 16;  // 64-byte aligned starts
+    return at;
+  };
+  nest.workspace_offset.assign(w.buffers.size(), -1);
+  for (size_t b = 0; b < w.buffers.size(); ++b)
+    if (w.buffers[b].role == Buffer::Role::Temp && materialized[b]) nest.workspace_offset[b] = reserve(w.buffers[b].elements());
+  for (auto& sn : nest.stages)
+    for (auto& p : sn.packs) p.offset = reserve(p.elements());
   return nest;
 }
 

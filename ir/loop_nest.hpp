@@ -21,6 +21,20 @@ struct Loop {
   std::int64_t trips() const { return (block + step - 1) / step; }
 };
 
+//! An input copied, before the stage runs, into panels of `block` consecutive points of
+//! `axis` (its dimension `dim`): packed[panel][other dims in order][block], zero-padded. Full
+//! register tiles then read it contiguously; edge tiles read the original.
+struct Pack {
+  int buffer = -1;
+  int dim = -1;
+  std::string axis;
+  std::int64_t block = 1;
+  std::int64_t panels = 1;
+  std::int64_t others = 1;  //!< product of the other dimensions
+  std::int64_t offset = 0;  //!< in the workspace, floats
+  std::int64_t elements() const;
+};
+
 //! A stage after scheduling: what the code generators emit and the cost model reads.
 struct StageNest {
   int stage = -1;
@@ -35,11 +49,14 @@ struct StageNest {
   int epilogue = -1;    //!< stage fused at the store (its output receives the results)
   Expr epilogue_body;   //!< its right side in this stage's axis names
   int store = -1;       //!< buffer written: the stage's own, or the epilogue's when fused
+  std::vector<Pack> packs;
 };
 
 //! A workload lowered under a schedule: stages to run in order and the temp buffers they need.
 struct LoopNest {
   std::vector<StageNest> stages;
+  std::int64_t fuse_rows = 0;   //!< rows per block of the loop around all stages; 0: none
+  std::int64_t rows = 0;        //!< extent of the shared first axis when fused
   std::vector<std::int64_t> workspace_offset;  //!< per buffer, in floats; -1 if not in the workspace
   std::int64_t workspace_floats = 0;
 };

@@ -14,6 +14,7 @@ using nlohmann::json;
 std::string Schedule::to_json() const {
   json j;
   j["version"] = version;
+  if (fuse_rows > 0) j["fuse_rows"] = fuse_rows;
   j["stages"] = json::array();
   for (auto& s : stages) {
     json st;
@@ -44,7 +45,8 @@ Schedule Schedule::from_json(const std::string& text) {
   Schedule s;
   try {
     for (auto& [k, v] : j.items())
-      if (k != "version" && k != "stages") bad("unknown key '" + k + "'");
+      if (k != "version" && k != "stages" && k != "fuse_rows") bad("unknown key '" + k + "'");
+    s.fuse_rows = j.value("fuse_rows", std::int64_t(0));
     s.version = j.at("version").get<int>();
     if (s.version != 1) bad("version " + std::to_string(s.version) + " is not supported (expected 1)");
     for (auto& st : j.at("stages")) {

@@ -30,6 +30,10 @@ struct StageSchedule {
 struct Schedule {
   int version = 1;
   std::vector<StageSchedule> stages;
+  //! When > 0, every stage runs inside one parallel loop over blocks of `fuse_rows` points of
+  //! the stages' shared first axis, so that a row's intermediates are still in cache when the
+  //! next stage reads them (one pass over memory for softmax and layernorm).
+  std::int64_t fuse_rows = 0;
 
   std::string to_json() const;  //!< canonical: sorted keys, no whitespace
   //! Throws Error(InvalidInput) if the text is not a config of this shape.

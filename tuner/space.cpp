@@ -1,6 +1,7 @@
 #include "tuner/space.hpp"
 
 #include <algorithm>
+#include <numeric>
 #include <map>
 
 namespace tiletune::tuner {
@@ -114,6 +115,45 @@ void Space::sample_loops(ir::StageSchedule& ss, int stage, Rng& rng) const {
   ss.unroll = pick(std::vector<int>{0, 0, 2, 4, 8}, rng);
 }
 
+std::vector<std::string> Space::inputs_of(int stage) const {
+  std::vector<std::string> names;
+  std::vector<const ir::Expr*> stack{&w_.stages[stage].rhs};
+  while (!stack.empty()) {
+    const ir::Expr* e = stack.back();
+    stack.pop_back();
+    for (auto& a : e->args) stack.push_back(&a);
+    int b = e->kind == ir::Expr::Kind::Access ? w_.buffer_index(e->name) : -1;
+    if (b >= 0 && w_.buffers[b].role == ir::Buffer::Role::Input &&
+        std::find(names.begin(), names.end(), e->name) == names.end())
+      names.push_back(e->name);
+  }
+  return names;
+}
+
+void Space::sample_packs(ir::Schedule& s, int stage, Rng& rng) const {
+  auto& pack = s.stages[stage].pack;
+  pack.clear();
+  for (auto& name : inputs_of(stage)) {
+    if (!coin(rng)) continue;
+    pack.push_back(name);
+    if (!check(s).empty()) pack.pop_back();
+  }
+}
+
+void Space::sample_fuse_rows(ir::Schedule& s, Rng& rng) const {
+  ir::Schedule fused = s;
+  std::int64_t rows = 1;
+  for (size_t i = 0; i < w_.stages.size(); ++i) {
+    if (absorbed(fused, static_cast<int>(i)) || w_.stages[i].axes.empty()) continue;
+    auto& ss = fused.stages[i];
+    rows = std::lcm(rows, ss.tile.at(w_.stages[i].axes[0].name).front());
+    ss.parallel = 0;
+    ss.pack.clear();
+  }
+  fused.fuse_rows = rows << std::uniform_int_distribution<int>(0, 4)(rng);
+  if (check(fused).empty()) s = fused;
+}
+
 ir::Schedule Space::sample(Rng& rng) const {
   for (int attempt = 0; attempt < kTries; ++attempt) {
     ir::Schedule s;
@@ -132,6 +172,10 @@ ir::Schedule Space::sample(Rng& rng) const {
       sample_loops(s.stages[i], stage, rng);
       s.stages[i].fuse_epilogue = ir::can_fuse_epilogue(w_, stage) && coin(rng, 0.7);
     }
+    if (!check(s).empty()) continue;
+    for (size_t i = 0; i < w_.stages.size(); ++i)
+      if (!absorbed(s, static_cast<int>(i))) sample_packs(s, static_cast<int>(i), rng);
+    if (w_.stages.size() > 1 && coin(rng)) sample_fuse_rows(s, rng);
     if (check(s).empty()) return s;
   }
   return ir::naive_schedule(w_);
@@ -150,7 +194,18 @@ ir::Schedule Space::mutate(const ir::Schedule& s, Rng& rng) const {
     if (absorbed(m, stage)) continue;
     ir::StageSchedule& ss = m.stages[stage];
     const ir::Stage& st = w_.stages[stage];
-    switch (std::uniform_int_distribution<int>(0, 5)(rng)) {
+    switch (std::uniform_int_distribution<int>(0, 7)(rng)) {
+      case 7: {  // all stages in row blocks, or not
+        if (m.fuse_rows > 0) m.fuse_rows = 0;
+        else if (w_.stages.size() > 1) sample_fuse_rows(m, rng);
+        else continue;
+        break;
+      }
+      case 6: {  // pack a different set of inputs
+        if (!check(m).empty()) continue;
+        sample_packs(m, stage, rng);
+        break;
+      }
       case 0: {  // one axis's tile sizes, keeping its register block
         const ir::Axis& a = pick(st.axes, rng);
         auto& sizes = ss.tile[a.name];

@@ -36,6 +36,11 @@ class Space {
   void sample_loops(ir::StageSchedule& ss, int stage, Rng& rng) const;
   std::vector<std::int64_t> sample_tile(const ir::Axis& a, std::int64_t reg, Rng& rng) const;
   void sample_order(ir::StageSchedule& ss, int stage, Rng& rng) const;
+  //! Packs each input of the stage with probability 1/2 where packing is valid.
+  void sample_packs(ir::Schedule& s, int stage, Rng& rng) const;
+  std::vector<std::string> inputs_of(int stage) const;
+  //! Puts all stages in one loop over row blocks (ir::Schedule::fuse_rows) where valid.
+  void sample_fuse_rows(ir::Schedule& s, Rng& rng) const;
   bool absorbed(const ir::Schedule& s, int stage) const;
 };
 

@@ -153,6 +153,39 @@ TEST_CASE("cpu kernels: a hand-written tiled, vectorized, parallel schedule with
   check_close(fast[2], want, 1e-4);
 }
 
+TEST_CASE("cpu kernels: packed inputs with tails match the naive schedule") {
+  auto be = cpu();
+  if (be->target().traits.vector_lanes != 16) return;  // the schedule below assumes AVX-512
+  TempDir dir;
+  auto w = library_workload("matmul", "M=37,N=53,K=29");
+  auto s = ir::Schedule::from_json(
+      R"({"version":1,"stages":[{"stage":"C","tile":{"m":[12,6],"n":[64,32],"k":[16]},"pack":["A","B"],)"
+      R"("order":["n.0","m.0","k.0","m.1","n.1"],"vectorize":"n","unroll":2,"parallel":1}]})");
+  std::string src = be->emit(w, ir::lower(w, s, be->target().traits), s.to_json());
+  CHECK(src.find("// pack B into panels of 32 along n") != std::string::npos);
+  CHECK(src.find("// pack A into panels of 6 along m") != std::string::npos);
+  Tensors fast = run_in_process(*be, w, s, dir);
+  Tensors ref = run_in_process(*be, w, ir::naive_schedule(w), dir);
+  check_close(fast[2], std::vector<double>(ref[2].begin(), ref[2].end()), 1e-4);
+}
+
+TEST_CASE("cpu kernels: softmax fused into row blocks matches the naive schedule") {
+  auto be = cpu();
+  TempDir dir;
+  auto w = library_workload("softmax", "N=7,D=45");
+  auto s = ir::Schedule::from_json(
+      R"({"version":1,"fuse_rows":2,"stages":[)"
+      R"({"stage":"mx","tile":{"n":[1],"d":[45]},"order":["n.0","d.0"],"vectorize":null,"unroll":0,"parallel":0},)"
+      R"({"stage":"e","inline":true},)"
+      R"({"stage":"s","tile":{"n":[2,1],"d":[45]},"order":["n.0","n.1","d.0"],"vectorize":null,"unroll":0,"parallel":0},)"
+      R"({"stage":"Y","tile":{"n":[1],"d":[5]},"order":["n.0","d.0"],"vectorize":null,"unroll":0,"parallel":0}]})");
+  std::string src = be->emit(w, ir::lower(w, s, be->target().traits), s.to_json());
+  CHECK(src.find("for (std::int64_t row = 0; row < 7; row += 2)") != std::string::npos);
+  Tensors fast = run_in_process(*be, w, s, dir);
+  Tensors ref = run_in_process(*be, w, ir::naive_schedule(w), dir);
+  check_close(fast[1], std::vector<double>(ref[1].begin(), ref[1].end()), 1e-5);
+}
+
 TEST_CASE("cpu kernels: the generated source is readable") {
   auto be = cpu();
   auto w = library_workload("matmul", "M=64,N=64,K=64");

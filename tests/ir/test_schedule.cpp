@@ -87,6 +87,14 @@ TEST_CASE("schedule: invalid configs are rejected by the checker, each with its 
   CHECK(reason([](auto& s) { s.unroll = 100; }).find("unroll") != std::string::npos);
   CHECK(reason([](auto& s) { s.inline_stage = true; }).find("inlined") != std::string::npos);
   CHECK(reason([](auto& s) { s.fuse_epilogue = true; }).find("epilogue") != std::string::npos);
+  CHECK(reason([](auto& s) { s.pack = {"C"}; }).find("only inputs can be packed") != std::string::npos);
+  CHECK(reason([](auto& s) { s.pack = {"A", "A"}; }).find("packed twice") != std::string::npos);
+  CHECK(reason([](auto& s) { s.tile["m"] = {24, 1}; s.pack = {"A"}; }).find("gains nothing") != std::string::npos);
+  ir::Schedule rows = tiled_matmul();
+  rows.fuse_rows = 24;
+  CHECK(ir::check_schedule(w, rows, kAvx512).find("parallel 0") != std::string::npos);
+  rows.fuse_rows = -1;
+  CHECK(ir::check_schedule(w, rows, kAvx512).find("positive") != std::string::npos);
   ir::Schedule wrong_stage = tiled_matmul();
   wrong_stage.stages[0].stage = "D";
   CHECK(ir::check_schedule(w, wrong_stage, kAvx512).find("expected 'C'") != std::string::npos);

@@ -1,0 +1,183 @@
+// tiletune-bench: tunes each case with a fixed trial budget, then times the best tiletune
+// kernel, oneDNN and OpenBLAS in the same run, interleaved, and prints a table of medians.
+//
+//   build/tiletune-bench [--trials 128] [--reps 30] [--threads 2] [--only matmul] [--db PATH]
+//
+// OpenBLAS picks its kernel for this CPU only with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE
+// unset, and reads them when it loads: the benchmark re-executes itself without them.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "codegen/backend.hpp"
+#include "db/store.hpp"
+#include "ir/parse.hpp"
+#include "measure/protocol.hpp"
+#include "ops/library.hpp"
+#include "support/error.hpp"
+#include "support/subprocess.hpp"
+#include "tuner/tune.hpp"
+#include "vendors.hpp"
+
+using namespace tiletune;
+
+namespace {
+
+struct Case {
+  std::string label, op, sizes;
+  double adams2019 = 0;  //!< Halide 14 Adams2019 figure from ANCHORS.md (upper end), same unit; 0: none
+};
+
+const std::vector<Case> kCases = {
+    {"matmul 1024^3", "matmul", "M=1024,N=1024,K=1024", 207},
+    {"matmul 512^3", "matmul", "M=512,N=512,K=512", 253},
+    {"matmul 2048^3", "matmul", "M=2048,N=2048,K=2048", 0},
+    {"matmul M128 N768 K768", "matmul", "M=128,N=768,K=768", 149},
+    {"matmul M49 N512 K4608", "matmul", "M=49,N=512,K=4608", 153},
+    {"batch_matmul 12x128x64x128", "batch_matmul", "G=12,M=128,N=128,K=64", 0},
+    {"matmul_bias_relu 1024^3", "matmul_bias_relu", "M=1024,N=1024,K=1024", 0},
+    {"conv2d C64 K64 56x56 3x3", "conv2d", "N=1,C=64,H=58,W=58,K=64,R=3,S=3", 56},
+    {"conv2d C256 K256 14x14 3x3", "conv2d", "N=1,C=256,H=16,W=16,K=256,R=3,S=3", 0},
+    {"depthwise C128 56x56 3x3", "depthwise_conv2d", "N=1,C=128,H=58,W=58,R=3,S=3", 0},
+    {"softmax 4096x1024", "softmax", "N=4096,D=1024", 18},
+    {"layernorm 4096x1024", "layernorm", "N=4096,D=1024", 0},
+};
+
+bool memory_bound(const std::string& op) { return op == "softmax" || op == "layernorm"; }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? NAN : v[v.size() / 2];
+}
+
+double seconds(const std::function<void()>& f) {
+  auto t0 = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::string fmt(double v, const char* f = "%.1f") {
+  if (!std::isfinite(v)) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+struct Aligned {
+  float* p;
+  explicit Aligned(std::int64_t n) : p(static_cast<float*>(std::aligned_alloc(64, (n * 4 + 63) / 64 * 64))) {}
+  ~Aligned() { std::free(p); }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (std::getenv("OPENBLAS_CORETYPE") || std::getenv("OPENBLAS_L2_SIZE")) {
+    unsetenv("OPENBLAS_CORETYPE");
+    unsetenv("OPENBLAS_L2_SIZE");
+    execv("/proc/self/exe", argv);
+  }
+  CLI::App app{"tiletune-bench: tuned kernels against oneDNN and OpenBLAS, side by side"};
+  int trials = 128, reps = 30, threads = 2;
+  std::string only, db_path = "bench.db", cache;
+  app.add_option("--trials", trials, "tuning budget per case")->capture_default_str();
+  app.add_option("--reps", reps, "interleaved timed repeats per implementation")->capture_default_str();
+  app.add_option("--threads", threads, "threads for every implementation")->capture_default_str();
+  app.add_option("--only", only, "run only cases whose label contains this");
+  app.add_option("--db", db_path, "tuning database (reused: a rerun only times)")->capture_default_str();
+  app.add_option("--cache", cache, "kernel cache folder");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    codegen::BackendOptions bo;
+    bo.threads = threads;
+    auto backend = codegen::make_backend("cpu", bo);
+    auto store = db::open_sqlite_store(db_path);
+    double peak = bench::measure_fma_peak_gflops(threads);
+    std::cout << "FMA peak measured now: " << fmt(peak) << " GFLOP/s on " << threads << " threads; trials per case: "
+              << trials << "; timed repeats: " << reps << " (medians, interleaved)\n\n";
+    std::vector<std::vector<std::string>> rows;
+    for (const Case& c : kCases) {
+      if (!only.empty() && c.label.find(only) == std::string::npos) continue;
+      ir::Workload w = ir::bind(ir::parse_op(ops::op_text(c.op)), ir::parse_sizes(c.sizes));
+      tuner::TuneOptions to;
+      to.trials = trials;
+      to.measure.cache_dir = cache;
+      int before = static_cast<int>(store->count_records(w.key, backend->target().key));
+      double tune_s = seconds([&] { tuner::tune(w, *backend, *store, to); });
+      int measured = static_cast<int>(store->count_records(w.key, backend->target().key)) - before;
+      auto best = store->best(w.key, backend->target().key);
+      if (!best) {
+        std::cerr << c.label << ": no correct kernel\n";
+        continue;
+      }
+      // The best kernel, built and loaded here to be timed beside the vendors.
+      ir::Schedule s = ir::Schedule::from_json(best->config_json);
+      ir::LoopNest nest = ir::lower(w, s, backend->target().traits);
+      std::string dir = std::filesystem::temp_directory_path() / ("tiletune-bench-" + std::to_string(getpid()));
+      std::filesystem::create_directories(dir);
+      std::ofstream(dir + "/k.cpp") << backend->emit(w, nest, s.to_json());
+      std::string log = backend->build(dir + "/k.cpp", dir + "/k.so");
+      if (!log.empty()) throw_error(ErrorKind::Build, log);
+      auto kernel = backend->load(dir + "/k.so");
+      std::vector<std::unique_ptr<Aligned>> bufs;
+      std::vector<float*> tensors;
+      int index = 0;
+      for (auto& b : w.buffers) {
+        if (b.role == ir::Buffer::Role::Temp) continue;
+        bufs.push_back(std::make_unique<Aligned>(b.elements()));
+        if (b.role == ir::Buffer::Role::Input) measure::fill_input(bufs.back()->p, b.elements(), 1, index++);
+        tensors.push_back(bufs.back()->p);
+      }
+      Aligned workspace(nest.workspace_floats + 16);
+      auto ours = [&] { kernel->run(tensors.data(), workspace.p); };
+      auto dnnl = bench::onednn_call(w, tensors, threads);
+      auto blas = bench::openblas_call(w, tensors, threads);
+      std::vector<double> t_ours, t_dnnl, t_blas;
+      for (int r = 0; r < reps + 3; ++r) {  // the first 3 rounds warm up
+        double a = seconds(ours);
+        double b = dnnl.run ? seconds(dnnl.run) : NAN;
+        double d = blas.run ? seconds(blas.run) : NAN;
+        if (r < 3) continue;
+        t_ours.push_back(a);
+        t_dnnl.push_back(b);
+        t_blas.push_back(d);
+      }
+      bool mem = memory_bound(c.op);
+      double work = mem ? double(w.io_bytes()) : w.flops();
+      double ours_rate = work / median(t_ours) / 1e9, dnnl_rate = work / median(t_dnnl) / 1e9,
+             blas_rate = work / median(t_blas) / 1e9;
+      double roof = mem ? bench::measure_copy_gbps(w.io_bytes() / 2, threads) : peak;
+      rows.push_back({c.label, std::to_string(measured), fmt(measured ? tune_s / measured : NAN, "%.2f"), fmt(ours_rate),
+                      fmt(dnnl_rate), fmt(ours_rate / dnnl_rate, "%.2f"), fmt(blas_rate), fmt(ours_rate / blas_rate, "%.2f"),
+                      fmt(100 * ours_rate / roof, "%.0f%%") + (mem ? " copy" : " peak"),
+                      c.adams2019 > 0 ? fmt(ours_rate / c.adams2019, "%.1f") : "-", mem ? "GB/s" : "GFLOP/s"});
+      std::filesystem::remove_all(dir);
+      std::cerr << c.label << " done\n";
+    }
+    std::vector<std::string> header = {"case", "new trials", "s/trial", "tiletune", "oneDNN", "x oneDNN", "OpenBLAS",
+                                       "x OpenBLAS", "of roof", "x Adams2019", "unit"};
+    std::vector<size_t> width(header.size());
+    for (size_t i = 0; i < header.size(); ++i) width[i] = header[i].size();
+    for (auto& r : rows)
+      for (size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
+    for (auto* r : {&header}) rows.insert(rows.begin(), *r);
+    for (auto& r : rows) {
+      for (size_t i = 0; i < r.size(); ++i) std::cout << (i ? "  " : "") << r[i] << std::string(width[i] - r[i].size(), ' ');
+      std::cout << "\n";
+    }
+  } catch (const Error& e) {
+    std::cerr << "tiletune-bench: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "tiletune-bench: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

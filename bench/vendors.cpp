@@ -1,0 +1,181 @@
+#include "vendors.hpp"
+
+#include <omp.h>
+
+#include <chrono>
+#include <cstring>
+#include <oneapi/dnnl/dnnl.h>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <memory>
+
+#include "support/error.hpp"
+
+extern "C" {
+#include <openblas-pthread/cblas.h>
+}
+
+namespace tiletune::bench {
+
+namespace {
+
+std::int64_t size_of(const ir::Workload& w, const char* name) { return w.sizes.at(name); }
+
+//! A oneDNN primitive with its memories, bound to caller-owned buffers.
+struct DnnlRunner {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+  dnnl::primitive prim;
+  std::unordered_map<int, dnnl::memory> args;
+  void operator()() {
+    prim.execute(stream, args);
+    stream.wait();
+  }
+};
+
+dnnl::memory::desc md(const dnnl::memory::dims& dims, dnnl::memory::format_tag tag) {
+  return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, tag);
+}
+
+}  // namespace
+
+VendorCall onednn_call(const ir::Workload& w, const std::vector<float*>& t, int threads) {
+  using tag = dnnl::memory::format_tag;
+  omp_set_num_threads(threads);
+  const std::string& op = w.op.name;
+  if (op == "matmul" || op == "matmul_bias_relu") {
+    std::int64_t M = size_of(w, "M"), N = size_of(w, "N"), K = size_of(w, "K");
+    float *A = t[0], *B = t[1];
+    float* C = t.back();
+    if (op == "matmul")
+      return {"oneDNN sgemm", [=] { dnnl_sgemm('N', 'N', M, N, K, 1.0f, A, K, B, N, 0.0f, C, N); }};
+    float* bias = t[2];
+    return {"oneDNN sgemm + bias/relu pass", [=] {
+              dnnl_sgemm('N', 'N', M, N, K, 1.0f, A, K, B, N, 0.0f, C, N);
+#pragma omp parallel for num_threads(threads)
+              for (std::int64_t m = 0; m < M; ++m)
+                for (std::int64_t n = 0; n < N; ++n) C[m * N + n] = std::max(C[m * N + n] + bias[n], 0.0f);
+            }};
+  }
+  auto r = std::make_shared<DnnlRunner>();
+  auto mem = [&](const dnnl::memory::desc& d, float* p) { return dnnl::memory(d, r->engine, p); };
+  if (op == "batch_matmul") {
+    dnnl::memory::dims a{size_of(w, "G"), size_of(w, "M"), size_of(w, "K")}, b{size_of(w, "G"), size_of(w, "K"), size_of(w, "N")},
+        c{size_of(w, "G"), size_of(w, "M"), size_of(w, "N")};
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(md(a, tag::abc), md(b, tag::abc), md(c, tag::abc)), r->engine);
+    r->prim = dnnl::matmul(pd);
+    r->args = {{DNNL_ARG_SRC, mem(pd.src_desc(), t[0])}, {DNNL_ARG_WEIGHTS, mem(pd.weights_desc(), t[1])},
+               {DNNL_ARG_DST, mem(pd.dst_desc(), t[2])}};
+    return {"oneDNN matmul", [r] { (*r)(); }};
+  }
+  if (op == "conv2d" || op == "depthwise_conv2d") {
+    bool dw = op == "depthwise_conv2d";
+    std::int64_t N = size_of(w, "N"), C = size_of(w, "C"), H = size_of(w, "H"), W = size_of(w, "W"), R = size_of(w, "R"),
+                 S = size_of(w, "S"), K = dw ? C : size_of(w, "K");
+    dnnl::memory::dims src{N, C, H, W}, dst{N, K, H - R + 1, W - S + 1};
+    dnnl::memory::dims wei = dw ? dnnl::memory::dims{C, 1, 1, R, S} : dnnl::memory::dims{K, C, R, S};
+    // The same NCHW tensors tiletune reads and writes: any layout change is inside oneDNN's time.
+    auto wei_md = md(wei, dw ? tag::goihw : tag::oihw);
+    dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                      md(src, tag::nchw), wei_md, md(dst, tag::nchw), {1, 1}, {0, 0}, {0, 0});
+    dnnl::convolution_forward::primitive_desc pd(d, r->engine);
+    r->prim = dnnl::convolution_forward(pd);
+    r->args = {{DNNL_ARG_SRC, mem(md(src, tag::nchw), t[0])}, {DNNL_ARG_WEIGHTS, mem(wei_md, t[1])},
+               {DNNL_ARG_DST, mem(md(dst, tag::nchw), t[2])}};
+    return {"oneDNN convolution", [r] { (*r)(); }};
+  }
+  if (op == "softmax") {
+    dnnl::memory::dims dims{size_of(w, "N"), size_of(w, "D")};
+    dnnl::softmax_forward::primitive_desc pd(
+        dnnl::softmax_forward::desc(dnnl::prop_kind::forward_inference, md(dims, tag::ab), 1), r->engine);
+    r->prim = dnnl::softmax_forward(pd);
+    r->args = {{DNNL_ARG_SRC, mem(md(dims, tag::ab), t[0])}, {DNNL_ARG_DST, mem(md(dims, tag::ab), t[1])}};
+    return {"oneDNN softmax", [r] { (*r)(); }};
+  }
+  if (op == "layernorm") {
+    std::int64_t N = size_of(w, "N"), D = size_of(w, "D");
+    dnnl::memory::dims dims{N, D};
+    auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
+    dnnl::layer_normalization_forward::primitive_desc pd(
+        dnnl::layer_normalization_forward::desc(dnnl::prop_kind::forward_inference, md(dims, tag::ab), 1e-5f, flags),
+        r->engine);
+    r->prim = dnnl::layer_normalization_forward(pd);
+    r->args = {{DNNL_ARG_SRC, mem(md(dims, tag::ab), t[0])},
+               {DNNL_ARG_SCALE, mem(md({D}, tag::a), t[1])},
+               {DNNL_ARG_SHIFT, mem(md({D}, tag::a), t[2])},
+               {DNNL_ARG_DST, mem(md(dims, tag::ab), t[3])}};
+    return {"oneDNN layer_normalization", [r] { (*r)(); }};
+  }
+  return {"", {}};
+}
+
+VendorCall openblas_call(const ir::Workload& w, const std::vector<float*>& t, int threads) {
+  openblas_set_num_threads(threads);
+  if (w.op.name == "matmul") {
+    std::int64_t M = size_of(w, "M"), N = size_of(w, "N"), K = size_of(w, "K");
+    float *A = t[0], *B = t[1], *C = t[2];
+    return {"OpenBLAS sgemm", [=] {
+              cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, A, K, B, N, 0.0f, C, N);
+            }};
+  }
+  if (w.op.name == "batch_matmul") {
+    std::int64_t G = size_of(w, "G"), M = size_of(w, "M"), N = size_of(w, "N"), K = size_of(w, "K");
+    float *A = t[0], *B = t[1], *C = t[2];
+    return {"OpenBLAS sgemm per batch", [=] {
+              for (std::int64_t g = 0; g < G; ++g)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, A + g * M * K, K, B + g * K * N, N,
+                            0.0f, C + g * M * N, N);
+            }};
+  }
+  return {"", {}};
+}
+
+double measure_fma_peak_gflops(int threads) {
+#if defined(__AVX512F__)
+  constexpr int kLanes = 16;
+#elif defined(__AVX2__)
+  constexpr int kLanes = 8;
+#else
+  constexpr int kLanes = 4;
+#endif
+  typedef float vf __attribute__((vector_size(kLanes * 4)));
+  constexpr int kChains = 12;
+  const long iterations = 20'000'000;
+  double best = 0;
+  for (int trial = 0; trial < 3; ++trial) {
+    auto t0 = std::chrono::steady_clock::now();
+    float sink = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : sink)
+    {
+      vf acc[kChains], a, b;
+      for (int i = 0; i < kLanes; ++i) a[i] = 0.999f, b[i] = 0.001f;
+      for (int c = 0; c < kChains; ++c) acc[c] = a * (float)(c + 1);
+      for (long i = 0; i < iterations / kChains; ++i) {
+#pragma GCC unroll 12
+        for (int c = 0; c < kChains; ++c) acc[c] = acc[c] * a + b;
+        __asm__ volatile("" : "+v"(a));
+      }
+      for (int c = 0; c < kChains; ++c) sink += acc[c][0];
+    }
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    double flops = 2.0 * kLanes * double(iterations / kChains * kChains) * threads;
+    best = std::max(best, flops / s / 1e9);
+    if (sink == 12345.0f) best += 0;  // keep the chains alive
+  }
+  return best;
+}
+
+double measure_copy_gbps(std::size_t bytes, int threads) {
+  std::size_t n = bytes / 4;
+  std::vector<float> src(n, 1.0f), dst(n, 0.0f);
+  std::vector<double> times;
+  for (int trial = 0; trial < 15; ++trial) {
+    auto t0 = std::chrono::steady_clock::now();
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (std::size_t i = 0; i < n; ++i) dst[i] = src[i];
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(times.begin(), times.end());
+  return 2.0 * bytes / times[times.size() / 2] / 1e9;
+}
+
+}  // namespace tiletune::bench
