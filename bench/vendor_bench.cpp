@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <thread>
 
 #include "codegen/backend.hpp"
 #include "db/store.hpp"
@@ -84,10 +85,10 @@ int main(int argc, char** argv) {
     execv("/proc/self/exe", argv);
   }
   CLI::App app{"tiletune-bench: tuned kernels against oneDNN and OpenBLAS, side by side"};
-  int trials = 128, reps = 30, threads = 2;
+  int trials = 128, reps = 10, threads = 2;
   std::string only, db_path = "bench.db", cache;
   app.add_option("--trials", trials, "tuning budget per case")->capture_default_str();
-  app.add_option("--reps", reps, "interleaved timed repeats per implementation")->capture_default_str();
+  app.add_option("--reps", reps, "rounds of 5 timed calls per implementation, alternating")->capture_default_str();
   app.add_option("--threads", threads, "threads for every implementation")->capture_default_str();
   app.add_option("--only", only, "run only cases whose label contains this");
   app.add_option("--db", db_path, "tuning database (reused: a rerun only times)")->capture_default_str();
@@ -101,7 +102,7 @@ int main(int argc, char** argv) {
     auto store = db::open_sqlite_store(db_path);
     double peak = bench::measure_fma_peak_gflops(threads);
     std::cout << "FMA peak measured now: " << fmt(peak) << " GFLOP/s on " << threads << " threads; trials per case: "
-              << trials << "; timed repeats: " << reps << " (medians, interleaved)\n\n";
+              << trials << "; rounds: " << reps << " x 5 timed calls (medians, implementations alternating)\n\n";
     std::vector<std::vector<std::string>> rows;
     for (const Case& c : kCases) {
       if (!only.empty() && c.label.find(only) == std::string::npos) continue;
@@ -139,15 +140,20 @@ int main(int argc, char** argv) {
       auto ours = [&] { kernel->run(tensors.data(), workspace.p); };
       auto dnnl = bench::onednn_call(w, tensors, threads);
       auto blas = bench::openblas_call(w, tensors, threads);
+      // Rounds of (pause, 2 warm-up calls, 5 timed calls) per implementation, the
+      // implementations alternating: each library's idle threads (OpenBLAS spins for a while)
+      // settle before the next one runs.
       std::vector<double> t_ours, t_dnnl, t_blas;
-      for (int r = 0; r < reps + 3; ++r) {  // the first 3 rounds warm up
-        double a = seconds(ours);
-        double b = dnnl.run ? seconds(dnnl.run) : NAN;
-        double d = blas.run ? seconds(blas.run) : NAN;
-        if (r < 3) continue;
-        t_ours.push_back(a);
-        t_dnnl.push_back(b);
-        t_blas.push_back(d);
+      auto timed = [&](const std::function<void()>& f, std::vector<double>& out) {
+        if (!f) return;
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));
+        f(), f();
+        for (int i = 0; i < 5; ++i) out.push_back(seconds(f));
+      };
+      for (int r = 0; r < reps; ++r) {
+        timed(ours, t_ours);
+        timed(dnnl.run, t_dnnl);
+        timed(blas.run, t_blas);
       }
       bool mem = memory_bound(c.op);
       double work = mem ? double(w.io_bytes()) : w.flops();

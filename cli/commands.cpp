@@ -256,6 +256,24 @@ int run_show(const CommonOptions& c, const std::string& config_json, bool naive)
   return kOk;
 }
 
+int run_measure(const CommonOptions& c, const TuneCommandOptions& t, const std::vector<std::string>& configs) {
+  ir::Workload w = load_workload(c.op, c.op_name, c.sizes);
+  auto backend = backend_for(c);
+  auto store = db::open_sqlite_store(c.db);
+  std::vector<ir::Schedule> batch;
+  for (auto& text : configs) batch.push_back(ir::Schedule::from_json(text));
+  auto records = tuner::measure_and_store(w, *backend, *store, batch, tune_options(c, t).measure);
+  std::vector<Row> rows;
+  bool any_ok = false;
+  for (auto& r : records) {
+    any_ok = any_ok || r.ok();
+    rows.push_back({{r.ok() ? ms(r.median_s()) : r.error_class, r.ok() ? spread(r) : "-",
+                     r.ok() ? fmt("%.1f", w.flops() / r.median_s() / 1e9) : r.error_message.substr(0, 60), r.config_json}});
+  }
+  print_table({"median ms", "IQR", "GFLOP/s", "config"}, rows);
+  return any_ok ? kOk : kNoResult;
+}
+
 int run_ops() {
   for (auto& name : ops::op_names()) {
     ir::OpDef op = ir::parse_op(ops::op_text(name));

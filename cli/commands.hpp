@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace tiletune::cli {
 
@@ -32,5 +33,7 @@ int run_suite(const CommonOptions& c, const TuneCommandOptions& t, const std::st
 int run_best(const CommonOptions& c, int top, bool json);
 int run_show(const CommonOptions& c, const std::string& config_json, bool naive);
 int run_ops();
+//! Measures given configs (JSON, one per argument), stores the records and prints them.
+int run_measure(const CommonOptions& c, const TuneCommandOptions& t, const std::vector<std::string>& configs);
 
 }  // namespace tiletune::cli

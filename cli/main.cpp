@@ -69,6 +69,12 @@ int main(int argc, char** argv) {
   show_cmd->add_option("--config", config, "a config as JSON instead of the best one");
   show_cmd->add_flag("--naive", naive, "the naive reference schedule instead of the best one");
 
+  std::vector<std::string> configs;
+  auto* measure_cmd = app.add_subcommand("measure", "measure given configs of an op and store the records");
+  add_common(measure_cmd, common, true);
+  add_tune(measure_cmd, tune);
+  measure_cmd->add_option("--config", configs, "a config as JSON (repeatable)")->required();
+
   app.add_subcommand("ops", "list the library's ops and suites");
 
   try {
@@ -86,6 +92,7 @@ int main(int argc, char** argv) {
     if (*suite_cmd) return cli::run_suite(common, tune, suite, suite_cmd->count("--trials") > 0);
     if (*best_cmd) return cli::run_best(common, top, json);
     if (*show_cmd) return cli::run_show(common, config, naive);
+    if (*measure_cmd) return cli::run_measure(common, tune, configs);
     return cli::run_ops();
   } catch (const Error& e) {
     std::cerr << "tiletune: " << e.what() << "\n";

@@ -190,7 +190,7 @@ class Emitter {
       lin.constant += stride * v.offset;
     };
     auto pk = packed_.find(tensor);
-    if (pk != packed_.end()) {
+    if (pk != packed_.end() && p.at(pk->second.first->axis).var == register_base(pk->second.first->axis)) {
       // packed[panel][other dims][block]: the register base is a multiple of the block, so
       // panel * others * block == base * others.
       const ir::Pack& pack = *pk->second.first;
@@ -217,6 +217,13 @@ class Emitter {
       stride *= buf.shape[d];
     }
     return tensor_.at(tensor) + "[" + lin.str() + "]";
+  }
+
+  //! The loop variable a register tile of `axis` starts at.
+  std::string register_base(const std::string& axis) {
+    for (auto& l : sn_->reg)
+      if (l.axis == axis) return var(l.axis, l.level - 1);
+    return "";
   }
 
   //! Copies an input into its panels before the stage's loops (see ir::Pack).
@@ -495,19 +502,32 @@ class Emitter {
       if (l.extent % l.block != 0)
         full += (full.empty() ? "" : " && ") + var(l.axis, l.level - 1) + " + " + std::to_string(l.block) +
                 " <= " + std::to_string(l.extent);
+    // Packed inputs are read through their panels wherever their pack axis stands at its
+    // register base (see element()); elsewhere from the original tensor.
+    packed_.clear();
     for (auto& pack : sn_->packs) packed_[w_.buffers[pack.buffer].name] = {&pack, packed_names_.at(w_.buffers[pack.buffer].name)};
     if (full.empty()) {
       points(depth, pts, mode);
-      packed_.clear();
       return;
     }
     line(depth, "if (" + full + ") {");
     points(depth + 1, pts, mode);
-    packed_.clear();
-    line(depth, "} else {  // edge tile: the same computation, one point at a time");
-    int d = depth + 1;
+    line(depth, "} else {  // edge tile: the same computation on the points inside the tensor");
+    edge_tile(depth + 1, mode);
+    line(depth, "}");
+  }
+
+  //! A register tile cut by the end of an axis. Axes other than the SIMD one go one point at
+  //! a time; the SIMD axis keeps whole vectors where they fit, then single lanes.
+  void edge_tile(int depth, Mode mode) {
+    int d = depth;
     Point p;
+    const Loop* vector_loop = nullptr;
     for (auto& l : sn_->reg) {
+      if (mode == Mode::VecSpatial && l.axis == sn_->vector_axis) {
+        vector_loop = &l;
+        continue;
+      }
       std::string parent = var(l.axis, l.level - 1);
       const std::string& v = var(l.axis, l.level);
       line(d++, "for (std::int64_t " + v + " = " + parent + "; " + v + " < tt_imin(" + parent + " + " +
@@ -515,9 +535,41 @@ class Emitter {
       p[l.axis] = {v, 0};
     }
     for (auto& l : sn_->reduce_inner) p[l.axis] = {var(l.axis, l.level), 0};
-    points(d, {p}, Mode::Scalar);
-    close_to(d, depth + 1);
-    line(depth, "}");
+    if (!vector_loop) {
+      points(d, {p}, mode == Mode::VecReduce ? Mode::VecReduce : Mode::Scalar);
+      close_to(d, depth);
+      return;
+    }
+    const Loop& l = *vector_loop;
+    std::string base = var(l.axis, l.level - 1);
+    std::string block = std::to_string(l.block), extent = std::to_string(l.extent);
+    std::string lanes = std::to_string(sn_->lanes);
+    std::vector<Point> row;
+    for (std::int64_t r = 0; r < l.block; r += sn_->lanes) {
+      Point q = p;
+      q[l.axis] = {base, r};
+      row.push_back(q);
+    }
+    if (l.extent % l.block == 0) {
+      points(d, row, Mode::VecSpatial);
+    } else {
+      line(d, "if (" + base + " + " + block + " <= " + extent + ") {");
+      points(d + 1, row, Mode::VecSpatial);
+      line(d, "} else {");
+      const std::string& v = var(l.axis, l.level);
+      std::string end = "tt_imin(" + base + " + " + block + ", " + extent + ")";
+      line(d + 1, "std::int64_t " + v + " = " + base + ";");
+      line(d + 1, "for (; " + v + " + " + lanes + " <= " + end + "; " + v + " += " + lanes + ") {");
+      Point q = p;
+      q[l.axis] = {v, 0};
+      points(d + 2, {q}, Mode::VecSpatial);
+      line(d + 1, "}");
+      line(d + 1, "for (; " + v + " < " + end + "; ++" + v + ") {");
+      points(d + 2, {q}, Mode::Scalar);
+      line(d + 1, "}");
+      line(d, "}");
+    }
+    close_to(d, depth);
   }
 
   void stage(const StageNest& sn) {

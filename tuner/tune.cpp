@@ -38,6 +38,19 @@ db::Record to_record(const measure::MeasureResult& r, const ir::Workload& w, con
 
 }  // namespace
 
+std::vector<db::Record> measure_and_store(const ir::Workload& w, const codegen::Backend& backend, db::Store& store,
+                                          const std::vector<ir::Schedule>& configs, const measure::MeasureOptions& options) {
+  store.put_workload(workload_row(w));
+  store.put_target(target_row(backend.target()));
+  measure::Measurer measurer(backend, w, options);
+  std::vector<db::Record> out;
+  for (auto& r : measurer.measure(configs)) {
+    out.push_back(to_record(r, w, backend.target(), measurer.options()));
+    store.add_record(out.back());
+  }
+  return out;
+}
+
 TuneSummary tune(const ir::Workload& w, const codegen::Backend& backend, db::Store& store, const TuneOptions& options,
                  const std::function<void(const Progress&)>& on_progress) {
   const codegen::TargetInfo& target = backend.target();

@@ -40,6 +40,11 @@ struct TuneSummary {
 TuneSummary tune(const ir::Workload& w, const codegen::Backend& backend, db::Store& store, const TuneOptions& options,
                  const std::function<void(const Progress&)>& on_progress = {});
 
+//! Measures given configs and stores each result (already measured configs are measured again
+//! and keep their first record). Returns the records in the order of the configs.
+std::vector<db::Record> measure_and_store(const ir::Workload& w, const codegen::Backend& backend, db::Store& store,
+                                          const std::vector<ir::Schedule>& configs, const measure::MeasureOptions& options);
+
 //! The database rows that identify a workload and a target.
 db::WorkloadRow workload_row(const ir::Workload& w);
 db::TargetRow target_row(const codegen::TargetInfo& t);
