@@ -51,13 +51,23 @@ void Space::sample_order(ir::StageSchedule& ss, int stage, Rng& rng) const {
   for (auto& a : w_.stages[stage].axes)
     for (size_t l = 0; l < ss.tile[a.name].size(); ++l) slots.push_back(a.name);
   std::shuffle(slots.begin(), slots.end(), rng);
-  // Spatial level-0 loops tend to belong outside: sort a random prefix of them first.
-  if (coin(rng, 0.7)) {
-    std::stable_partition(slots.begin(), slots.end(), [&](const std::string& axis) {
-      for (auto& a : w_.stages[stage].axes)
-        if (a.name == axis) return !a.reduce;
-      return false;
-    });
+  auto is_reduce = [&](const std::string& axis) {
+    for (auto& a : w_.stages[stage].axes)
+      if (a.name == axis) return a.reduce;
+    return false;
+  };
+  double shape = std::uniform_real_distribution<double>(0, 1)(rng);
+  if (shape < 0.4) {
+    // Blocked like a BLAS: the first level of the spatial axes outermost, then the first
+    // level of the reductions, then the rest.
+    std::map<std::string, int> seen;
+    auto rank = [&](const std::string& axis, int occurrence) { return occurrence > 0 ? 2 : is_reduce(axis) ? 1 : 0; };
+    std::vector<std::pair<int, std::string>> ranked;
+    for (auto& axis : slots) ranked.push_back({rank(axis, seen[axis]++), axis});
+    std::stable_sort(ranked.begin(), ranked.end(), [](auto& a, auto& b) { return a.first < b.first; });
+    for (size_t i = 0; i < slots.size(); ++i) slots[i] = ranked[i].second;
+  } else if (shape < 0.7) {
+    std::stable_partition(slots.begin(), slots.end(), [&](const std::string& axis) { return !is_reduce(axis); });
   }
   std::map<std::string, int> level;
   ss.order.clear();
@@ -88,25 +98,28 @@ void Space::sample_loops(ir::StageSchedule& ss, int stage, Rng& rng) const {
   // Register blocks: the vector axis first, then the other spatial axes within the budget.
   std::vector<const ir::Axis*> order;
   for (auto& a : st.axes)
+    if (a.name != ss.vectorize) order.push_back(&a);
+  std::shuffle(order.begin(), order.end(), rng);  // which axis gets the registers left is a choice too
+  for (auto& a : st.axes)
     if (a.name == ss.vectorize) order.insert(order.begin(), &a);
-    else order.push_back(&a);
   for (const ir::Axis* a : order) {
     std::int64_t reg = 1;
     if (a->name == ss.vectorize && !a->reduce) {
       std::int64_t lanes = t_.vector_lanes;
-      reg = lanes * pick(std::vector<std::int64_t>{1, 1, 2, 2, 3, 4}, rng);
+      reg = lanes * pick(std::vector<std::int64_t>{1, 2, 2, 3, 4, 4}, rng);
       reg = std::min(reg, std::max(lanes, round_up(a->extent, lanes)));
     } else if (a->reduce) {
       std::vector<std::int64_t> blocks{a->extent};
-      for (std::int64_t b : {4, 8, 16, 32, 64, 128, 256, 512})
+      for (std::int64_t b : {4, 8, 16, 32, 64, 128, 128, 256, 256, 512})
         if (b < a->extent) blocks.push_back(b);
       reg = pick(blocks, rng);
       if (a->name == ss.vectorize) reg = round_up(reg, t_.vector_lanes);
     } else {
       std::vector<std::int64_t> options;
-      for (std::int64_t r : {1, 2, 3, 4, 5, 6, 8})
+      for (std::int64_t r : {1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14})
         if (points * r <= budget && r <= a->extent) options.push_back(r);
-      reg = options.empty() ? 1 : pick(options, rng);
+      // Half the time fill the registers that are left: outer-product tiles want them all.
+      reg = options.empty() ? 1 : coin(rng) ? options.back() : pick(options, rng);
     }
     if (!a->reduce) points *= reg;
     ss.tile[a->name] = sample_tile(*a, reg, rng);
