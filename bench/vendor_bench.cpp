@@ -22,6 +22,7 @@
 #include "measure/protocol.hpp"
 #include "ops/library.hpp"
 #include "support/error.hpp"
+#include "support/hash.hpp"
 #include "support/subprocess.hpp"
 #include "tuner/tune.hpp"
 #include "vendors.hpp"
@@ -85,11 +86,12 @@ int main(int argc, char** argv) {
     execv("/proc/self/exe", argv);
   }
   CLI::App app{"tiletune-bench: tuned kernels against oneDNN and OpenBLAS, side by side"};
-  int trials = 128, reps = 10, threads = 2;
+  int trials = 128, reps = 10, threads = 2, pause_ms = 250;
   std::string only, db_path = "bench.db", cache;
   app.add_option("--trials", trials, "tuning budget per case")->capture_default_str();
   app.add_option("--reps", reps, "rounds of 5 timed calls per implementation, alternating")->capture_default_str();
   app.add_option("--threads", threads, "threads for every implementation")->capture_default_str();
+  app.add_option("--pause", pause_ms, "milliseconds between implementations, for idle threads to settle")->capture_default_str();
   app.add_option("--only", only, "run only cases whose label contains this");
   app.add_option("--db", db_path, "tuning database (reused: a rerun only times)")->capture_default_str();
   app.add_option("--cache", cache, "kernel cache folder");
@@ -121,12 +123,15 @@ int main(int argc, char** argv) {
       // The best kernel, built and loaded here to be timed beside the vendors.
       ir::Schedule s = ir::Schedule::from_json(best->config_json);
       ir::LoopNest nest = ir::lower(w, s, backend->target().traits);
+      // Named by content: a loaded library stays loaded, so a second case must not reuse a path.
+      std::string source = backend->emit(w, nest, s.to_json());
       std::string dir = std::filesystem::temp_directory_path() / ("tiletune-bench-" + std::to_string(getpid()));
+      std::string base = dir + "/" + hash_hex(source);
       std::filesystem::create_directories(dir);
-      std::ofstream(dir + "/k.cpp") << backend->emit(w, nest, s.to_json());
-      std::string log = backend->build(dir + "/k.cpp", dir + "/k.so");
+      std::ofstream(base + ".cpp") << source;
+      std::string log = backend->build(base + ".cpp", base + ".so");
       if (!log.empty()) throw_error(ErrorKind::Build, log);
-      auto kernel = backend->load(dir + "/k.so");
+      auto kernel = backend->load(base + ".so");
       std::vector<std::unique_ptr<Aligned>> bufs;
       std::vector<float*> tensors;
       int index = 0;
@@ -146,7 +151,7 @@ int main(int argc, char** argv) {
       std::vector<double> t_ours, t_dnnl, t_blas;
       auto timed = [&](const std::function<void()>& f, std::vector<double>& out) {
         if (!f) return;
-        std::this_thread::sleep_for(std::chrono::milliseconds(30));
+        std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
         f(), f();
         for (int i = 0; i < 5; ++i) out.push_back(seconds(f));
       };

@@ -152,6 +152,7 @@ class Emitter {
   std::map<std::pair<std::string, int>, std::string> loop_var_;
   std::map<std::string, std::string> packed_names_;  // tensor -> its panels' pointer
   std::string row_var_;  // the row-block loop around all stages (fuse_rows)
+  std::string partial_;  // lanes in use when emitting a vector cut by the end of its axis
   int base_ = 1;         // indentation of a stage
   //! Packed inputs the code being emitted reads through their panels (full tiles only).
   std::map<std::string, std::pair<const ir::Pack*, std::string>> packed_;
@@ -301,7 +302,10 @@ class Emitter {
       case Expr::Kind::Access: {
         if (!acc_value.empty() && e.name == st_->name) return acc_value;
         std::string addr = element(e.name, e.indices, p);
-        std::string load = !vec ? addr : vector_coeff(e) ? "tt_load(&" + addr + ")" : "tt_splat(" + addr + ")";
+        std::string load = !vec                   ? addr
+                           : !vector_coeff(e)     ? "tt_splat(" + addr + ")"
+                           : partial_.empty()     ? "tt_load(&" + addr + ")"
+                                                  : "tt_load_n(&" + addr + ", " + partial_ + ")";
         auto it = blk.load_names.find(load);
         if (it != blk.load_names.end()) return it->second;
         // Block-local names (A_0, A_1, ...) that avoid the kernel-wide ones.
@@ -352,7 +356,9 @@ class Emitter {
   void store_all(int depth, const std::vector<Point>& pts, bool vec, const std::vector<std::string>& results) {
     auto put = [&](int d, const Point& p, const std::string& v) {
       std::string addr = out_addr(p);
-      line(d, vec ? "tt_store(&" + addr + ", " + v + ");" : addr + " = " + v + ";");
+      if (!vec) line(d, addr + " = " + v + ";");
+      else if (partial_.empty()) line(d, "tt_store(&" + addr + ", " + v + ");");
+      else line(d, "tt_store_n(&" + addr + ", " + v + ", " + partial_ + ");");
     };
     if (sn_->epilogue < 0) {
       for (size_t i = 0; i < pts.size(); ++i) put(depth, pts[i], results[i]);
@@ -421,7 +427,9 @@ class Emitter {
         line(depth, "float " + acc.back() + "_tail = " + id + ";");
       } else {
         std::string init = vec ? "tt_splat(" + id + ")" : id;
-        std::string prev = vec ? "tt_load(&" + out_addr(pts[i]) + ")" : out_addr(pts[i]);
+        std::string prev = !vec               ? out_addr(pts[i])
+                           : partial_.empty() ? "tt_load(&" + out_addr(pts[i]) + ")"
+                                              : "tt_load_n(&" + out_addr(pts[i]) + ", " + partial_ + ")";
         line(depth, std::string(vec ? "tt_vf " : "float ") + acc.back() + " = " +
                         (first_.empty() ? init : "(" + first_ + ") ? " + init + " : " + prev) + ";");
       }
@@ -564,8 +572,14 @@ class Emitter {
       q[l.axis] = {v, 0};
       points(d + 2, {q}, Mode::VecSpatial);
       line(d + 1, "}");
-      line(d + 1, "for (; " + v + " < " + end + "; ++" + v + ") {");
-      points(d + 2, {q}, Mode::Scalar);
+      // The last lanes: one vector with its end masked off.
+      line(d + 1, "if (" + v + " < " + end + ") {");
+      std::string left = fresh("lanes_left");
+      line(d + 2, "const std::int64_t " + left + " = " + end + " - " + v + ";");
+      partial_ = left;
+      points(d + 2, {q}, Mode::VecSpatial);
+      partial_.clear();
+      used_.erase(left);
       line(d + 1, "}");
       line(d, "}");
     }

@@ -12,6 +12,20 @@ typedef int tt_vi __attribute__((vector_size(TT_LANES * 4)));
 static inline tt_vf tt_load(const float* p) { tt_vf v; __builtin_memcpy(&v, p, sizeof v); return v; }
 static inline void tt_store(float* p, tt_vf v) { __builtin_memcpy(p, &v, sizeof v); }
 static inline tt_vf tt_splat(float x) { return tt_vf{} + x; }
+// The first n lanes (0 < n < TT_LANES) of a vector at a tensor's end; the other lanes read as
+// 0 and are never written. Masked instructions on AVX-512, a short copy elsewhere.
+#if defined(__AVX512F__) && TT_LANES == 16
+#include <immintrin.h>
+static inline tt_vf tt_load_n(const float* p, std::int64_t n) {
+  return (tt_vf)_mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1), p);
+}
+static inline void tt_store_n(float* p, tt_vf v, std::int64_t n) {
+  _mm512_mask_storeu_ps(p, (__mmask16)((1u << n) - 1), (__m512)v);
+}
+#else
+static inline tt_vf tt_load_n(const float* p, std::int64_t n) { tt_vf v = tt_vf{}; __builtin_memcpy(&v, p, n * 4); return v; }
+static inline void tt_store_n(float* p, tt_vf v, std::int64_t n) { __builtin_memcpy(p, &v, n * 4); }
+#endif
 static inline std::int64_t tt_imin(std::int64_t a, std::int64_t b) { return a < b ? a : b; }
 static inline float tt_max(float a, float b) { return a > b ? a : b; }
 static inline float tt_min(float a, float b) { return a < b ? a : b; }

@@ -1,0 +1,71 @@
+#include <doctest/doctest.h>
+
+#include "costmodel/features.hpp"
+#include "helpers.hpp"
+#include "tuner/space.hpp"
+
+using namespace tiletune;
+using tiletune::test::library_workload;
+
+namespace {
+const ir::TargetTraits kAvx512{16, 32, 2};
+
+std::vector<float> features_of(const ir::Workload& w, const ir::Schedule& s) {
+  return costmodel::extract_features(w, ir::lower(w, s, kAvx512), kAvx512);
+}
+}  // namespace
+
+TEST_CASE("features: one documented feature per slot, a version") {
+  CHECK(costmodel::feature_docs().size() == costmodel::feature_count());
+  CHECK(costmodel::kFeatureVersion >= 1);
+}
+
+TEST_CASE("features: deterministic, finite, and changed by the schedule") {
+  for (auto& name : ops::op_names()) {
+    CAPTURE(name);
+    auto w = library_workload(name, name == "conv2d"             ? "N=1,C=8,H=18,W=18,K=8,R=3,S=3"
+                                    : name == "depthwise_conv2d" ? "N=1,C=8,H=18,W=34,R=3,S=3"
+                                    : name == "batch_matmul"     ? "G=2,M=32,N=48,K=16"
+                                    : name.rfind("matmul", 0) == 0 ? "M=64,N=64,K=64"
+                                                                   : "N=32,D=96");
+    tuner::Space space(w, kAvx512);
+    tuner::Rng rng(5);
+    ir::Schedule naive = ir::naive_schedule(w);
+    auto base = features_of(w, naive);
+    CHECK(base.size() == costmodel::feature_count());
+    CHECK(base == features_of(w, naive));
+    int different = 0;
+    for (int i = 0; i < 10; ++i) {
+      ir::Schedule s = space.sample(rng);
+      auto f = features_of(w, s);
+      for (float x : f) CHECK(std::isfinite(x));
+      CHECK(f == features_of(w, s));
+      different += f != base;
+    }
+    CHECK(different >= 8);
+  }
+}
+
+TEST_CASE("features: a register tile and a vector axis show up where expected") {
+  auto w = library_workload("matmul", "M=64,N=64,K=64");
+  auto tiled = ir::Schedule::from_json(
+      R"({"version":1,"stages":[{"stage":"C","tile":{"m":[6],"n":[64],"k":[64]},"order":["m.0","n.0","k.0"],)"
+      R"("vectorize":"n","unroll":0,"parallel":1}]})");
+  auto f = features_of(w, tiled);
+  auto naive = features_of(w, ir::naive_schedule(w));
+  auto at = [](const std::vector<float>& v, const std::string& name) {
+    const auto& docs = costmodel::feature_docs();
+    for (size_t i = 0; i < docs.size(); ++i)
+      if (docs[i].first == name) return v[i];
+    FAIL("no feature " << name);
+    return 0.0f;
+  };
+  CHECK(at(f, "reg_points") == 6 * 64);
+  CHECK(at(naive, "reg_points") == 1);
+  CHECK(at(f, "accumulators") == 24);
+  CHECK(at(f, "vector_lanes_log") > 4);
+  CHECK(at(naive, "vector_lanes_log") == 0);
+  CHECK(at(f, "edge_fraction") > 0);  // 64 rows in blocks of 6
+  CHECK(at(naive, "edge_fraction") == 0);
+  CHECK(at(f, "loads_per_update") < at(naive, "loads_per_update"));
+}
