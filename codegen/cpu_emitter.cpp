@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cctype>
 #include <cstdlib>
 #include <cstdio>
 #include <map>
@@ -159,12 +160,25 @@ class Emitter {
   std::string first_, last_;  // C++ conditions ("" when always true)
 
   std::string fresh(const std::string& base) {
-    static const std::set<std::string> cxx = {"int", "float", "double", "for", "if", "else", "while", "do",
-                                              "return", "const", "auto", "char", "long", "short", "void",
-                                              "static", "inline", "new", "delete", "this", "class", "struct",
-                                              "switch", "case", "default", "break", "continue", "goto", "bool",
-                                              "true", "false", "signed", "unsigned", "sizeof", "std", "INFINITY"};
+    // User names become C++ identifiers: step around C++'s words, the lower-case macros of
+    // the C library and anything that looks like a macro (upper case, two letters or more).
+    static const std::set<std::string> cxx = {
+        "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break", "case", "catch",
+        "char", "char8_t", "char16_t", "char32_t", "class", "compl", "concept", "const", "consteval", "constexpr",
+        "constinit", "const_cast", "continue", "co_await", "co_return", "co_yield", "decltype", "default", "delete",
+        "do", "double", "dynamic_cast", "else", "enum", "explicit", "export", "extern", "false", "float", "for",
+        "friend", "goto", "if", "inline", "int", "long", "mutable", "namespace", "new", "noexcept", "not", "not_eq",
+        "nullptr", "operator", "or", "or_eq", "private", "protected", "public", "register", "reinterpret_cast",
+        "requires", "return", "short", "signed", "sizeof", "static", "static_assert", "static_cast", "struct",
+        "switch", "template", "this", "thread_local", "throw", "true", "try", "typedef", "typeid", "typename",
+        "union", "unsigned", "using", "virtual", "void", "volatile", "wchar_t", "while", "xor", "xor_eq", "std",
+        "errno", "assert", "stdin", "stdout", "stderr", "offsetof", "setjmp", "va_arg", "va_start", "va_end",
+        "main", "isnan", "isinf", "isfinite", "signbit", "fpclassify", "isnormal"};
+    auto looks_like_macro = [](const std::string& n) {
+      return n.size() >= 2 && std::none_of(n.begin(), n.end(), [](char c) { return std::islower(static_cast<unsigned char>(c)); });
+    };
     std::string name = base;
+    if (looks_like_macro(name)) name += "_v";
     while (used_.count(name) || cxx.count(name)) name += "_";
     used_.insert(name);
     return name;
@@ -191,7 +205,9 @@ class Emitter {
       lin.constant += stride * v.offset;
     };
     auto pk = packed_.find(tensor);
-    if (pk != packed_.end() && p.at(pk->second.first->axis).var == register_base(pk->second.first->axis)) {
+    if (pk != packed_.end() && indices.size() > static_cast<size_t>(pk->second.first->dim) &&
+        indices[pk->second.first->dim].plain_var() == pk->second.first->axis &&
+        p.at(pk->second.first->axis).var == register_base(pk->second.first->axis)) {
       // packed[panel][other dims][block]: the register base is a multiple of the block, so
       // panel * others * block == base * others.
       const ir::Pack& pack = *pk->second.first;
@@ -269,14 +285,15 @@ class Emitter {
     std::string extent = std::to_string(buf.shape[pack.dim]);
     std::string pack_stride = std::to_string(src_strides[pack.dim]);
     line(d, "const std::int64_t " + first + " = " + panel + " * " + blk + ";");
-    line(d, "float* __restrict to = " + dst + " + " + dst_lin.str() + ";");
-    line(d, "const float* __restrict from = " + src + " + " + src_lin.str() + " + " + first + " * " + pack_stride + ";");
+    std::string to = fresh("to"), from = fresh("from");
+    line(d, "float* __restrict " + to + " = " + dst + " + " + dst_lin.str() + ";");
+    line(d, "const float* __restrict " + from + " = " + src + " + " + src_lin.str() + " + " + first + " * " + pack_stride + ";");
     if (buf.shape[pack.dim] % pack.block == 0) {
-      line(d, "for (std::int64_t " + j + " = 0; " + j + " < " + blk + "; ++" + j + ") to[" + j + "] = from[" + j + " * " +
-                  pack_stride + "];");
+      line(d, "for (std::int64_t " + j + " = 0; " + j + " < " + blk + "; ++" + j + ") " + to + "[" + j + "] = " + from + "[" +
+                  j + " * " + pack_stride + "];");
     } else {
-      line(d, "for (std::int64_t " + j + " = 0; " + j + " < " + blk + "; ++" + j + ") to[" + j + "] = " + first + " + " + j +
-                  " < " + extent + " ? from[" + j + " * " + pack_stride + "] : 0.0f;");
+      line(d, "for (std::int64_t " + j + " = 0; " + j + " < " + blk + "; ++" + j + ") " + to + "[" + j + "] = " + first +
+                  " + " + j + " < " + extent + " ? " + from + "[" + j + " * " + pack_stride + "] : 0.0f;");
     }
     for (size_t k = 0; k < opened.size(); ++k) line(--d, "}");
     line(depth, "}");
@@ -367,15 +384,15 @@ class Emitter {
     Block blk;
     std::vector<std::string> finals;
     for (size_t i = 0; i < pts.size(); ++i) finals.push_back(value(sn_->epilogue_body, pts[i], vec, blk, results[i]));
-    int d = depth;
-    if (!last_.empty()) line(d++, "if (" + last_ + ") {");
-    flush(d, blk);
-    for (size_t i = 0; i < pts.size(); ++i) put(d, pts[i], finals[i]);
+    // The epilogue's loads get a scope of their own: the body's loads may share their names.
+    line(depth, last_.empty() ? "{" : "if (" + last_ + ") {");
+    flush(depth + 1, blk);
+    for (size_t i = 0; i < pts.size(); ++i) put(depth + 1, pts[i], finals[i]);
     if (!last_.empty()) {
       line(depth, "} else {");
-      for (size_t i = 0; i < pts.size(); ++i) put(d, pts[i], results[i]);
-      line(depth, "}");
+      for (size_t i = 0; i < pts.size(); ++i) put(depth + 1, pts[i], results[i]);
     }
+    line(depth, "}");
   }
 
   //! The reduction loops of the micro-kernel around `body`; returns the depth inside them.

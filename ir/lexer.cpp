@@ -1,6 +1,7 @@
 #include "ir/lexer.hpp"
 
 #include <cctype>
+#include <cstdio>
 
 #include "support/error.hpp"
 
@@ -82,9 +83,9 @@ std::vector<Token> lex(const std::string& text) {
       }
       if (!matched) {
         if (std::string("()[]{}:,+-*/=<>;").find(c) == std::string::npos) {
-          std::string shown = std::isprint(static_cast<unsigned char>(c))
-                                  ? std::string(1, c)
-                                  : "byte 0x" + std::to_string(static_cast<unsigned char>(c));
+          char hex[8];
+          std::snprintf(hex, sizeof hex, "0x%02x", static_cast<unsigned char>(c));
+          std::string shown = std::isprint(static_cast<unsigned char>(c)) ? std::string(1, c) : std::string("byte ") + hex;
           fail_at(t.loc, "unexpected character '" + shown +
                              "': names are plain ASCII identifiers [A-Za-z_][A-Za-z0-9_]*");
         }

@@ -90,6 +90,13 @@ std::string plan_pack(const Workload& w, const Schedule& s, const TargetTraits& 
         return "'" + tensor + "' is packed only when every access indexes each dimension by one plain axis";
   }
   if (!first) return "'" + tensor + "' is not read by this stage";
+  if (ss.fuse_epilogue) {
+    Expr epilogue = effective_body(w, s, w.stages[i + 1].rhs);
+    std::vector<const Expr*> reads;
+    collect_accesses(epilogue, reads);
+    for (const Expr* a : reads)
+      if (a->name == tensor) return "'" + tensor + "' is read by the fused epilogue too and cannot be packed";
+  }
   std::string vec = ss.vectorize;
   bool vec_reduce = false;
   for (auto& a : st.axes)
@@ -124,13 +131,15 @@ std::string plan_pack(const Workload& w, const Schedule& s, const TargetTraits& 
 std::string check_stage(const Workload& w, const Schedule& s, const TargetTraits& t, int i) {
   const Stage& st = w.stages[i];
   const StageSchedule& ss = s.stages[i];
+  bool no_knobs = ss.tile.empty() && ss.order.empty() && ss.vectorize.empty() && ss.unroll == 0 && ss.parallel == 0 &&
+                  !ss.fuse_epilogue && ss.pack.empty();
   if (ss.inline_stage) {
     if (!can_inline(w, i)) return "only an elementwise stage writing a temporary can be inlined";
-    if (!ss.tile.empty()) return "an inlined stage takes no loop knobs";
+    if (!no_knobs) return "an inlined stage takes no other knobs";
     return "";
   }
   if (i > 0 && s.stages[i - 1].fuse_epilogue) {
-    if (!ss.tile.empty() || !ss.order.empty()) return "stage fused as an epilogue takes no loop knobs";
+    if (!no_knobs) return "a stage fused as an epilogue takes no knobs of its own";
     return "";
   }
   std::set<std::string> axes;
@@ -142,6 +151,9 @@ std::string check_stage(const Workload& w, const Schedule& s, const TargetTraits
     if (sizes.size() > 4) return "axis '" + a.name + "' has more than 4 tile levels";
     for (size_t l = 0; l < sizes.size(); ++l) {
       if (sizes[l] < 1) return "tile sizes of '" + a.name + "' must be at least 1";
+      if (sizes[l] > std::max(2 * a.extent, a.extent + 64))
+        return "tile size " + std::to_string(sizes[l]) + " of '" + a.name + "' is far beyond its extent " +
+               std::to_string(a.extent);
       if (l > 0 && sizes[l - 1] % sizes[l] != 0)
         return "tile sizes of '" + a.name + "' must each divide the one before";
     }
@@ -158,6 +170,8 @@ std::string check_stage(const Workload& w, const Schedule& s, const TargetTraits
     if (dot == std::string::npos) return "order entry '" + loop + "' is not axis.level";
     std::string axis = loop.substr(0, dot);
     if (!axes.count(axis)) return "order names unknown axis '" + axis + "'";
+    if (next_level[axis] >= static_cast<int>(ss.tile.at(axis).size()))
+      return "order entry '" + loop + "' is beyond the " + std::to_string(ss.tile.at(axis).size()) + " tile level(s) of " + axis;
     if (loop.substr(dot + 1) != std::to_string(next_level[axis]))
       return "order must list " + axis + "." + std::to_string(next_level[axis]) + " before '" + loop + "'";
     ++next_level[axis];
@@ -175,9 +189,9 @@ std::string check_stage(const Workload& w, const Schedule& s, const TargetTraits
     if (!can_fuse_epilogue(w, i)) return "stage cannot fuse the next stage as an epilogue";
     if (s.stages[i + 1].inline_stage) return "a fused epilogue cannot also be inlined";
   }
-  std::int64_t points = 1;
+  double points = 1;
   for (auto& a : st.axes)
-    if (!a.reduce) points *= ss.tile.at(a.name).back();
+    if (!a.reduce) points *= static_cast<double>(ss.tile.at(a.name).back());
   bool vector_reduce = false;
   if (!ss.vectorize.empty()) {
     if (t.vector_lanes <= 1) return "the target has no SIMD lanes to vectorize with";
@@ -205,12 +219,12 @@ std::string check_stage(const Workload& w, const Schedule& s, const TargetTraits
       if (!unit_stride_or_invariant(substitute(effective_body(w, s, e.rhs), rename), ss.vectorize))
         return "the epilogue reads strided along '" + ss.vectorize + "'";
     }
-    std::int64_t vectors = vector_reduce ? points : points / t.vector_lanes;
+    double vectors = vector_reduce ? points : points / t.vector_lanes;
     if (vectors > t.vector_registers - 4)
-      return "register tile needs " + std::to_string(vectors) + " vector registers; the target has " +
+      return "register tile needs " + std::to_string(static_cast<long long>(vectors)) + " vector registers; the target has " +
              std::to_string(t.vector_registers);
   } else if (points > 64) {
-    return "scalar register tile of " + std::to_string(points) + " points is over 64";
+    return "scalar register tile of " + std::to_string(static_cast<long long>(points)) + " points is over 64";
   }
   std::set<std::string> packed;
   for (auto& tensor : ss.pack) {

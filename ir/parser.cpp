@@ -7,6 +7,10 @@
 //   sum    := prod (('+' | '-') prod)*        prod := unary (('*' | '/') unary)*
 //   unary  := '-' unary | NUMBER | SIZE | NAME '[' index (',' index)* ']' | NAME '(' args ')' | '(' expr ')'
 //   index  := affine combination of index names and integers (`2*y + r - 1`)
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
 #include <set>
 
 #include "ir/lexer.hpp"
@@ -43,6 +47,36 @@ class Parser {
  private:
   std::vector<Token> toks_;
   size_t pos_ = 0;
+  int depth_ = 0;  // nesting of parentheses and unary minus
+  int nodes_ = 0;  // expression nodes of the current statement
+
+  // Limits that keep hostile text from exhausting the stack (every pass over an expression
+  // recurses) or overflowing index arithmetic.
+  static constexpr int kMaxDepth = 200;
+  static constexpr int kMaxNodes = 20000;
+  static constexpr std::int64_t kMaxInt = std::int64_t(1) << 31;
+
+  struct DepthGuard {
+    Parser& p;
+    DepthGuard(Parser& parser, SourceLoc loc) : p(parser) {
+      if (++p.depth_ > kMaxDepth) fail_at(loc, "expression nested deeper than " + std::to_string(kMaxDepth) + " levels");
+    }
+    ~DepthGuard() { --p.depth_; }
+  };
+
+  std::int64_t integer(const Token& t) {
+    std::int64_t v = 0;
+    auto [end, ec] = std::from_chars(t.text.data(), t.text.data() + t.text.size(), v);
+    if (ec != std::errc() || end != t.text.data() + t.text.size() || v > kMaxInt)
+      fail_at(t.loc, "integer " + t.text.substr(0, 24) + " is out of range (at most 2^31)");
+    return v;
+  }
+  double real(const Token& t) {
+    double v = std::strtod(t.text.c_str(), nullptr);
+    if (!std::isfinite(v) || std::fabs(v) > 3.4e38)
+      fail_at(t.loc, "number " + t.text.substr(0, 24) + " is out of the f32 range");
+    return v;
+  }
 
   const Token& peek(size_t ahead = 0) const { return toks_[std::min(pos_ + ahead, toks_.size() - 1)]; }
   static std::string describe(const Token& t) {
@@ -62,8 +96,10 @@ class Parser {
     const Token& t = peek();
     if (t.kind != Tok::Ident) fail_at(t.loc, std::string("expected ") + what + ", found " + describe(t));
     if (t.text.size() > 64) fail_at(t.loc, "name '" + t.text.substr(0, 20) + "...' is longer than 64 characters");
-    if (t.text.rfind("__", 0) == 0 || t.text.rfind("tt_", 0) == 0)
-      fail_at(t.loc, "'" + t.text + "' is not a plain name: names may not start with '__' or 'tt_'");
+    std::string lower = t.text.substr(0, 3);
+    for (auto& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (t.text[0] == '_' || lower == "tt_")
+      fail_at(t.loc, "'" + t.text + "' is not a plain name: names may not start with '_' or 'tt_'");
     if (reserved_words().count(t.text))
       fail_at(t.loc, "'" + t.text + "' is a reserved word and cannot name " + what);
     ++pos_;
@@ -134,11 +170,13 @@ class Parser {
   SizeExpr size_atom() {
     SizeExpr e;
     if (peek().kind == Tok::Int) {
-      e.value = std::stoll(toks_[pos_++].text);
+      e.value = integer(toks_[pos_++]);
     } else if (peek().kind == Tok::Ident) {
       e.kind = SizeExpr::Kind::Symbol;
       e.symbol = name("a size name");
-    } else if (accept("(")) {
+    } else if (at("(")) {
+      DepthGuard guard(*this, peek().loc);
+      ++pos_;
       e = size_sum();
       expect(")", "')' in a size expression");
     } else {
@@ -148,6 +186,7 @@ class Parser {
   }
 
   Stmt stmt() {
+    nodes_ = 0;
     Stmt s;
     s.loc = peek().loc;
     s.tensor = name("a tensor name at the start of a statement");
@@ -177,6 +216,7 @@ class Parser {
   }
 
   Expr binary(Expr::Kind kind, Expr lhs, Expr rhs, SourceLoc loc) {
+    if (++nodes_ > kMaxNodes) fail_at(loc, "statement has more than " + std::to_string(kMaxNodes) + " operations");
     Expr e;
     e.kind = kind;
     e.loc = loc;
@@ -217,13 +257,14 @@ class Parser {
   Expr unary() {
     Expr e;
     e.loc = peek().loc;
+    DepthGuard guard(*this, e.loc);
     if (accept("-")) {
       e.kind = Expr::Kind::Neg;
       e.args.push_back(unary());
       return e;
     }
     if (peek().kind == Tok::Int || peek().kind == Tok::Float) {
-      e.value = std::stod(toks_[pos_++].text);
+      e.value = real(toks_[pos_++]);
       return e;
     }
     if (accept("(")) {
@@ -269,7 +310,7 @@ class Parser {
       std::string var;
       SourceLoc loc = peek().loc;
       if (peek().kind == Tok::Int) {
-        std::int64_t n = std::stoll(toks_[pos_++].text);
+        std::int64_t n = integer(toks_[pos_++]);
         if (accept("*")) {
           coeff *= n;
           var = name("an index name after '*'");
@@ -282,7 +323,7 @@ class Parser {
           if (peek().kind != Tok::Int)
             fail_at(peek().loc, "index expressions must be affine: expected an integer after '*', found " +
                                     describe(peek()));
-          coeff *= std::stoll(toks_[pos_++].text);
+          coeff *= integer(toks_[pos_++]);
         }
       } else {
         fail_at(loc, "expected an index (a name, an integer or 'a*name'), found " + describe(peek()));
@@ -309,6 +350,9 @@ class Parser {
     std::vector<IndexExpr::Term> kept;
     for (auto& t : ix.terms)
       if (t.coeff != 0) kept.push_back(t);
+    for (auto& t : kept)
+      if (t.coeff > kMaxInt || t.coeff < -kMaxInt) fail_at(peek().loc, "index coefficient out of range (at most 2^31)");
+    if (ix.constant > kMaxInt || ix.constant < -kMaxInt) fail_at(peek().loc, "index constant out of range (at most 2^31)");
     ix.terms = kept;
     return ix;
   }

@@ -13,6 +13,7 @@ namespace {
 [[noreturn]] void invalid(const std::string& message) { throw_error(ErrorKind::InvalidInput, message); }
 
 std::int64_t eval(const SizeExpr& e, const Sizes& sizes) {
+  std::int64_t r = 0;
   switch (e.kind) {
     case SizeExpr::Kind::Const: return e.value;
     case SizeExpr::Kind::Symbol: {
@@ -20,9 +21,16 @@ std::int64_t eval(const SizeExpr& e, const Sizes& sizes) {
       if (it == sizes.end()) invalid("size '" + e.symbol + "' is not bound: pass " + e.symbol + "=<value>");
       return it->second;
     }
-    case SizeExpr::Kind::Add: return eval(e.args[0], sizes) + eval(e.args[1], sizes);
-    case SizeExpr::Kind::Sub: return eval(e.args[0], sizes) - eval(e.args[1], sizes);
-    case SizeExpr::Kind::Mul: return eval(e.args[0], sizes) * eval(e.args[1], sizes);
+    case SizeExpr::Kind::Add:
+    case SizeExpr::Kind::Sub:
+    case SizeExpr::Kind::Mul: {
+      std::int64_t a = eval(e.args[0], sizes), b = eval(e.args[1], sizes);
+      bool overflow = e.kind == SizeExpr::Kind::Add   ? __builtin_add_overflow(a, b, &r)
+                      : e.kind == SizeExpr::Kind::Sub ? __builtin_sub_overflow(a, b, &r)
+                                                      : __builtin_mul_overflow(a, b, &r);
+      if (overflow) invalid("size expression " + to_string(e) + " overflows");
+      return r;
+    }
     case SizeExpr::Kind::Div: {
       std::int64_t d = eval(e.args[1], sizes);
       if (d == 0) invalid("division by zero in size expression " + to_string(e));
@@ -31,6 +39,9 @@ std::int64_t eval(const SizeExpr& e, const Sizes& sizes) {
   }
   return 0;
 }
+
+//! Tensors larger than this are refused at binding: their offsets and loops would overflow.
+constexpr std::int64_t kMaxElements = std::int64_t(1) << 36;
 
 void collect_symbols(const SizeExpr& e, std::set<std::string>& out) {
   if (e.kind == SizeExpr::Kind::Symbol) out.insert(e.symbol);
@@ -199,6 +210,12 @@ Workload bind(const OpDef& op, const Sizes& sizes) {
                 " with these sizes; it must be at least 1");
       b.shape.push_back(v);
     }
+    __int128 n = 1;
+    for (auto d : b.shape) {
+      n *= d;
+      if (n > kMaxElements)
+        invalid("tensor '" + t.name + "' would have more than 2^36 elements with " + w.sizes_text());
+    }
     w.buffers.push_back(b);
   };
   for (auto& t : op.inputs) add_buffer(t, Buffer::Role::Input);
@@ -217,6 +234,10 @@ Workload bind(const OpDef& op, const Sizes& sizes) {
       stage.axes.push_back({v.name, eval(v.extent, sizes), v.reduce});
       extent[v.name] = stage.axes.back().extent;
     }
+    __int128 points = 1;
+    for (auto& a : stage.axes) points *= a.extent;
+    if (points > (static_cast<__int128>(1) << 50))
+      invalid("statement " + st.tensor + " has more than 2^50 iteration points with " + w.sizes_text());
     // Every access must agree with the ranges and stay inside its tensor.
     std::vector<const Expr*> stack{&st.rhs};
     while (!stack.empty()) {
@@ -227,14 +248,15 @@ Workload bind(const OpDef& op, const Sizes& sizes) {
       const Buffer& b = w.buffers[w.buffer_index(e->name)];
       for (size_t d = 0; d < e->indices.size(); ++d) {
         const IndexExpr& ix = e->indices[d];
-        std::int64_t lo = ix.constant, hi = ix.constant;
+        __int128 lo = ix.constant, hi = ix.constant;  // coefficients and extents are below 2^31
         for (auto& t : ix.terms) {
-          std::int64_t span = t.coeff * (extent[t.var] - 1);
+          __int128 span = static_cast<__int128>(t.coeff) * (extent[t.var] - 1);
           (span < 0 ? lo : hi) += span;
         }
         if (lo < 0 || hi >= b.shape[d])
           invalid(std::to_string(e->loc.line) + ":" + std::to_string(e->loc.column) + ": index " + to_string(ix) +
-                  " of '" + e->name + "' runs over [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                  " of '" + e->name + "' runs over [" + std::to_string(static_cast<long long>(lo)) + ", " +
+                  std::to_string(static_cast<long long>(hi)) +
                   "] but that dimension has size " + std::to_string(b.shape[d]) + " with " + w.sizes_text());
       }
     }

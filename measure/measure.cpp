@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
+#include <random>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -44,8 +46,16 @@ std::string default_cache_dir() {
 
 namespace {
 
+//! A suffix no other writer uses: processes in different containers may share a cache and a
+//! pid, and one process builds in several threads.
+std::string unique_suffix() {
+  static const std::uint64_t token = std::random_device{}();
+  static std::atomic<std::uint64_t> counter{0};
+  return std::to_string(getpid()) + "-" + std::to_string(token % 1000000007) + "-" + std::to_string(counter++);
+}
+
 void write_file(const std::string& path, const std::string& text) {
-  std::string tmp = path + ".tmp." + std::to_string(getpid());
+  std::string tmp = path + ".tmp." + unique_suffix();
   {
     std::ofstream out(tmp, std::ios::binary);
     out << text;
@@ -94,35 +104,51 @@ struct Measurer::Impl {
   }
 
   void build_all(std::vector<Job*>& jobs, int parallel) {
+    // One build per distinct artifact; jobs that share it share the outcome.
+    std::map<std::string, std::vector<Job*>> by_artifact;
+    for (Job* job : jobs) by_artifact[job->artifact].push_back(job);
+    std::vector<std::vector<Job*>*> groups;
+    for (auto& [artifact, group] : by_artifact) groups.push_back(&group);
     std::atomic<size_t> next{0};
     auto worker = [&] {
-      for (size_t i = next++; i < jobs.size(); i = next++) {
-        Job& job = *jobs[i];
-        if (fs::exists(job.artifact)) continue;
-        std::string base = job.artifact.substr(0, job.artifact.size() - 3);
-        std::string source_path = base + backend.source_extension();
-        std::string tmp = base + ".tmp." + std::to_string(getpid()) + "." + std::to_string(i) + ".so";
-        auto t0 = std::chrono::steady_clock::now();
-        std::string log;
-        try {
-          write_file(source_path, job.source);
-          log = backend.build(source_path, tmp);
-          if (log.empty()) fs::rename(tmp, job.artifact);
-        } catch (const std::exception& e) {
-          log = e.what();
-        }
-        job.result.build_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        if (!log.empty()) {
-          job.result.error_class = error_class::kBuild;
-          job.result.error_message = log.substr(0, 4000);
-          std::error_code ignored;
-          fs::remove(tmp, ignored);
+      for (size_t i = next++; i < groups.size(); i = next++) {
+        Job& job = *groups[i]->front();
+        build_one(job);
+        for (Job* other : *groups[i]) {
+          other->result.build_s = job.result.build_s;
+          other->result.error_class = job.result.error_class;
+          other->result.error_message = job.result.error_message;
         }
       }
     };
     std::vector<std::thread> threads;
     for (int t = 0; t < std::max(1, parallel); ++t) threads.emplace_back(worker);
     for (auto& t : threads) t.join();
+  }
+
+  //! Compiles one candidate unless its artifact is cached; a failure becomes its result.
+  void build_one(Job& job) {
+    std::string base = job.artifact.substr(0, job.artifact.size() - 3);
+    std::string tmp = base + ".tmp." + unique_suffix() + ".so";
+    auto t0 = std::chrono::steady_clock::now();
+    std::string log;
+    try {
+      std::error_code ec;
+      if (fs::exists(job.artifact, ec)) return;
+      std::string source_path = base + backend.source_extension();
+      write_file(source_path, job.source);
+      log = backend.build(source_path, tmp);
+      if (log.empty()) fs::rename(tmp, job.artifact);
+    } catch (const std::exception& e) {
+      log = std::string("building failed: ") + e.what();
+    }
+    job.result.build_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!log.empty()) {
+      job.result.error_class = error_class::kBuild;
+      job.result.error_message = log.substr(0, 4000);
+      std::error_code ignored;
+      fs::remove(tmp, ignored);
+    }
   }
 
   RunReply run(const Job& job, RunRequest::Mode mode, const MeasureOptions& o, double timeout, double& wall) {
@@ -142,7 +168,7 @@ struct Measurer::Impl {
     req.max_seconds = o.max_seconds;
     req.min_repeats = o.min_repeats;
     req.max_repeats = o.max_repeats;
-    std::string req_path = job.artifact + ".req." + std::to_string(getpid()) + ".json";
+    std::string req_path = job.artifact + ".req." + unique_suffix() + ".json";
     write_file(req_path, req.to_json());
     std::string runner = o.runner_path.empty() ? executable_dir() + "/tiletune-runner" : o.runner_path;
     ProcessResult p = run_process({runner, req_path}, timeout);
@@ -232,10 +258,16 @@ std::vector<MeasureResult> Measurer::measure(const std::vector<ir::Schedule>& ba
   std::vector<MeasureResult> results;
   for (auto& job : jobs) {
     if (job.result.ok()) {
-      RunReply r = impl_->run(job, RunRequest::Mode::Measure, options_, options_.timeout_s, job.result.run_s);
-      job.result.times_s = r.times_s;
-      job.result.error_class = r.error_class;
-      job.result.error_message = r.message;
+      // Whatever goes wrong with one candidate is its result; the batch goes on.
+      try {
+        RunReply r = impl_->run(job, RunRequest::Mode::Measure, options_, options_.timeout_s, job.result.run_s);
+        job.result.times_s = r.times_s;
+        job.result.error_class = r.error_class;
+        job.result.error_message = r.message;
+      } catch (const std::exception& e) {
+        job.result.error_class = error_class::kRuntime;
+        job.result.error_message = std::string("measuring failed: ") + e.what();
+      }
     }
     results.push_back(std::move(job.result));
   }

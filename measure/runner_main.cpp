@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <random>
 #include <sstream>
 
 #include "codegen/backend.hpp"
@@ -77,7 +78,7 @@ measure::RunReply run(const measure::RunRequest& req) {
 
   size_t first_output = req.inputs.size();
   if (req.mode == measure::RunRequest::Mode::Reference) {
-    std::string tmp = req.reference_path + ".tmp." + std::to_string(getpid());
+    std::string tmp = req.reference_path + ".tmp." + std::to_string(getpid()) + "-" + std::to_string(std::random_device{}());
     {
       std::ofstream out(tmp, std::ios::binary);
       for (size_t o = first_output; o < tensors.size(); ++o)

@@ -89,8 +89,12 @@ TuneSummary tune(const ir::Workload& w, const codegen::Backend& backend, db::Sto
   while (progress.done < options.trials) {
     int n = std::min(options.batch_size, options.trials - progress.done);
     std::vector<ir::Schedule> batch;
-    if (!measured.count(naive.key())) batch.push_back(naive);  // the baseline every speedup is against
-    auto proposed = search->propose(n - static_cast<int>(batch.size()), measured);
+    std::set<std::string> taken = measured;
+    if (!measured.count(naive.key())) {
+      batch.push_back(naive);  // the baseline every speedup is against
+      taken.insert(naive.key());
+    }
+    auto proposed = search->propose(n - static_cast<int>(batch.size()), taken);
     batch.insert(batch.end(), proposed.begin(), proposed.end());
     if (batch.empty()) break;  // the space is exhausted
     auto results = measurer.measure(batch);

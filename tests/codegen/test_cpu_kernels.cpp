@@ -11,6 +11,7 @@
 #include "measure/measure.hpp"
 #include "measure/protocol.hpp"
 #include "random_schedules.hpp"
+#include "tuner/space.hpp"
 
 using namespace tiletune;
 using tiletune::test::library_workload;
@@ -184,6 +185,35 @@ TEST_CASE("cpu kernels: softmax fused into row blocks matches the naive schedule
   Tensors fast = run_in_process(*be, w, s, dir);
   Tensors ref = run_in_process(*be, w, ir::naive_schedule(w), dir);
   check_close(fast[1], std::vector<double>(ref[1].begin(), ref[1].end()), 1e-5);
+}
+
+TEST_CASE("cpu kernels: user names that are C++ words or macros, and an elementwise stage with a fused epilogue") {
+  auto be = cpu();
+  TempDir dir;
+  auto w = ir::bind(ir::parse_op("op f(from: f32[N, D], to: f32[D], NAN: f32[D]) -> or: f32[N, D] {\n"
+                                 "  int[n, d] = from[n, d] * 2.0 + NAN[d]\n"
+                                 "  or[n, d] = int[n, d] + from[n, d] * to[d]\n}"),
+                    {{"N", 5}, {"D", 37}});
+  tuner::Space space(w, be->target().traits);
+  tuner::Rng rng(3);
+  std::vector<ir::Schedule> batch{ir::naive_schedule(w)};
+  auto fused = ir::naive_schedule(w);
+  fused.stages[0].fuse_epilogue = true;
+  fused.stages[1] = ir::StageSchedule();
+  fused.stages[1].stage = "or";
+  REQUIRE(ir::check_schedule(w, fused, be->target().traits) == "");
+  batch.push_back(fused);
+  batch.push_back(fused);  // the same config twice in one batch builds once
+  for (int i = 0; i < 6; ++i) batch.push_back(space.sample(rng));
+  measure::MeasureOptions o;
+  o.cache_dir = dir.file("cache");
+  o.min_seconds = 0;
+  o.min_repeats = 1;
+  measure::Measurer m(*be, w, o);
+  for (auto& r : m.measure(batch)) {
+    CAPTURE(r.config_json);
+    CHECK_MESSAGE(r.ok(), r.error_class << ": " << r.error_message);
+  }
 }
 
 TEST_CASE("cpu kernels: the generated source is readable") {

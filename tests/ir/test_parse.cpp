@@ -110,6 +110,30 @@ TEST_CASE("parse errors: an identifier that is not a plain name") {
   CHECK(parse_error("op f(\xc3\xa4: f32[N]) -> B: f32[N] { B[i] = A[i] }").find("plain ASCII identifiers") != std::string::npos);
 }
 
+TEST_CASE("parse errors: numbers out of range, hostile nesting and reserved prefixes") {
+  CHECK(parse_error("op f(A: f32[99999999999999999999]) -> B: f32[N] { B[i] = A[i] }").find("out of range") !=
+        std::string::npos);
+  CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] { B[i] = A[i] * 1e999 }").find("out of the f32 range") !=
+        std::string::npos);
+  CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] { B[i] = A[4611686018427387904*i] }").find("out of range") !=
+        std::string::npos);
+  CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] { B[i] = " + std::string(5000, '(') + "A[i]" + std::string(5000, ')') + " }")
+            .find("nested deeper") != std::string::npos);
+  std::string long_sum = "A[i]";
+  for (int n = 0; n < 30000; ++n) long_sum += " + A[i]";
+  CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] { B[i] = " + long_sum + " }").find("more than") != std::string::npos);
+  CHECK(parse_error("op f(_A: f32[N]) -> B: f32[N] { B[i] = _A[i] }").find("not a plain name") != std::string::npos);
+  CHECK(parse_error("op f(TT_A: f32[N]) -> B: f32[N] { B[i] = TT_A[i] }").find("not a plain name") != std::string::npos);
+  CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] { B[i] = A[i] \x01 }").find("byte 0x01") != std::string::npos);
+}
+
+TEST_CASE("bind errors: sizes whose products overflow are refused") {
+  ir::OpDef big = ir::parse_op("op f(A: f32[N * N * N]) -> B: f32[N] { B[i] = A[i] }");
+  CHECK(error_of([&] { ir::bind(big, {{"N", 2000000000}}); }).find("overflows") != std::string::npos);
+  ir::OpDef huge = ir::parse_op("op f(A: f32[N, N]) -> B: f32[N, N] { B[i, j] = A[i, j] }");
+  CHECK(error_of([&] { ir::bind(huge, {{"N", 1 << 20}}); }).find("more than 2^36 elements") != std::string::npos);
+}
+
 TEST_CASE("sizes: parse and refuse malformed text") {
   auto s = ir::parse_sizes(" M=512, N = 3 ,K=1");
   CHECK(s.at("M") == 512);

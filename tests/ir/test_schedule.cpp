@@ -90,6 +90,9 @@ TEST_CASE("schedule: invalid configs are rejected by the checker, each with its 
   CHECK(reason([](auto& s) { s.pack = {"C"}; }).find("only inputs can be packed") != std::string::npos);
   CHECK(reason([](auto& s) { s.pack = {"A", "A"}; }).find("packed twice") != std::string::npos);
   CHECK(reason([](auto& s) { s.tile["m"] = {24, 1}; s.pack = {"A"}; }).find("gains nothing") != std::string::npos);
+  CHECK(reason([](auto& s) { s.tile["m"] = {6}; s.order = {"m.0", "m.1", "n.0", "k.0"}; }).find("beyond") !=
+        std::string::npos);
+  CHECK(reason([](auto& s) { s.tile["m"] = {std::int64_t(1) << 32, 6}; }).find("far beyond") != std::string::npos);
   ir::Schedule rows = tiled_matmul();
   rows.fuse_rows = 24;
   CHECK(ir::check_schedule(w, rows, kAvx512).find("parallel 0") != std::string::npos);
@@ -99,6 +102,26 @@ TEST_CASE("schedule: invalid configs are rejected by the checker, each with its 
   wrong_stage.stages[0].stage = "D";
   CHECK(ir::check_schedule(w, wrong_stage, kAvx512).find("expected 'C'") != std::string::npos);
   CHECK(error_of([&] { ir::lower(w, wrong_stage, kAvx512); }).find("invalid config") != std::string::npos);
+}
+
+TEST_CASE("schedule: absorbed stages take no knobs; an input read by a fused epilogue is not packed") {
+  ir::Workload sm = library_workload("softmax", "N=8,D=64");
+  ir::Schedule s = ir::naive_schedule(sm);
+  s.stages[1] = ir::StageSchedule();
+  s.stages[1].stage = "e";
+  s.stages[1].inline_stage = true;
+  CHECK(ir::check_schedule(sm, s, kAvx512) == "");
+  s.stages[1].fuse_epilogue = true;
+  CHECK(ir::check_schedule(sm, s, kAvx512).find("no other knobs") != std::string::npos);
+  ir::Workload w = ir::bind(ir::parse_op("op f(A: f32[M, K], B: f32[K, N]) -> C: f32[M, N] {\n"
+                                         "  acc[m, n] += A[m, k] * B[k, n]\n  C[m, n] = acc[m, n] + B[0, n]\n}"),
+                            {{"M", 32}, {"N", 32}, {"K", 32}});
+  auto fused = ir::Schedule::from_json(
+      R"({"version":1,"stages":[{"stage":"acc","tile":{"m":[4],"n":[32],"k":[32]},"order":["m.0","n.0","k.0"],)"
+      R"("vectorize":"n","fuse_epilogue":true,"pack":["B"]},{"stage":"C"}]})");
+  CHECK(ir::check_schedule(w, fused, kAvx512).find("fused epilogue too") != std::string::npos);
+  fused.stages[0].pack.clear();
+  CHECK(ir::check_schedule(w, fused, kAvx512) == "");
 }
 
 TEST_CASE("schedule: strided accesses cannot be vectorized; scalar targets cannot vectorize") {
