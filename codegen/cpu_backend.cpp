@@ -21,7 +21,7 @@ namespace {
 
 //! Bumped whenever the emitted code changes meaning or speed: records of another version
 //! belong to another target.
-constexpr const char* kCodegenVersion = "cpu-3";
+constexpr const char* kCodegenVersion = "cpu-4";
 
 struct CpuInfo {
   std::string model;

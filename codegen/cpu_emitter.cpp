@@ -299,6 +299,15 @@ class Emitter {
     line(depth, "}");
   }
 
+  //! True if `e` has the same value in every SIMD lane (no access moves along the vector axis
+  //! and it does not read the accumulator).
+  bool lane_invariant(const Expr& e) const {
+    if (e.kind == Expr::Kind::Access) return e.name != st_->name && vector_coeff(e) == 0;
+    for (auto& a : e.args)
+      if (!lane_invariant(a)) return false;
+    return true;
+  }
+
   std::int64_t vector_coeff(const Expr& access) const {
     for (auto& ix : access.indices)
       if (std::int64_t c = ix.coeff_of(sn_->vector_axis)) return c;
@@ -336,7 +345,12 @@ class Emitter {
       case Expr::Kind::Add: return "(" + arg(0) + " + " + arg(1) + ")";
       case Expr::Kind::Sub: return "(" + arg(0) + " - " + arg(1) + ")";
       case Expr::Kind::Mul: return "(" + arg(0) + " * " + arg(1) + ")";
-      case Expr::Kind::Div: return "(" + arg(0) + " / " + arg(1) + ")";
+      case Expr::Kind::Div:
+        // A divisor that is the same in every lane is inverted once: a SIMD division costs
+        // several multiplications (x / s[n] in softmax).
+        if (vec && lane_invariant(e.args[1]))
+          return "(" + arg(0) + " * tt_splat(1.0f / " + value(e.args[1], p, false, blk, acc_value) + "))";
+        return "(" + arg(0) + " / " + arg(1) + ")";
       case Expr::Kind::Call: {
         std::string s = std::string(vec ? "tt_v" : "tt_") + e.name + "(";
         for (size_t i = 0; i < e.args.size(); ++i) s += (i ? ", " : "") + arg(i);
@@ -604,6 +618,13 @@ class Emitter {
   }
 
   void stage(const StageNest& sn) {
+    // Each stage is a block of its own: its loop variables can be reused by the next.
+    std::set<std::string> outer_names = used_;
+    stage_body(sn);
+    used_ = outer_names;
+  }
+
+  void stage_body(const StageNest& sn) {
     sn_ = &sn;
     st_ = &w_.stages[sn.stage];
     loop_var_.clear();
