@@ -183,6 +183,13 @@ class Emitter {
     used_.insert(name);
     return name;
   }
+  //! End of a block of `block` points starting at `start` along an axis of `extent`: the
+  //! bound needs a min() only where the extent is not a multiple of the block.
+  static std::string block_end(const std::string& start, std::int64_t block, std::int64_t extent) {
+    std::string end = start + " + " + std::to_string(block);
+    return extent % block == 0 ? end : "tt_imin(" + end + ", " + std::to_string(extent) + ")";
+  }
+
   void line(int depth, const std::string& text) { out_ << std::string(2 * depth, ' ') << text << "\n"; }
   std::string shape(size_t b) const {
     std::string s = "[";
@@ -414,9 +421,7 @@ class Emitter {
     for (auto& l : sn_->reduce_inner) {
       if (!vector_reduce_axis_too && sn_->vector_reduce && l.axis == sn_->vector_axis) continue;
       std::string parent = var(l.axis, l.level - 1);
-      std::string end = l.extent % l.block == 0 ? parent + " + " + std::to_string(l.block)
-                                                : "tt_imin(" + parent + " + " + std::to_string(l.block) + ", " +
-                                                      std::to_string(l.extent) + ")";
+      std::string end = block_end(parent, l.block, l.extent);
       if (sn_->unroll > 0 && &l == &sn_->reduce_inner.back()) line(depth, "#pragma GCC unroll " + std::to_string(sn_->unroll));
       const std::string& v = var(l.axis, l.level);
       line(depth, "for (std::int64_t " + v + " = " + parent + "; " + v + " < " + end + "; ++" + v + ") {");
@@ -483,9 +488,7 @@ class Emitter {
     } else {
       const Loop& l = sn_->reduce_inner.back();
       std::string parent = var(l.axis, l.level - 1);
-      std::string end = l.extent % l.block == 0 ? parent + " + " + std::to_string(l.block)
-                                                : "tt_imin(" + parent + " + " + std::to_string(l.block) + ", " +
-                                                      std::to_string(l.extent) + ")";
+      std::string end = block_end(parent, l.block, l.extent);
       const std::string& v = var(l.axis, l.level);
       std::string lanes = std::to_string(sn_->lanes);
       line(inner, "std::int64_t " + v + " = " + parent + ";");
@@ -569,8 +572,8 @@ class Emitter {
       }
       std::string parent = var(l.axis, l.level - 1);
       const std::string& v = var(l.axis, l.level);
-      line(d++, "for (std::int64_t " + v + " = " + parent + "; " + v + " < tt_imin(" + parent + " + " +
-                    std::to_string(l.block) + ", " + std::to_string(l.extent) + "); ++" + v + ") {");
+      line(d++, "for (std::int64_t " + v + " = " + parent + "; " + v + " < " + block_end(parent, l.block, l.extent) +
+                    "; ++" + v + ") {");
       p[l.axis] = {v, 0};
     }
     for (auto& l : sn_->reduce_inner) p[l.axis] = {var(l.axis, l.level), 0};
@@ -647,18 +650,14 @@ class Emitter {
       std::string step = std::to_string(l.step);
       if (l.level == 0 && !row_var_.empty() && l.axis == st_->axes[0].name) {
         std::int64_t rows = nest_.fuse_rows;
-        std::string end = l.extent % rows == 0 ? row_var_ + " + " + std::to_string(rows)
-                                               : "tt_imin(" + row_var_ + " + " + std::to_string(rows) + ", " +
-                                                     std::to_string(l.extent) + ")";
+        std::string end = block_end(row_var_, rows, l.extent);
         line(depth++, "for (std::int64_t " + v + " = " + row_var_ + "; " + v + " < " + end + "; " + v + " += " + step + ") {");
       } else if (l.level == 0) {
         line(depth++, "for (std::int64_t " + v + " = 0; " + v + " < " + std::to_string(l.extent) + "; " + v + " += " + step +
                           ") {");
       } else {
         std::string parent = var(l.axis, l.level - 1);
-        std::string end = l.extent % l.block == 0 ? parent + " + " + std::to_string(l.block)
-                                                  : "tt_imin(" + parent + " + " + std::to_string(l.block) + ", " +
-                                                        std::to_string(l.extent) + ")";
+        std::string end = block_end(parent, l.block, l.extent);
         line(depth++, "for (std::int64_t " + v + " = " + parent + "; " + v + " < " + end + "; " + v + " += " + step + ") {");
       }
     }

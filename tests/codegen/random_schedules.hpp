@@ -9,6 +9,20 @@
 
 namespace tiletune::test {
 
+//! Measures a batch with a fresh cache folder or the shared one; every result must be correct.
+inline void all_correct(const codegen::Backend& be, const ir::Workload& w, const std::vector<ir::Schedule>& batch,
+                        const std::string& cache_dir = kernel_cache()) {
+  measure::MeasureOptions o;
+  o.cache_dir = cache_dir;
+  o.min_seconds = 0;
+  o.min_repeats = 1;
+  measure::Measurer m(be, w, o);
+  for (auto& r : m.measure(batch)) {
+    CAPTURE(r.config_json);
+    CHECK_MESSAGE(r.ok(), r.error_class << ": " << r.error_message);
+  }
+}
+
 //! Measures `count` random schedules of a library op; every one must be correct.
 inline void random_schedules_are_correct(const std::string& op, const std::string& sizes, int count, std::uint64_t seed) {
   CAPTURE(op);
@@ -19,15 +33,7 @@ inline void random_schedules_are_correct(const std::string& op, const std::strin
   tuner::Rng rng(seed);
   std::vector<ir::Schedule> batch;
   for (int i = 0; i < count; ++i) batch.push_back(space.sample(rng));
-  measure::MeasureOptions o;
-  o.cache_dir = kernel_cache();
-  o.min_seconds = 0;
-  o.min_repeats = 1;
-  measure::Measurer m(*be, w, o);
-  for (auto& r : m.measure(batch)) {
-    CAPTURE(r.config_json);
-    CHECK_MESSAGE(r.ok(), r.error_class << ": " << r.error_message);
-  }
+  all_correct(*be, w, batch);
 }
 
 //! Every library op, at sizes that are primes, ones and other numbers that no tile size

@@ -205,15 +205,7 @@ TEST_CASE("cpu kernels: user names that are C++ words or macros, and an elementw
   batch.push_back(fused);
   batch.push_back(fused);  // the same config twice in one batch builds once
   for (int i = 0; i < 6; ++i) batch.push_back(space.sample(rng));
-  measure::MeasureOptions o;
-  o.cache_dir = dir.file("cache");
-  o.min_seconds = 0;
-  o.min_repeats = 1;
-  measure::Measurer m(*be, w, o);
-  for (auto& r : m.measure(batch)) {
-    CAPTURE(r.config_json);
-    CHECK_MESSAGE(r.ok(), r.error_class << ": " << r.error_message);
-  }
+  test::all_correct(*be, w, batch, dir.file("cache"));
 }
 
 TEST_CASE("cpu kernels: the generated source is readable") {
