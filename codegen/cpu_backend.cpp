@@ -1,5 +1,6 @@
 // The CPU backend: C++ through the system compiler, loaded with dlopen.
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
@@ -97,7 +98,18 @@ class CpuBackend : public Backend {
     ProcessResult version = run_process({compiler_, "--version"}, 30);
     std::string compiler_id = version.output.substr(0, version.output.find('\n'));
     if (!version.ok() || compiler_id.empty()) compiler_id = compiler_ + " (version unknown)";
-    nlohmann::json device = {{"cpu", cpu.model}, {"isa", cpu.isa}, {"cores", cores}};
+    // Cache sizes as the C library reads them (CPUID), where the system reports them.
+    auto cache = [](int name, std::int64_t fallback) {
+      long v = sysconf(name);
+      return v > 0 ? static_cast<std::int64_t>(v) : fallback;
+    };
+    target_.traits.l1_bytes = cache(_SC_LEVEL1_DCACHE_SIZE, target_.traits.l1_bytes);
+    target_.traits.l2_bytes = cache(_SC_LEVEL2_CACHE_SIZE, target_.traits.l2_bytes);
+    target_.traits.l3_bytes = cache(_SC_LEVEL3_CACHE_SIZE, target_.traits.l3_bytes);
+    nlohmann::json device = {{"cpu", cpu.model},
+                             {"isa", cpu.isa},
+                             {"cores", cores},
+                             {"caches", {target_.traits.l1_bytes, target_.traits.l2_bytes, target_.traits.l3_bytes}}};
     std::string flags;
     for (auto& f : flags_) flags += (flags.empty() ? "" : " ") + f;
     nlohmann::json fp = {{"backend", "cpu"},      {"device", device}, {"threads", target_.traits.threads},

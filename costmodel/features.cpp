@@ -72,13 +72,11 @@ struct StageFeatures {
   const ir::LoopNest& nest;
   const StageNest& sn;
   const ir::TargetTraits& t;
-  const CacheSizes& caches;
   std::map<std::string, std::int64_t> extent;
   std::vector<const Expr*> accesses;
 
-  StageFeatures(const ir::Workload& w_, const ir::LoopNest& n, const StageNest& s, const ir::TargetTraits& t_,
-                const CacheSizes& c)
-      : w(w_), nest(n), sn(s), t(t_), caches(c) {
+  StageFeatures(const ir::Workload& w_, const ir::LoopNest& n, const StageNest& s, const ir::TargetTraits& t_)
+      : w(w_), nest(n), sn(s), t(t_) {
     for (auto& a : w.stages[sn.stage].axes) extent[a.name] = a.extent;
     collect(sn.body, accesses);
     if (sn.epilogue >= 0) collect(sn.epilogue_body, accesses);
@@ -190,10 +188,10 @@ struct StageFeatures {
     double l2_intensity = 0;
     for (size_t depth = sn.outer.size(); depth-- > 0;) {
       double fp = footprint(depth);
-      fit1 += fp <= caches.l1;
-      fit2 += fp <= caches.l2;
-      fit3 += fp <= caches.l3;
-      if (fp <= caches.l2) {
+      fit1 += fp <= t.l1_bytes;
+      fit2 += fp <= t.l2_bytes;
+      fit3 += fp <= t.l3_bytes;
+      if (fp <= t.l2_bytes) {
         auto s = spans(depth);
         double pts = 1;
         for (auto& [axis, sp] : s) pts *= static_cast<double>(sp);
@@ -234,11 +232,10 @@ struct StageFeatures {
 const std::vector<std::pair<std::string, std::string>>& feature_docs() { return kDocs; }
 std::size_t feature_count() { return kCount; }
 
-std::vector<float> extract_features(const ir::Workload& w, const ir::LoopNest& nest, const ir::TargetTraits& t,
-                                    const CacheSizes& caches) {
+std::vector<float> extract_features(const ir::Workload& w, const ir::LoopNest& nest, const ir::TargetTraits& t) {
   static_assert(kCount == 31, "update kDocs with the features");
   std::vector<float> f(kCount, 0.0f);
-  for (auto& sn : nest.stages) StageFeatures(w, nest, sn, t, caches).add_to(f);
+  for (auto& sn : nest.stages) StageFeatures(w, nest, sn, t).add_to(f);
   f[kInlined] = static_cast<float>(w.stages.size() - nest.stages.size());
   for (auto& sn : nest.stages)
     if (sn.epilogue >= 0) f[kInlined] -= 1;  // a fused epilogue is not an inlined stage

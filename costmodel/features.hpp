@@ -10,18 +10,13 @@ namespace tiletune::costmodel {
 //! Version of the feature set: models record it and refuse to load against another.
 inline constexpr int kFeatureVersion = 1;
 
-//! Cache sizes the footprint features are compared with (bytes).
-struct CacheSizes {
-  double l1 = 48 * 1024, l2 = 1024 * 1024, l3 = 32 * 1024 * 1024;
-};
-
 //! Names of the features, one line of documentation each, in vector order.
 const std::vector<std::pair<std::string, std::string>>& feature_docs();
 std::size_t feature_count();
 
 //! Fixed-length features of one lowered candidate: per-stage features summed over stages
-//! (stages are few; the sum keeps the length fixed). Deterministic; changes with the schedule.
-std::vector<float> extract_features(const ir::Workload& w, const ir::LoopNest& nest, const ir::TargetTraits& t,
-                                    const CacheSizes& caches = {});
+//! (stages are few; the sum keeps the length fixed). Footprints are compared with the
+//! target's cache sizes. Deterministic; changes with the schedule.
+std::vector<float> extract_features(const ir::Workload& w, const ir::LoopNest& nest, const ir::TargetTraits& t);
 
 }  // namespace tiletune::costmodel

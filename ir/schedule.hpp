@@ -41,11 +41,15 @@ struct Schedule {
   std::string key() const;  //!< hash of to_json()
 };
 
-//! What the target offers the schedule: SIMD width in f32 lanes, registers, threads.
+//! What the target offers the schedule: SIMD width in f32 lanes, registers, threads and the
+//! cache sizes read from the machine.
 struct TargetTraits {
   int vector_lanes = 16;   //!< 16 on AVX-512, 8 on AVX2, 4 on SSE/NEON, 1 for scalar
   int vector_registers = 32;
   int threads = 2;
+  std::int64_t l1_bytes = 32 * 1024;  //!< per core, data
+  std::int64_t l2_bytes = 1024 * 1024;
+  std::int64_t l3_bytes = 32 * 1024 * 1024;
 };
 
 //! The reference schedule: one loop per axis in statement order, nothing tiled, vectorized,

@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include "codegen/backend.hpp"
 #include "costmodel/features.hpp"
 #include "helpers.hpp"
 #include "tuner/space.hpp"
@@ -44,6 +45,24 @@ TEST_CASE("features: deterministic, finite, and changed by the schedule") {
     }
     CHECK(different >= 8);
   }
+}
+
+TEST_CASE("features: footprints are judged against the target's cache sizes") {
+  auto w = library_workload("matmul", "M=256,N=256,K=256");
+  auto s = ir::Schedule::from_json(
+      R"({"version":1,"stages":[{"stage":"C","tile":{"m":[64,4],"n":[64,32],"k":[64]},)"
+      R"("order":["m.0","n.0","k.0","m.1","n.1"],"vectorize":"n"}]})");
+  ir::TargetTraits small = kAvx512, big = kAvx512;
+  small.l1_bytes = small.l2_bytes = small.l3_bytes = 1024;
+  big.l1_bytes = big.l2_bytes = big.l3_bytes = std::int64_t(1) << 40;
+  auto nest = ir::lower(w, s, kAvx512);
+  auto f_small = costmodel::extract_features(w, nest, small), f_big = costmodel::extract_features(w, nest, big);
+  CHECK(f_small != f_big);
+  CHECK(f_big[16] == 1.0f);  // fit_l1: every loop's footprint fits
+  CHECK(f_small[16] == 0.0f);
+  auto be = codegen::make_backend("cpu");
+  CHECK(be->target().traits.l1_bytes > 0);
+  CHECK(be->target().fingerprint_json.find("\"caches\"") != std::string::npos);
 }
 
 TEST_CASE("features: a register tile and a vector axis show up where expected") {
