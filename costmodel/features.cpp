@@ -180,7 +180,6 @@ struct StageFeatures {
       f[kInnerUnitStride] += 1;
     }
     // Footprints: the micro-kernel sees the register and reduction blocks.
-    auto span = spans(sn.outer.size());
     double reg_fp = footprint(sn.outer.size());
     f[kFootprintReg] += log2p(reg_fp);
     double n = std::max<size_t>(1, sn.outer.size());
@@ -223,7 +222,6 @@ struct StageFeatures {
     for (auto& a : st.axes)
       if (!a.reduce) outputs *= static_cast<double>(a.extent);
     f[kOutputStores] += log2p(outputs * reduce_blocks);
-    (void)span;
   }
 };
 

@@ -72,8 +72,7 @@ void collect_accesses(const Expr& e, std::vector<const Expr*>& out) {
 }
 
 //! Where packing `tensor` in stage `i` puts its panels, or why it cannot be packed.
-std::string plan_pack(const Workload& w, const Schedule& s, const TargetTraits& t, int i, const std::string& tensor,
-                      Pack& pack) {
+std::string plan_pack(const Workload& w, const Schedule& s, int i, const std::string& tensor, Pack& pack) {
   const Stage& st = w.stages[i];
   const StageSchedule& ss = s.stages[i];
   int b = w.buffer_index(tensor);
@@ -124,7 +123,6 @@ std::string plan_pack(const Workload& w, const Schedule& s, const TargetTraits& 
   pack.panels = (w.buffers[b].shape[pack.dim] + pack.block - 1) / pack.block;
   for (size_t d = 0; d < w.buffers[b].shape.size(); ++d)
     if (static_cast<int>(d) != pack.dim) pack.others *= w.buffers[b].shape[d];
-  (void)t;
   return "";
 }
 
@@ -230,7 +228,7 @@ std::string check_stage(const Workload& w, const Schedule& s, const TargetTraits
   for (auto& tensor : ss.pack) {
     if (!packed.insert(tensor).second) return "'" + tensor + "' is packed twice";
     Pack p;
-    std::string why = plan_pack(w, s, t, i, tensor, p);
+    std::string why = plan_pack(w, s, i, tensor, p);
     if (!why.empty()) return why;
   }
   return "";
@@ -350,7 +348,7 @@ LoopNest lower(const Workload& w, const Schedule& s, const TargetTraits& t) {
     }
     for (auto& tensor : ss.pack) {
       Pack p;
-      plan_pack(w, s, t, static_cast<int>(i), tensor, p);
+      plan_pack(w, s, static_cast<int>(i), tensor, p);
       sn.packs.push_back(p);
     }
     nest.stages.push_back(std::move(sn));
