@@ -277,18 +277,16 @@ int run_measure(const CommonOptions& c, const TuneCommandOptions& t, const std::
 int run_ops() {
   for (auto& name : ops::op_names()) {
     ir::OpDef op = ir::parse_op(ops::op_text(name));
-    std::string sig = op.name + "(";
-    for (size_t i = 0; i < op.inputs.size(); ++i) {
-      sig += (i ? ", " : "") + op.inputs[i].name + "[";
-      for (size_t d = 0; d < op.inputs[i].dims.size(); ++d) sig += (d ? ", " : "") + ir::to_string(op.inputs[i].dims[d]);
-      sig += "]";
-    }
-    sig += ") -> ";
-    for (size_t i = 0; i < op.outputs.size(); ++i) {
-      sig += (i ? ", " : "") + op.outputs[i].name + "[";
-      for (size_t d = 0; d < op.outputs[i].dims.size(); ++d) sig += (d ? ", " : "") + ir::to_string(op.outputs[i].dims[d]);
-      sig += "]";
-    }
+    auto list = [](const std::vector<ir::TensorDecl>& tensors) {
+      std::string text;
+      for (size_t i = 0; i < tensors.size(); ++i) {
+        text += (i ? ", " : "") + tensors[i].name + "[";
+        for (size_t d = 0; d < tensors[i].dims.size(); ++d) text += (d ? ", " : "") + ir::to_string(tensors[i].dims[d]);
+        text += "]";
+      }
+      return text;
+    };
+    std::string sig = op.name + "(" + list(op.inputs) + ") -> " + list(op.outputs);
     std::cout << sig << "\n";
   }
   std::cout << "\nsuites:";

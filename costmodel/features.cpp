@@ -56,16 +56,8 @@ const std::vector<std::pair<std::string, std::string>> kDocs = {
 
 double log2p(double x) { return std::log2(1.0 + std::max(0.0, x)); }
 
-void collect(const Expr& e, std::vector<const Expr*>& out) {
-  if (e.kind == Expr::Kind::Access) out.push_back(&e);
-  for (auto& a : e.args) collect(a, out);
-}
-
-int count_ops(const Expr& e) {
-  int n = (e.kind == Expr::Kind::Const || e.kind == Expr::Kind::Access) ? 0 : 1;
-  for (auto& a : e.args) n += count_ops(a);
-  return n;
-}
+using ir::collect_accesses;
+using ir::count_ops;
 
 struct StageFeatures {
   const ir::Workload& w;
@@ -78,8 +70,8 @@ struct StageFeatures {
   StageFeatures(const ir::Workload& w_, const ir::LoopNest& n, const StageNest& s, const ir::TargetTraits& t_)
       : w(w_), nest(n), sn(s), t(t_) {
     for (auto& a : w.stages[sn.stage].axes) extent[a.name] = a.extent;
-    collect(sn.body, accesses);
-    if (sn.epilogue >= 0) collect(sn.epilogue_body, accesses);
+    collect_accesses(sn.body, accesses);
+    if (sn.epilogue >= 0) collect_accesses(sn.epilogue_body, accesses);
   }
 
   //! Span of each axis inside the first `depth` tile loops (the micro-kernel when depth is all).

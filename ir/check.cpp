@@ -31,14 +31,15 @@ struct Checker {
     for (auto& a : e.args) collect_symbols(a);
   }
 
-  void collect_accesses(const Expr& e, std::vector<const Expr*>& out) {
+  // Collects accesses like ir::collect_accesses and checks every size name on the way.
+  void collect_checked(const Expr& e, std::vector<const Expr*>& out) {
     if (e.kind == Expr::Kind::Access) out.push_back(&e);
     if (e.kind == Expr::Kind::Size && !size_symbols.count(e.name)) {
       if (inputs.count(e.name) || defined.count(e.name) || outputs.count(e.name))
         fail_at(e.loc, "tensor '" + e.name + "' must be indexed, like " + e.name + "[...]");
       fail_at(e.loc, "unknown name '" + e.name + "': not a size of this op");
     }
-    for (auto& a : e.args) collect_accesses(a, out);
+    for (auto& a : e.args) collect_checked(a, out);
   }
 
   void check_stmt(Stmt& s) {
@@ -57,7 +58,7 @@ struct Checker {
     }
 
     std::vector<const Expr*> accesses;
-    collect_accesses(s.rhs, accesses);
+    collect_checked(s.rhs, accesses);
     std::vector<std::string> order(s.lhs_vars.begin(), s.lhs_vars.end());
     std::map<std::string, SizeExpr> extent;
     std::map<std::string, SourceLoc> first_use;

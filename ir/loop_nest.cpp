@@ -66,11 +66,6 @@ Expr effective_body(const Workload& w, const Schedule& s, const Expr& e) {
   return out;
 }
 
-void collect_accesses(const Expr& e, std::vector<const Expr*>& out) {
-  if (e.kind == Expr::Kind::Access) out.push_back(&e);
-  for (auto& a : e.args) collect_accesses(a, out);
-}
-
 //! Where packing `tensor` in stage `i` puts its panels, or why it cannot be packed.
 std::string plan_pack(const Workload& w, const Schedule& s, int i, const std::string& tensor, Pack& pack) {
   const Stage& st = w.stages[i];

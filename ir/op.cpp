@@ -24,6 +24,17 @@ int builtin_arity(const std::string& name) {
   return it == arity.end() ? -1 : it->second;
 }
 
+void collect_accesses(const Expr& e, std::vector<const Expr*>& out) {
+  if (e.kind == Expr::Kind::Access) out.push_back(&e);
+  for (auto& a : e.args) collect_accesses(a, out);
+}
+
+int count_ops(const Expr& e) {
+  int n = (e.kind == Expr::Kind::Const || e.kind == Expr::Kind::Access || e.kind == Expr::Kind::Size) ? 0 : 1;
+  for (auto& a : e.args) n += count_ops(a);
+  return n;
+}
+
 const char* combine_token(Combine c) {
   switch (c) {
     case Combine::Assign: return "=";

@@ -84,7 +84,12 @@ struct OpDef {
 //! The functions the language knows, with their arity.
 int builtin_arity(const std::string& name);  //!< -1 if not a builtin
 
-const char* combine_token(Combine c);  //!< "=", "+=", "*=", "max=", "min="
+const char* combine_token(Combine c);
+
+//! Appends every tensor access in `e` to `out`, left to right. Pointers are into `e`.
+void collect_accesses(const Expr& e, std::vector<const Expr*>& out);
+//! Arithmetic operations in `e` (accesses and constants count none).
+int count_ops(const Expr& e);  //!< "=", "+=", "*=", "max=", "min="
 
 std::string to_string(const SizeExpr& e);
 std::string to_string(const IndexExpr& e);

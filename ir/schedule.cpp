@@ -91,11 +91,6 @@ Schedule naive_schedule(const Workload& w) {
 
 namespace {
 
-void collect_accesses(const Expr& e, std::vector<const Expr*>& out) {
-  if (e.kind == Expr::Kind::Access) out.push_back(&e);
-  for (auto& a : e.args) collect_accesses(a, out);
-}
-
 int reader_count(const Workload& w, const std::string& tensor) {
   int n = 0;
   for (auto& st : w.stages) {

@@ -64,12 +64,6 @@ void rename_vars(Expr& e, const std::map<std::string, std::string>& names) {
   for (auto& a : e.args) rename_vars(a, names);
 }
 
-int count_ops(const Expr& e) {
-  int n = (e.kind == Expr::Kind::Const || e.kind == Expr::Kind::Access) ? 0 : 1;
-  for (auto& a : e.args) n += count_ops(a);
-  return n;
-}
-
 std::string decl_text(const TensorDecl& t) {
   std::string s = t.name + ": " + t.dtype + "[";
   for (size_t i = 0; i < t.dims.size(); ++i) s += (i ? ", " : "") + to_string(t.dims[i]);
@@ -239,12 +233,9 @@ Workload bind(const OpDef& op, const Sizes& sizes) {
     if (points > (static_cast<__int128>(1) << 50))
       invalid("statement " + st.tensor + " has more than 2^50 iteration points with " + w.sizes_text());
     // Every access must agree with the ranges and stay inside its tensor.
-    std::vector<const Expr*> stack{&st.rhs};
-    while (!stack.empty()) {
-      const Expr* e = stack.back();
-      stack.pop_back();
-      for (auto& a : e->args) stack.push_back(&a);
-      if (e->kind != Expr::Kind::Access) continue;
+    std::vector<const Expr*> accesses;
+    collect_accesses(stage.rhs, accesses);
+    for (const Expr* e : accesses) {
       const Buffer& b = w.buffers[w.buffer_index(e->name)];
       for (size_t d = 0; d < e->indices.size(); ++d) {
         const IndexExpr& ix = e->indices[d];

@@ -130,14 +130,11 @@ void Space::sample_loops(ir::StageSchedule& ss, int stage, Rng& rng) const {
 
 std::vector<std::string> Space::inputs_of(int stage) const {
   std::vector<std::string> names;
-  std::vector<const ir::Expr*> stack{&w_.stages[stage].rhs};
-  while (!stack.empty()) {
-    const ir::Expr* e = stack.back();
-    stack.pop_back();
-    for (auto& a : e->args) stack.push_back(&a);
-    int b = e->kind == ir::Expr::Kind::Access ? w_.buffer_index(e->name) : -1;
-    if (b >= 0 && w_.buffers[b].role == ir::Buffer::Role::Input &&
-        std::find(names.begin(), names.end(), e->name) == names.end())
+  std::vector<const ir::Expr*> accesses;
+  ir::collect_accesses(w_.stages[stage].rhs, accesses);
+  for (const ir::Expr* e : accesses) {
+    int b = w_.buffer_index(e->name);
+    if (w_.buffers[b].role == ir::Buffer::Role::Input && std::find(names.begin(), names.end(), e->name) == names.end())
       names.push_back(e->name);
   }
   return names;

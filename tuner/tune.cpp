@@ -65,7 +65,9 @@ TuneSummary tune(const ir::Workload& w, const codegen::Backend& backend, db::Sto
   std::set<std::string> measured;
   std::vector<ir::Schedule> known;
   std::vector<double> known_latency;
+  const std::string naive_key = ir::naive_schedule(w).key();
   for (auto& rec : store.history(w.key, target.key)) {
+    if (rec.config_key == naive_key) summary.naive = rec;
     measured.insert(rec.config_key);
     try {
       known.push_back(ir::Schedule::from_json(rec.config_json));
@@ -100,7 +102,9 @@ TuneSummary tune(const ir::Workload& w, const codegen::Backend& backend, db::Sto
     auto results = measurer.measure(batch);
     std::vector<double> latency;
     for (auto& r : results) {
-      store.add_record(to_record(r, w, target, measurer.options()));
+      db::Record rec = to_record(r, w, target, measurer.options());
+      store.add_record(rec);
+      if (rec.config_key == naive_key) summary.naive = rec;
       measured.insert(r.config_key);
       latency.push_back(r.median_s());
       ++summary.measured;
@@ -115,8 +119,6 @@ TuneSummary tune(const ir::Workload& w, const codegen::Backend& backend, db::Sto
     if (on_progress) on_progress(progress);
   }
   summary.best = store.best(w.key, target.key);
-  for (auto& rec : store.history(w.key, target.key))
-    if (rec.config_key == naive.key()) summary.naive = rec;
   return summary;
 }
 

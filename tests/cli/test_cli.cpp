@@ -105,3 +105,26 @@ TEST_CASE("cli: an op file with its own op tunes end to end") {
   CHECK_MESSAGE(r.exit_code == 0, r.output);
   CHECK(has(r, "scale"));
 }
+
+TEST_CASE("cli: a file holding several ops needs --op-name; measure runs given configs") {
+  TempDir dir;
+  std::string op_file = dir.file("two.tile");
+  std::ofstream(op_file) << "op a(X: f32[N]) -> Y: f32[N] { Y[n] = X[n] * 2.0 }\n"
+                            "op b(X: f32[N]) -> Y: f32[N] { Y[n] = X[n] + 1.0 }\n";
+  std::string db = dir.file("t.db");
+  auto ambiguous = tiletune_cmd({"show", op_file, "--sizes", "N=8", "--naive"});
+  CHECK(ambiguous.exit_code == 2);
+  CHECK(has(ambiguous, "holds several ops (a, b): choose one with --op-name"));
+  auto unknown = tiletune_cmd({"show", op_file, "--op-name", "c", "--sizes", "N=8", "--naive"});
+  CHECK(unknown.exit_code == 3);
+  CHECK(has(unknown, "no op named 'c'"));
+  std::string good = R"({"version":1,"stages":[{"stage":"Y","tile":{"n":[4]},"order":["n.0"]}]})";
+  std::string bad = R"({"version":1,"stages":[{"stage":"Y","tile":{"n":[3,2]},"order":["n.0","n.1"]}]})";
+  auto measured = tiletune_cmd({"measure", op_file, "--op-name", "b", "--sizes", "N=37", "--db", db, "--cache",
+                                test::kernel_cache(), "--min-time", "0.01", "--config", good, "--config", bad});
+  CHECK_MESSAGE(measured.exit_code == 0, measured.output);
+  CHECK(has(measured, "GFLOP/s"));
+  CHECK(has(measured, "invalid_config"));
+  auto none = tiletune_cmd({"measure", op_file, "--op-name", "b", "--sizes", "N=37", "--db", db, "--config", bad});
+  CHECK(none.exit_code == 1);
+}
