@@ -5,6 +5,8 @@
 #include <map>
 #include <set>
 
+#include "support/error.hpp"
+
 namespace tiletune::costmodel {
 
 namespace {
@@ -222,17 +224,42 @@ struct StageFeatures {
 const std::vector<std::pair<std::string, std::string>>& feature_docs() { return kDocs; }
 std::size_t feature_count() { return kCount; }
 
-std::vector<float> extract_features(const ir::Workload& w, const ir::LoopNest& nest, const ir::TargetTraits& t) {
+Features extract_features(const ir::Workload& w, const ir::LoopNest& nest, const ir::TargetTraits& t) {
   static_assert(kCount == 31, "update kDocs with the features");
-  std::vector<float> f(kCount, 0.0f);
-  for (auto& sn : nest.stages) StageFeatures(w, nest, sn, t).add_to(f);
+  Features out;
+  for (auto& sn : nest.stages) {
+    out.stages.emplace_back(kCount, 0.0f);
+    StageFeatures(w, nest, sn, t).add_to(out.stages.back());
+  }
+  if (out.stages.empty()) out.stages.emplace_back(kCount, 0.0f);
+  FeatureRow& f = out.stages.front();
   f[kInlined] = static_cast<float>(w.stages.size() - nest.stages.size());
   for (auto& sn : nest.stages)
     if (sn.epilogue >= 0) f[kInlined] -= 1;  // a fused epilogue is not an inlined stage
   f[kFuseRows] = static_cast<float>(log2p(static_cast<double>(nest.fuse_rows)));
   f[kStages] = static_cast<float>(nest.stages.size());
   f[kTempBytes] = static_cast<float>(log2p(4.0 * static_cast<double>(nest.workspace_floats)));
-  return f;
+  return out;
+}
+
+void check_feature_row(const FeatureRow& row) {
+  if (row.size() != kCount)
+    throw_error(ErrorKind::InvalidInput, "a feature row has " + std::to_string(row.size()) + " features, expected " +
+                                             std::to_string(kCount) + " (feature version " +
+                                             std::to_string(kFeatureVersion) + ")");
+}
+
+FeatureRow Features::pooled() const {
+  FeatureRow sum(kCount, 0.0f);
+  for (auto& row : stages) {
+    check_feature_row(row);
+    for (size_t i = 0; i < row.size(); ++i) sum[i] += row[i];
+  }
+  return sum;
+}
+
+Features featurize(const ir::Workload& w, const ir::Schedule& s, const ir::TargetTraits& t) {
+  return extract_features(w, ir::lower(w, s, t), t);
 }
 
 }  // namespace tiletune::costmodel

@@ -14,9 +14,23 @@ inline constexpr int kFeatureVersion = 1;
 const std::vector<std::pair<std::string, std::string>>& feature_docs();
 std::size_t feature_count();
 
-//! Fixed-length features of one lowered candidate: per-stage features summed over stages
-//! (stages are few; the sum keeps the length fixed). Footprints are compared with the
-//! target's cache sizes. Deterministic; changes with the schedule.
-std::vector<float> extract_features(const ir::Workload& w, const ir::LoopNest& nest, const ir::TargetTraits& t);
+using FeatureRow = std::vector<float>;
+
+//! Features of one candidate: one row per loop nest it runs (a statement, with what is inlined
+//! or fused into it); whole-program features sit in the first row so that the sum of the rows
+//! is the program's vector. Deterministic; changes with the schedule.
+struct Features {
+  std::vector<FeatureRow> stages;
+  //! Sum over the rows: the fixed-length vector of the program.
+  FeatureRow pooled() const;
+};
+
+//! Error(InvalidInput) unless the row has feature_count() features.
+void check_feature_row(const FeatureRow& row);
+
+//! Features of a lowered candidate. Footprints are compared with the target's cache sizes.
+Features extract_features(const ir::Workload& w, const ir::LoopNest& nest, const ir::TargetTraits& t);
+//! Lowers and extracts; throws Error(InvalidInput) if the schedule is invalid for the workload.
+Features featurize(const ir::Workload& w, const ir::Schedule& s, const ir::TargetTraits& t);
 
 }  // namespace tiletune::costmodel

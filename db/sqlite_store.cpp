@@ -45,6 +45,21 @@ const char* const kMigrations[] = {
     );
     CREATE INDEX records_by_speed ON records (workload_key, target_key, median_s);
     )sql",
+    // 2: trained cost models, one per kind and target.
+    R"sql(
+    CREATE TABLE models (
+      kind            TEXT NOT NULL,
+      target_key      TEXT NOT NULL REFERENCES targets(key),
+      feature_version INTEGER NOT NULL,
+      records         INTEGER NOT NULL,
+      metrics_json    TEXT NOT NULL,
+      blob            BLOB NOT NULL,
+      created_unix_ms INTEGER NOT NULL,
+      PRIMARY KEY (kind, target_key)
+    );
+    CREATE INDEX records_by_target ON records (target_key, id);
+    ALTER TABLE workloads ADD COLUMN op_text TEXT NOT NULL DEFAULT '';
+    )sql",
 };
 constexpr std::int64_t kSchemaVersion = sizeof kMigrations / sizeof kMigrations[0];
 
@@ -61,6 +76,10 @@ struct CloseDb {
   void operator()(sqlite3* db) const { sqlite3_close_v2(db); }
 };
 using DbPtr = std::unique_ptr<sqlite3, CloseDb>;
+
+struct Blob {
+  const std::string& bytes;
+};
 
 //! A prepared statement: bind by position (1-based), step, read columns (0-based).
 class Statement {
@@ -92,6 +111,10 @@ class Statement {
     return p ? std::string(p, static_cast<std::size_t>(sqlite3_column_bytes(stmt_, col))) : std::string();
   }
   std::int64_t integer(int col) const { return sqlite3_column_int64(stmt_, col); }
+  std::string blob(int col) const {
+    auto p = static_cast<const char*>(sqlite3_column_blob(stmt_, col));
+    return p ? std::string(p, static_cast<std::size_t>(sqlite3_column_bytes(stmt_, col))) : std::string();
+  }
 
  private:
   void check(int rc) {
@@ -99,6 +122,9 @@ class Statement {
   }
   void bind_one(int i, const std::string& s) {
     check(sqlite3_bind_text(stmt_, i, s.data(), static_cast<int>(s.size()), SQLITE_TRANSIENT));
+  }
+  void bind_one(int i, const Blob& b) {
+    check(sqlite3_bind_blob64(stmt_, i, b.bytes.data(), b.bytes.size(), SQLITE_TRANSIENT));
   }
   void bind_one(int i, const char* s) { check(sqlite3_bind_text(stmt_, i, s, -1, SQLITE_TRANSIENT)); }
   void bind_one(int i, std::int64_t v) { check(sqlite3_bind_int64(stmt_, i, v)); }
@@ -186,9 +212,9 @@ class SqliteStore final : public Store {
   void put_workload(const WorkloadRow& w) override {
     std::lock_guard lock(mu_);
     WriteTransaction tx(db());
-    Statement(db(), "INSERT INTO workloads (key, op_name, canonical_text, sizes_json, created) "
-                    "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING")
-        .bind(w.key, w.op_name, w.canonical_text, w.sizes_json, now_unix_ms())
+    Statement(db(), "INSERT INTO workloads (key, op_name, canonical_text, sizes_json, op_text, created) "
+                    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING")
+        .bind(w.key, w.op_name, w.canonical_text, w.sizes_json, w.op_text, now_unix_ms())
         .step();
     tx.commit();
   }
@@ -205,9 +231,9 @@ class SqliteStore final : public Store {
 
   std::optional<WorkloadRow> workload(const std::string& key) override {
     std::lock_guard lock(mu_);
-    Statement st(db(), "SELECT key, op_name, canonical_text, sizes_json FROM workloads WHERE key = ?");
+    Statement st(db(), "SELECT key, op_name, canonical_text, sizes_json, op_text FROM workloads WHERE key = ?");
     if (!st.bind(key).step()) return std::nullopt;
-    return WorkloadRow{st.text(0), st.text(1), st.text(2), st.text(3)};
+    return WorkloadRow{st.text(0), st.text(1), st.text(2), st.text(3), st.text(4)};
   }
 
   std::optional<TargetRow> target(const std::string& key) override {
@@ -289,6 +315,48 @@ class SqliteStore final : public Store {
     Statement st(db(), "SELECT COUNT(*) FROM records WHERE workload_key = ? AND target_key = ?");
     st.bind(workload_key, target_key).step();
     return st.integer(0);
+  }
+
+  std::vector<Record> records(const RecordQuery& q) override {
+    // Empty filters match everything: "? = ''" short-circuits the comparison.
+    return query("SELECT " + kRecordColumns + " FROM records WHERE (? = '' OR workload_key = ?) AND "
+                 "(? = '' OR target_key = ?) AND id > ? AND (? = 0 OR median_s IS NOT NULL) ORDER BY id LIMIT ?",
+                 q.workload_key, q.workload_key, q.target_key, q.target_key, q.after_id, q.ok_only ? 1 : 0,
+                 q.limit < 0 ? 0 : q.limit);
+  }
+
+  std::vector<WorkloadRow> workloads() override {
+    std::lock_guard lock(mu_);
+    Statement st(db(), "SELECT key, op_name, canonical_text, sizes_json, op_text FROM workloads ORDER BY created, key");
+    std::vector<WorkloadRow> out;
+    while (st.step()) out.push_back({st.text(0), st.text(1), st.text(2), st.text(3), st.text(4)});
+    return out;
+  }
+
+  void put_model(const ModelRow& m) override {
+    std::lock_guard lock(mu_);
+    WriteTransaction tx(db());
+    try {
+      Statement(db(), "INSERT OR REPLACE INTO models (kind, target_key, feature_version, records, metrics_json, blob, "
+                      "created_unix_ms) VALUES (?, ?, ?, ?, ?, ?, ?)")
+          .bind(m.kind, m.target_key, m.feature_version, m.records, m.metrics_json, Blob{m.blob},
+                m.created_unix_ms ? m.created_unix_ms : now_unix_ms())
+          .step();
+    } catch (const Error&) {
+      if (sqlite3_extended_errcode(db()) == SQLITE_CONSTRAINT_FOREIGNKEY)
+        throw_error(ErrorKind::Database, "put_model: target '" + m.target_key + "' is not in the database");
+      throw;
+    }
+    tx.commit();
+  }
+
+  std::optional<ModelRow> model(const std::string& kind, const std::string& target_key) override {
+    std::lock_guard lock(mu_);
+    Statement st(db(), "SELECT kind, target_key, feature_version, records, metrics_json, blob, created_unix_ms "
+                       "FROM models WHERE kind = ? AND target_key = ?");
+    if (!st.bind(kind, target_key).step()) return std::nullopt;
+    return ModelRow{st.text(0), st.text(1), static_cast<int>(st.integer(2)), st.integer(3), st.text(4), st.blob(5),
+                    st.integer(6)};
   }
 
  private:

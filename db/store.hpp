@@ -14,6 +14,7 @@ struct WorkloadRow {
   std::string op_name;
   std::string canonical_text;
   std::string sizes_json;  //!< {"M":512,...}
+  std::string op_text;     //!< the op with its own index names (configs name them); "" in old rows
 };
 
 //! A backend on a device with a toolchain: the key hashes the fingerprint.
@@ -43,6 +44,27 @@ struct Record {
   double median_s() const;
 };
 
+//! Filters of Store::records; empty strings match everything. Pages go by id: pass the last
+//! id seen as after_id.
+struct RecordQuery {
+  std::string workload_key;
+  std::string target_key;
+  std::int64_t after_id = 0;
+  int limit = 1000;
+  bool ok_only = false;  //!< successful records only
+};
+
+//! A trained cost model of one kind for one target, with what it was trained on.
+struct ModelRow {
+  std::string kind;        //!< "xgb", "nn"
+  std::string target_key;
+  int feature_version = 0;
+  std::int64_t records = 0;  //!< training records
+  std::string metrics_json;  //!< held-out metrics at training time
+  std::string blob;          //!< costmodel::save_model's bytes
+  std::int64_t created_unix_ms = 0;
+};
+
 //! Where records live. One implementation today (SQLite); the server shares it across threads,
 //! so implementations must be safe to call from several threads and several processes.
 class Store {
@@ -68,6 +90,13 @@ class Store {
   virtual bool has_config(const std::string& workload_key, const std::string& target_key,
                           const std::string& config_key) = 0;
   virtual std::int64_t count_records(const std::string& workload_key, const std::string& target_key) = 0;
+  //! Records by id, filtered, at most query.limit.
+  virtual std::vector<Record> records(const RecordQuery& query) = 0;
+  virtual std::vector<WorkloadRow> workloads() = 0;
+
+  //! Stores a model, replacing the one of the same kind and target.
+  virtual void put_model(const ModelRow& m) = 0;
+  virtual std::optional<ModelRow> model(const std::string& kind, const std::string& target_key) = 0;
 };
 
 //! Opens (creating if needed) an SQLite database file: WAL, busy timeout, migrations applied.

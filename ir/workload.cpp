@@ -70,7 +70,8 @@ std::string decl_text(const TensorDecl& t) {
   return s + "]";
 }
 
-std::string canonical(const OpDef& op, const Sizes& sizes) {
+//! The op's text with its sizes; index names normalised to i0, i1, ... unless keep_names.
+std::string canonical(const OpDef& op, const Sizes& sizes, bool keep_names = false) {
   std::string s = "op " + op.name + "(";
   for (size_t i = 0; i < op.inputs.size(); ++i) s += (i ? ", " : "") + decl_text(op.inputs[i]);
   s += ") -> (";
@@ -78,7 +79,8 @@ std::string canonical(const OpDef& op, const Sizes& sizes) {
   s += ") {\n";
   for (auto& st : op.stmts) {
     std::map<std::string, std::string> names;
-    for (size_t i = 0; i < st.vars.size(); ++i) names[st.vars[i].name] = "i" + std::to_string(i);
+    for (size_t i = 0; i < st.vars.size(); ++i)
+      names[st.vars[i].name] = keep_names ? st.vars[i].name : "i" + std::to_string(i);
     Expr rhs = st.rhs;
     rename_vars(rhs, names);
     s += "  " + st.tensor + "[";
@@ -254,6 +256,7 @@ Workload bind(const OpDef& op, const Sizes& sizes) {
     w.stages.push_back(std::move(stage));
   }
   w.canonical_text = canonical(w.op, sizes);
+  w.source_text = canonical(w.op, sizes, true);
   w.key = hash_hex(w.canonical_text);
   return w;
 }

@@ -47,6 +47,7 @@ struct Workload {
   std::vector<Stage> stages;
   std::string canonical_text;  //!< index names normalised, sizes appended
   std::string key;             //!< hash of canonical_text
+  std::string source_text;     //!< like canonical_text with the op's own index names, which configs use
 
   int buffer_index(const std::string& name) const;  //!< -1 if absent
   double flops() const;         //!< arithmetic operations of one call

@@ -82,13 +82,137 @@ class EvolutionarySearch : public SearchStrategy {
   std::vector<Member> population_;
 };
 
+//! Model-guided evolution (after Ansor): a large population evolves for a few generations on
+//! the cost model's predictions, starting from the fastest measured configs and fresh samples;
+//! the best-predicted unmeasured configs are measured, plus an ε share of random ones so that
+//! the model keeps seeing what it believes is bad. Every result retrains the model once enough
+//! new ones have come.
+class ModelGuidedSearch : public SearchStrategy {
+ public:
+  ModelGuidedSearch(const Space& space, std::uint64_t seed, std::unique_ptr<costmodel::CostModel> model,
+                    SearchContext context)
+      : space_(space),
+        rng_(seed),
+        model_(context.pretrained ? std::move(context.pretrained) : std::move(model), std::move(context.prior)) {
+    model_.update();
+  }
+
+  std::vector<ir::Schedule> propose(int n, const std::set<std::string>& measured) override {
+    if (!model_.trained()) return distinct(n, measured, [&] { return space_.sample(rng_); });
+    int explore = static_cast<int>(std::lround(n * kEpsilon));
+    std::vector<Scored> population = evolve();
+    std::vector<ir::Schedule> out;
+    std::set<std::string> taken;
+    for (auto& c : population) {
+      if (static_cast<int>(out.size()) >= n - explore) break;
+      std::string key = c.config.key();
+      if (measured.count(key) || !taken.insert(key).second) continue;
+      out.push_back(c.config);
+    }
+    std::set<std::string> excluded = measured;
+    excluded.insert(taken.begin(), taken.end());
+    auto random = distinct(n - static_cast<int>(out.size()), excluded, [&] { return space_.sample(rng_); });
+    out.insert(out.end(), random.begin(), random.end());
+    return out;
+  }
+
+  void notify(const std::vector<ir::Schedule>& configs, const std::vector<double>& latency_s) override {
+    std::vector<costmodel::Sample> samples;
+    for (size_t i = 0; i < configs.size(); ++i) {
+      measured_.push_back({configs[i], latency_s[i]});
+      try {
+        samples.push_back({costmodel::featurize(space_.workload(), configs[i], space_.traits()), space_.workload().key,
+                           latency_s[i]});
+      } catch (const Error&) {
+        // A stored config this version cannot lower teaches nothing.
+      }
+    }
+    model_.add(std::move(samples));
+    model_.update();
+  }
+
+ private:
+  struct Scored {
+    ir::Schedule config;
+    float score;
+  };
+  static constexpr int kPopulation = 512;
+  static constexpr int kGenerations = 4;
+  static constexpr int kSeeds = 32;  // fastest measured configs in the first generation
+  static constexpr double kEpsilon = 0.125;
+
+  void score(std::vector<Scored>& members) const {
+    std::vector<costmodel::Features> x;
+    std::vector<Scored> kept;
+    for (auto& m : members) {
+      try {
+        x.push_back(costmodel::featurize(space_.workload(), m.config, space_.traits()));
+        kept.push_back(std::move(m));
+      } catch (const Error&) {
+      }
+    }
+    auto s = model_.predict(x);
+    for (size_t i = 0; i < kept.size(); ++i) kept[i].score = s[i];
+    members = std::move(kept);
+  }
+
+  std::vector<Scored> evolve() {
+    std::vector<Scored> pop;
+    std::set<std::string> keys;
+    auto add = [&](ir::Schedule s, std::vector<Scored>& to) {
+      if (keys.insert(s.key()).second) to.push_back({std::move(s), 0});
+    };
+    std::vector<const Member*> fastest;
+    for (auto& m : measured_)
+      if (std::isfinite(m.latency)) fastest.push_back(&m);
+    std::sort(fastest.begin(), fastest.end(), [](auto* a, auto* b) { return a->latency < b->latency; });
+    for (size_t i = 0; i < fastest.size() && i < kSeeds; ++i) add(fastest[i]->config, pop);
+    for (int tries = 0; static_cast<int>(pop.size()) < kPopulation && tries < 4 * kPopulation; ++tries)
+      add(space_.sample(rng_), pop);
+    score(pop);
+    for (int g = 0; g < kGenerations && !pop.empty(); ++g) {
+      std::sort(pop.begin(), pop.end(), [](auto& a, auto& b) { return a.score > b.score; });
+      auto parent = [&]() -> const ir::Schedule& {
+        // Tournament of two by predicted score (pop is sorted best first).
+        size_t a = std::uniform_int_distribution<size_t>(0, pop.size() - 1)(rng_);
+        size_t b = std::uniform_int_distribution<size_t>(0, pop.size() - 1)(rng_);
+        return pop[std::min(a, b)].config;
+      };
+      std::vector<Scored> children;
+      for (int tries = 0; static_cast<int>(children.size()) < kPopulation && tries < 4 * kPopulation; ++tries) {
+        ir::Schedule child = std::bernoulli_distribution(0.3)(rng_) ? space_.crossover(parent(), parent(), rng_) : parent();
+        add(space_.mutate(child, rng_), children);
+      }
+      score(children);
+      pop.insert(pop.end(), std::make_move_iterator(children.begin()), std::make_move_iterator(children.end()));
+      std::sort(pop.begin(), pop.end(), [](auto& a, auto& b) { return a.score > b.score; });
+      if (pop.size() > static_cast<size_t>(kPopulation)) pop.resize(kPopulation);
+    }
+    return pop;
+  }
+
+  struct Member {
+    ir::Schedule config;
+    double latency;
+  };
+  const Space& space_;
+  Rng rng_;
+  costmodel::OnlineModel model_;
+  std::vector<Member> measured_;
+};
+
 }  // namespace
 
-std::vector<std::string> search_names() { return {"random", "evolutionary"}; }
+std::vector<std::string> search_names() { return {"random", "evolutionary", "xgb", "nn"}; }
 
-std::unique_ptr<SearchStrategy> make_search(const std::string& name, const Space& space, std::uint64_t seed) {
+std::string model_of_strategy(const std::string& name) { return name == "xgb" || name == "nn" ? name : ""; }
+
+std::unique_ptr<SearchStrategy> make_search(const std::string& name, const Space& space, std::uint64_t seed,
+                                            SearchContext context) {
   if (name == "random") return std::make_unique<RandomSearch>(space, seed);
   if (name == "evolutionary") return std::make_unique<EvolutionarySearch>(space, seed);
+  if (!model_of_strategy(name).empty())
+    return std::make_unique<ModelGuidedSearch>(space, seed, costmodel::make_model(name, seed), std::move(context));
   std::string known;
   for (auto& n : search_names()) known += (known.empty() ? "" : ", ") + n;
   throw_error(ErrorKind::InvalidInput, "unknown search strategy '" + name + "'; known: " + known);

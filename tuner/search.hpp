@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "costmodel/model.hpp"
 #include "tuner/space.hpp"
 
 namespace tiletune::tuner {
@@ -20,9 +21,20 @@ class SearchStrategy {
   virtual void notify(const std::vector<ir::Schedule>& configs, const std::vector<double>& latency_s) = 0;
 };
 
-//! Strategies by name: "random", "evolutionary". Unknown names are Error(InvalidInput)
-//! listing the known ones.
-std::unique_ptr<SearchStrategy> make_search(const std::string& name, const Space& space, std::uint64_t seed);
+//! What a model-guided strategy knows before its first measurement: records of other
+//! workloads on the same target (transfer, for a cold start) and a saved model, if any.
+struct SearchContext {
+  std::vector<costmodel::Sample> prior;
+  std::unique_ptr<costmodel::CostModel> pretrained;
+};
+
+//! Strategies by name: "random", "evolutionary", and the model-guided "xgb" and "nn"
+//! (evolution on predicted scores, the top candidates measured). Unknown names are
+//! Error(InvalidInput) listing the known ones.
+std::unique_ptr<SearchStrategy> make_search(const std::string& name, const Space& space, std::uint64_t seed,
+                                            SearchContext context = {});
 std::vector<std::string> search_names();
+//! The cost model kind a strategy uses; "" for none.
+std::string model_of_strategy(const std::string& name);
 
 }  // namespace tiletune::tuner

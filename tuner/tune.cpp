@@ -6,12 +6,13 @@
 
 #include "support/error.hpp"
 #include "support/version.hpp"
+#include "tuner/dataset.hpp"
 #include "tuner/search.hpp"
 
 namespace tiletune::tuner {
 
 db::WorkloadRow workload_row(const ir::Workload& w) {
-  return {w.key, w.op.name, w.canonical_text, nlohmann::json(w.sizes).dump()};
+  return {w.key, w.op.name, w.canonical_text, nlohmann::json(w.sizes).dump(), w.source_text};
 }
 
 db::TargetRow target_row(const codegen::TargetInfo& t) { return {t.key, t.backend, t.family, t.fingerprint_json}; }
@@ -57,9 +58,22 @@ TuneSummary tune(const ir::Workload& w, const codegen::Backend& backend, db::Sto
   store.put_workload(workload_row(w));
   store.put_target(target_row(target));
   Space space(w, target.traits);
-  auto search = make_search(options.strategy, space, options.seed);
-
   TuneSummary summary;
+  SearchContext context;
+  if (std::string kind = model_of_strategy(options.strategy); !kind.empty()) {
+    // Transfer: what this target measured for other workloads trains the first model.
+    context.prior = load_dataset(store, target.key, target.traits, w.key, options.prior_records).samples;
+    if (auto row = store.model(kind, target.key)) {
+      try {
+        context.pretrained = costmodel::load_model(row->blob);
+      } catch (const Error& e) {
+        summary.notes.push_back(std::string("ignored the saved ") + kind + " model (" + e.what() +
+                                "); training on the records instead");
+      }
+    }
+  }
+  auto search = make_search(options.strategy, space, options.seed, std::move(context));
+
   summary.workload_key = w.key;
   summary.target_key = target.key;
   std::set<std::string> measured;

@@ -15,6 +15,7 @@ struct TuneOptions {
   int batch_size = 16;
   std::string strategy = "evolutionary";
   std::uint64_t seed = 1;
+  int prior_records = 20000;  //!< model-guided strategies: most recent records of other workloads learned from
   measure::MeasureOptions measure;
 };
 
@@ -32,6 +33,7 @@ struct TuneSummary {
   int failed = 0;    //!< of those, failures (kept as records)
   std::optional<db::Record> best;
   std::optional<db::Record> naive;  //!< the reference schedule's record, if measured
+  std::vector<std::string> notes;   //!< what the user should know (a saved model that could not be used)
 };
 
 //! Tunes one workload on one backend: proposes batches with the chosen strategy, measures

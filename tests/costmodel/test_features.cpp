@@ -12,7 +12,7 @@ namespace {
 const ir::TargetTraits kAvx512{16, 32, 2};
 
 std::vector<float> features_of(const ir::Workload& w, const ir::Schedule& s) {
-  return costmodel::extract_features(w, ir::lower(w, s, kAvx512), kAvx512);
+  return costmodel::featurize(w, s, kAvx512).pooled();
 }
 }  // namespace
 
@@ -56,7 +56,7 @@ TEST_CASE("features: footprints are judged against the target's cache sizes") {
   small.l1_bytes = small.l2_bytes = small.l3_bytes = 1024;
   big.l1_bytes = big.l2_bytes = big.l3_bytes = std::int64_t(1) << 40;
   auto nest = ir::lower(w, s, kAvx512);
-  auto f_small = costmodel::extract_features(w, nest, small), f_big = costmodel::extract_features(w, nest, big);
+  auto f_small = costmodel::extract_features(w, nest, small).pooled(), f_big = costmodel::extract_features(w, nest, big).pooled();
   CHECK(f_small != f_big);
   CHECK(f_big[16] == 1.0f);  // fit_l1: every loop's footprint fits
   CHECK(f_small[16] == 0.0f);
@@ -87,4 +87,18 @@ TEST_CASE("features: a register tile and a vector axis show up where expected") 
   CHECK(at(f, "edge_fraction") > 0);  // 64 rows in blocks of 6
   CHECK(at(naive, "edge_fraction") == 0);
   CHECK(at(f, "loads_per_update") < at(naive, "loads_per_update"));
+}
+
+TEST_CASE("features: one row per loop nest; the rows sum to the program's vector") {
+  auto w = library_workload("softmax", "N=32,D=96");
+  auto naive = costmodel::featurize(w, ir::naive_schedule(w), kAvx512);
+  CHECK(naive.stages.size() == ir::lower(w, ir::naive_schedule(w), kAvx512).stages.size());
+  CHECK(naive.stages.size() > 1);
+  auto pooled = naive.pooled();
+  float sum0 = 0;
+  for (auto& row : naive.stages) sum0 += row[0];
+  CHECK(pooled[0] == doctest::Approx(sum0));
+  auto bad = ir::naive_schedule(w);
+  bad.stages[0].vectorize = "nope";
+  CHECK_THROWS_AS(costmodel::featurize(w, bad, kAvx512), Error);
 }

@@ -246,6 +246,47 @@ TEST_CASE("store: best, top_k, history, has_config, count_records") {
   CHECK(store->count_records(kWorkload.key, "0000000000000000") == 0);
 }
 
+TEST_CASE("store: records pages by id with filters; workloads are listed") {
+  TempDir dir;
+  auto store = open_with_keys(dir.file("t.db"));
+  for (int i = 1; i <= 7; ++i) store->add_record(i % 3 ? success(i, {1e-3 * i}) : failure(i, "timeout"));
+  std::vector<std::int64_t> ids;
+  for (RecordQuery q{"", "", 0, 3};;) {
+    auto page = store->records(q);
+    if (page.empty()) break;
+    CHECK(page.size() <= 3);
+    for (auto& r : page) ids.push_back(r.id);
+    q.after_id = page.back().id;
+  }
+  CHECK(ids.size() == 7);
+  CHECK(std::is_sorted(ids.begin(), ids.end()));
+  CHECK(store->records({kWorkload.key, kTarget.key, 0, 100, true}).size() == 5);
+  CHECK(store->records({"0000000000000000", "", 0, 100}).empty());
+  CHECK(store->records({"", kTarget.key, ids[4], 100}).size() == 2);
+  auto ws = store->workloads();
+  REQUIRE(ws.size() == 1);
+  CHECK(ws[0].canonical_text == kWorkload.canonical_text);
+}
+
+TEST_CASE("store: a model per kind and target, replaced by the next, blob bytes intact") {
+  TempDir dir;
+  auto store = open_with_keys(dir.file("t.db"));
+  CHECK_FALSE(store->model("xgb", kTarget.key));
+  std::string blob("header\n\0\x01\xff binary", 17);
+  store->put_model({"xgb", kTarget.key, 1, 42, R"({"top5":0.97})", blob, 0});
+  store->put_model({"nn", kTarget.key, 1, 7, "{}", "other", 0});
+  auto m = store->model("xgb", kTarget.key);
+  REQUIRE(m);
+  CHECK(m->blob == blob);
+  CHECK(m->records == 42);
+  CHECK(m->metrics_json == R"({"top5":0.97})");
+  CHECK(m->created_unix_ms > 0);
+  store->put_model({"xgb", kTarget.key, 1, 43, "{}", "newer", 0});
+  CHECK(store->model("xgb", kTarget.key)->blob == "newer");
+  CHECK(store->model("nn", kTarget.key)->records == 7);
+  error_message(ErrorKind::Database, [&] { store->put_model({"xgb", "00000000000000ff", 1, 1, "{}", "x", 0}); });
+}
+
 TEST_CASE("store: two stores on one file in two threads lose nothing") {
   TempDir dir;
   auto path = dir.file("t.db");

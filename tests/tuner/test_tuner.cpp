@@ -2,6 +2,7 @@
 
 #include "codegen/backend.hpp"
 #include "helpers.hpp"
+#include "tuner/dataset.hpp"
 #include "tuner/lookup.hpp"
 #include "tuner/search.hpp"
 #include "tuner/tune.hpp"
@@ -84,6 +85,65 @@ TEST_CASE("search: strategies propose distinct unmeasured configs; unknown names
   }
   CHECK(tiletune::test::error_of([&] { tuner::make_search("annealing", space, 1); }).find("known: random, evolutionary") !=
         std::string::npos);
+}
+
+TEST_CASE("search: model-guided proposals beat random ones once the model has seen the latencies") {
+  // A synthetic latency that rewards register tiles and SIMD: the model must learn it from
+  // samples and steer the evolution towards it.
+  auto w = library_workload("matmul", "M=96,N=96,K=96");
+  tuner::Space space(w, kAvx512);
+  auto oracle = [&](const ir::Schedule& s) {
+    auto nest = ir::lower(w, s, kAvx512);
+    double reg = 1;
+    for (auto& l : nest.stages[0].reg) reg *= static_cast<double>(l.block);
+    return 1.0 / (1.0 + std::min(reg, 128.0)) + (nest.stages[0].vector_axis.empty() ? 1.0 : 0.0);
+  };
+  auto run = [&](const std::string& name) {
+    auto search = tuner::make_search(name, space, 11);
+    std::set<std::string> measured;
+    double last_round = 0;
+    for (int round = 0; round < 5; ++round) {
+      auto batch = search->propose(16, measured);
+      std::vector<double> lat;
+      for (auto& s : batch) {
+        measured.insert(s.key());
+        lat.push_back(oracle(s));
+      }
+      search->notify(batch, lat);
+      last_round = 0;
+      for (double l : lat) last_round += l / lat.size();
+    }
+    return last_round;
+  };
+  double random = run("random");
+  CHECK(run("xgb") < random);
+  CHECK(run("nn") < random);
+}
+
+TEST_CASE("tune: model-guided strategies learn from other workloads' records and survive a bad saved model") {
+  TempDir dir;
+  auto be = codegen::make_backend("cpu");
+  auto store = db::open_sqlite_store(dir.file("t.db"));
+  tuner::TuneOptions o;
+  o.trials = 6;
+  o.batch_size = 6;
+  o.strategy = "random";
+  o.measure.cache_dir = test::kernel_cache();
+  o.measure.min_seconds = 0.002;
+  tuner::tune(library_workload("matmul", "M=32,N=32,K=32"), *be, *store, o);
+  store->put_model({"xgb", be->target().key, 0, 6, "{}", "not a model", 0});
+  o.strategy = "xgb";
+  o.trials = 4;
+  o.batch_size = 4;
+  auto w = library_workload("matmul", "M=24,N=40,K=16");
+  auto s = tuner::tune(w, *be, *store, o);
+  CHECK(s.measured == 4);
+  REQUIRE(s.notes.size() == 1);
+  CHECK(s.notes[0].find("ignored the saved xgb model") != std::string::npos);
+  auto data = tuner::load_dataset(*store, be->target().key, be->target().traits, w.key);
+  CHECK(data.samples.size() == 6);  // the other workload's records only
+  CHECK(data.skipped == 0);
+  CHECK(tuner::load_dataset(*store, be->target().key, be->target().traits).samples.size() == 10);
 }
 
 TEST_CASE("tune: the trial budget counts stored records; a rerun measures nothing, a larger budget the difference") {

@@ -1,0 +1,21 @@
+// costmodel/kinds.hpp: the model implementations, for model.cpp's factory only.
+#pragma once
+#include <memory>
+
+#include "costmodel/model.hpp"
+
+namespace tiletune::costmodel {
+
+std::unique_ptr<CostModel> make_xgb_model(std::uint64_t seed);
+std::unique_ptr<CostModel> make_nn_model(std::uint64_t seed);
+
+//! Samples in group order with their labels (costmodel/ranking.hpp relative_speed): what both
+//! models train on.
+struct Grouped {
+  std::vector<const Sample*> samples;
+  std::vector<float> labels;
+  std::vector<unsigned> group_sizes;
+};
+Grouped group_samples(const std::vector<Sample>& samples);
+
+}  // namespace tiletune::costmodel

@@ -1,0 +1,108 @@
+#include "costmodel/model.hpp"
+
+#include <algorithm>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "costmodel/kinds.hpp"
+#include "costmodel/ranking.hpp"
+#include "support/error.hpp"
+#include "support/hash.hpp"
+
+namespace tiletune::costmodel {
+
+namespace {
+constexpr const char* kBlobFormat = "tiletune-model/1";
+
+[[noreturn]] void bad(const std::string& why) { throw_error(ErrorKind::InvalidInput, "cost model blob: " + why); }
+}  // namespace
+
+std::vector<std::string> model_kinds() { return {"xgb", "nn"}; }
+
+std::unique_ptr<CostModel> make_model(const std::string& kind, std::uint64_t seed) {
+  if (kind == "xgb") return make_xgb_model(seed);
+  if (kind == "nn") return make_nn_model(seed);
+  throw_error(ErrorKind::InvalidInput, "unknown cost model '" + kind + "'; known: xgb, nn");
+}
+
+Grouped group_samples(const std::vector<Sample>& samples) {
+  std::map<std::string, std::vector<const Sample*>> groups;
+  for (auto& s : samples) groups[s.group].push_back(&s);
+  Grouped g;
+  std::vector<std::string> names;
+  std::vector<double> latency;
+  for (auto& [name, members] : groups) {
+    g.group_sizes.push_back(static_cast<unsigned>(members.size()));
+    for (auto* s : members) {
+      g.samples.push_back(s);
+      names.push_back(name);
+      latency.push_back(s->latency_s);
+    }
+  }
+  g.labels = relative_speed(names, latency);
+  return g;
+}
+
+std::string save_model(const CostModel& model, const ModelMeta& meta) {
+  if (!model.trained()) throw_error(ErrorKind::InvalidInput, "cannot save an untrained " + model.kind() + " model");
+  std::string payload = model.payload();
+  nlohmann::json header = {{"format", kBlobFormat},
+                           {"kind", model.kind()},
+                           {"target_key", meta.target_key},
+                           {"feature_version", meta.feature_version},
+                           {"feature_count", feature_count()},
+                           {"records", meta.records},
+                           {"metrics", nlohmann::json::parse(meta.metrics_json.empty() ? "{}" : meta.metrics_json)},
+                           {"payload_bytes", payload.size()},
+                           {"payload_hash", hash_hex(payload)}};
+  return header.dump() + "\n" + payload;
+}
+
+std::unique_ptr<CostModel> load_model(const std::string& blob, ModelMeta* meta) {
+  auto nl = blob.find('\n');
+  if (nl == std::string::npos) bad("no header line (not a tiletune model)");
+  nlohmann::json h = nlohmann::json::parse(blob.substr(0, nl), nullptr, false);
+  if (h.is_discarded() || !h.is_object() || !h.contains("format") || h["format"] != kBlobFormat)
+    bad("header is not a " + std::string(kBlobFormat) + " header (not a tiletune model, or from another version)");
+  std::string payload = blob.substr(nl + 1);
+  try {
+    if (h.at("payload_bytes").get<std::size_t>() != payload.size() || h.at("payload_hash").get<std::string>() != hash_hex(payload))
+      bad("payload is truncated or corrupt (size or hash differs from the header)");
+    int version = h.at("feature_version").get<int>();
+    if (version != kFeatureVersion || h.at("feature_count").get<std::size_t>() != feature_count())
+      bad("trained with feature version " + std::to_string(version) + " but this build extracts version " +
+          std::to_string(kFeatureVersion) + ": retrain it (tiletune model train)");
+    auto model = make_model(h.at("kind").get<std::string>());
+    model->load_payload(payload);
+    if (meta) {
+      meta->kind = model->kind();
+      meta->target_key = h.at("target_key").get<std::string>();
+      meta->feature_version = version;
+      meta->records = h.at("records").get<std::int64_t>();
+      meta->metrics_json = h.at("metrics").dump();
+    }
+    return model;
+  } catch (const nlohmann::json::exception& e) {
+    bad(std::string("header field missing or of the wrong type: ") + e.what());
+  }
+}
+
+OnlineModel::OnlineModel(std::unique_ptr<CostModel> model, std::vector<Sample> prior)
+    : model_(std::move(model)), samples_(std::move(prior)) {
+  if (model_->trained()) trained_on_ = samples_.size();
+}
+
+void OnlineModel::add(std::vector<Sample> samples) {
+  for (auto& s : samples) samples_.push_back(std::move(s));
+}
+
+bool OnlineModel::update(int min_new) {
+  std::size_t fresh = samples_.size() - trained_on_;
+  std::size_t needed = std::max<std::size_t>(static_cast<std::size_t>(std::max(1, min_new)), trained_on_ / 10);
+  if (samples_.empty() || (model_->trained() && fresh < needed)) return false;
+  model_->fit(samples_);
+  trained_on_ = samples_.size();
+  return true;
+}
+
+}  // namespace tiletune::costmodel

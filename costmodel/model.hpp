@@ -1,0 +1,77 @@
+// costmodel/model.hpp
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "costmodel/features.hpp"
+
+namespace tiletune::costmodel {
+
+//! One measured candidate: its features, the workload it belongs to (rankings only compare
+//! candidates of one workload) and its median latency (+infinity for a failure).
+struct Sample {
+  Features x;
+  std::string group;
+  double latency_s = 0;
+};
+
+//! A learned ranker of candidates. Scores are comparable within one workload only: higher
+//! means faster. Implementations: "xgb" (gradient-boosted trees, XGBoost) and "nn" (an MLP
+//! over per-nest rows, sum-pooled, LibTorch). Library errors become tiletune::Error.
+class CostModel {
+ public:
+  virtual ~CostModel() = default;
+  virtual std::string kind() const = 0;
+  //! Trains from scratch. Groups with fewer than two successful samples teach nothing.
+  virtual void fit(const std::vector<Sample>& samples) = 0;
+  virtual bool trained() const = 0;
+  //! One score per candidate; Error(Internal) if not trained.
+  virtual std::vector<float> predict(const std::vector<Features>& x) const = 0;
+  //! The model's own bytes (no metadata: see save_model).
+  virtual std::string payload() const = 0;
+  virtual void load_payload(const std::string& bytes) = 0;
+};
+
+//! "xgb" or "nn"; anything else is Error(InvalidInput) naming the known kinds.
+std::unique_ptr<CostModel> make_model(const std::string& kind, std::uint64_t seed = 1);
+std::vector<std::string> model_kinds();
+
+//! What a saved model was trained with. A model refuses to load against another feature version.
+struct ModelMeta {
+  std::string kind;
+  std::string target_key;
+  int feature_version = kFeatureVersion;
+  std::int64_t records = 0;
+  std::string metrics_json = "{}";
+};
+
+//! A self-describing blob: a JSON header line (the metadata, a format tag) and the payload.
+std::string save_model(const CostModel& model, const ModelMeta& meta);
+//! Error(InvalidInput) with the reason for a corrupt blob, a feature version other than this
+//! build's, or a payload the model library rejects.
+std::unique_ptr<CostModel> load_model(const std::string& blob, ModelMeta* meta = nullptr);
+
+//! A model kept current as measurements arrive: it retrains on everything it has seen (the
+//! prior samples of other workloads, for transfer, plus the new ones) only once enough new
+//! samples have come since the last training.
+class OnlineModel {
+ public:
+  //! A model that is already trained counts as trained on `prior`.
+  OnlineModel(std::unique_ptr<CostModel> model, std::vector<Sample> prior);
+  void add(std::vector<Sample> samples);
+  //! Retrains when the new samples reach max(min_new, a tenth of what the model was trained
+  //! on); returns whether it did.
+  bool update(int min_new = 8);
+  bool trained() const { return model_->trained(); }
+  std::vector<float> predict(const std::vector<Features>& x) const { return model_->predict(x); }
+  const CostModel& model() const { return *model_; }
+
+ private:
+  std::unique_ptr<CostModel> model_;
+  std::vector<Sample> samples_;
+  std::size_t trained_on_ = 0;
+};
+
+}  // namespace tiletune::costmodel

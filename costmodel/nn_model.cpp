@@ -1,0 +1,189 @@
+// The neural ranker: an MLP scores each loop nest of a candidate from its feature row, the
+// candidate's score is the sum over its nests (sum pooling), and training minimises a pairwise
+// logistic (RankNet) loss within workloads. LibTorch lives in this file only.
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+#include <sstream>
+
+#include "costmodel/kinds.hpp"
+#include "support/error.hpp"
+
+namespace tiletune::costmodel {
+
+namespace {
+
+constexpr int kHidden = 128;
+constexpr int kGroupBatch = 64;  // candidates of one workload per step: 2016 pairs at most
+constexpr double kLearningRate = 2e-3;
+constexpr double kWeightDecay = 1e-5;
+
+struct NetImpl : torch::nn::Module {
+  NetImpl(int in, int hidden)
+      : l1(register_module("l1", torch::nn::Linear(in, hidden))),
+        l2(register_module("l2", torch::nn::Linear(hidden, hidden))),
+        l3(register_module("l3", torch::nn::Linear(hidden, 1))) {}
+  //! x: [batch, nests, features], mask: [batch, nests] -> [batch]
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask) {
+    auto h = torch::relu(l1(x));
+    h = torch::relu(l2(h));
+    return (l3(h).squeeze(-1) * mask).sum(1);
+  }
+  torch::nn::Linear l1, l2, l3;
+};
+TORCH_MODULE(Net);
+
+class NnModel final : public CostModel {
+ public:
+  explicit NnModel(std::uint64_t seed) : seed_(seed) {}
+
+  std::string kind() const override { return "nn"; }
+  bool trained() const override { return trained_; }
+
+  void fit(const std::vector<Sample>& samples) override {
+    if (samples.empty()) throw_error(ErrorKind::InvalidInput, "nn: no samples to train on");
+    try {
+      train(samples);
+    } catch (const c10::Error& e) {
+      throw_error(ErrorKind::Internal, std::string("LibTorch while training: ") + e.what_without_backtrace());
+    }
+  }
+
+  std::vector<float> predict(const std::vector<Features>& x) const override {
+    if (!trained_) throw_error(ErrorKind::Internal, "nn: predict before training");
+    if (x.empty()) return {};
+    try {
+      torch::NoGradGuard no_grad;
+      std::vector<const Features*> rows;
+      for (auto& f : x) rows.push_back(&f);
+      auto [in, mask] = batch(rows);
+      auto out = net_->forward(in, mask).contiguous();
+      return std::vector<float>(out.data_ptr<float>(), out.data_ptr<float>() + out.numel());
+    } catch (const c10::Error& e) {
+      throw_error(ErrorKind::Internal, std::string("LibTorch while predicting: ") + e.what_without_backtrace());
+    }
+  }
+
+  std::string payload() const override {
+    torch::serialize::OutputArchive archive;
+    archive.write("mean", mean_);
+    archive.write("scale", scale_);
+    net_->save(archive);
+    std::ostringstream out;
+    archive.save_to(out);
+    return out.str();
+  }
+
+  void load_payload(const std::string& bytes) override {
+    try {
+      torch::serialize::InputArchive archive;
+      archive.load_from(bytes.data(), bytes.size());
+      torch::Tensor mean, scale;
+      archive.read("mean", mean);
+      archive.read("scale", scale);
+      if (mean.numel() != static_cast<std::int64_t>(feature_count()) || scale.numel() != mean.numel())
+        throw_error(ErrorKind::InvalidInput, "nn model has " + std::to_string(mean.numel()) + " features, expected " +
+                                                 std::to_string(feature_count()));
+      Net net(static_cast<int>(feature_count()), kHidden);
+      net->load(archive);
+      net_ = net;
+      mean_ = mean;
+      scale_ = scale;
+      trained_ = true;
+    } catch (const c10::Error& e) {
+      throw_error(ErrorKind::InvalidInput, std::string("LibTorch rejected the model: ") + e.what_without_backtrace());
+    }
+  }
+
+ private:
+  //! Normalized, zero-padded rows and the mask of real nests.
+  std::pair<torch::Tensor, torch::Tensor> batch(const std::vector<const Features*>& rows) const {
+    const std::int64_t f = static_cast<std::int64_t>(feature_count());
+    std::int64_t nests = 1;
+    for (auto* r : rows) nests = std::max<std::int64_t>(nests, static_cast<std::int64_t>(r->stages.size()));
+    auto in = torch::zeros({static_cast<std::int64_t>(rows.size()), nests, f});
+    auto mask = torch::zeros({static_cast<std::int64_t>(rows.size()), nests});
+    float* p = in.data_ptr<float>();
+    float* m = mask.data_ptr<float>();
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      for (std::size_t s = 0; s < rows[i]->stages.size(); ++s) {
+        const FeatureRow& row = rows[i]->stages[s];
+        check_feature_row(row);
+        std::copy(row.begin(), row.end(), p + (static_cast<std::int64_t>(i) * nests + static_cast<std::int64_t>(s)) * f);
+        m[static_cast<std::int64_t>(i) * nests + static_cast<std::int64_t>(s)] = 1;
+      }
+    return {(in - mean_) * scale_ * mask.unsqueeze(-1), mask};
+  }
+
+  void train(const std::vector<Sample>& samples) {
+    torch::manual_seed(seed_);
+    std::mt19937_64 rng(seed_);
+    Grouped g = group_samples(samples);
+    // Feature scaling from every nest row seen.
+    const std::int64_t f = static_cast<std::int64_t>(feature_count());
+    std::vector<float> all;
+    for (auto* s : g.samples)
+      for (auto& row : s->x.stages) {
+        check_feature_row(row);
+        all.insert(all.end(), row.begin(), row.end());
+      }
+    auto rows = torch::from_blob(all.data(), {static_cast<std::int64_t>(all.size()) / f, f}).clone();
+    mean_ = rows.mean(0);
+    scale_ = 1.0 / (rows.std(0, /*unbiased=*/false) + 1e-3);
+
+    net_ = Net(static_cast<int>(f), kHidden);
+    torch::optim::Adam opt(net_->parameters(), torch::optim::AdamOptions(kLearningRate).weight_decay(kWeightDecay));
+    // Groups that can teach an ordering, drawn in proportion to their size.
+    std::vector<std::pair<std::size_t, std::size_t>> groups;  // [begin, end) in g.samples
+    std::vector<double> weight;
+    for (std::size_t at = 0, gi = 0; gi < g.group_sizes.size(); at += g.group_sizes[gi++]) {
+      std::size_t end = at + g.group_sizes[gi];
+      if (std::any_of(g.labels.begin() + at, g.labels.begin() + end, [&](float l) { return l != g.labels[at]; })) {
+        groups.push_back({at, end});
+        weight.push_back(static_cast<double>(end - at));
+      }
+    }
+    trained_ = true;
+    if (groups.empty()) return;  // nothing to order: an untrained net scores everything alike
+    std::discrete_distribution<std::size_t> pick(weight.begin(), weight.end());
+    // About 24 passes over the data, within [300, 2000] steps.
+    int steps = std::clamp(static_cast<int>(24 * g.samples.size() / kGroupBatch), 300, 2000);
+    for (int step = 0; step < steps; ++step) {
+      auto [begin, end] = groups[pick(rng)];
+      std::vector<std::size_t> idx(end - begin);
+      std::iota(idx.begin(), idx.end(), begin);
+      std::shuffle(idx.begin(), idx.end(), rng);
+      if (idx.size() > kGroupBatch) idx.resize(kGroupBatch);
+      std::vector<const Features*> xs;
+      std::vector<float> labels;
+      for (auto i : idx) {
+        xs.push_back(&g.samples[i]->x);
+        labels.push_back(g.labels[i]);
+      }
+      auto [in, mask] = batch(xs);
+      auto score = net_->forward(in, mask);
+      auto y = torch::from_blob(labels.data(), {static_cast<std::int64_t>(labels.size())}).clone();
+      auto better = (y.unsqueeze(1) > y.unsqueeze(0)).to(torch::kFloat);  // [i, j]: i is faster than j
+      auto pairs = better.sum();
+      if (pairs.item<float>() == 0) continue;
+      auto diff = score.unsqueeze(1) - score.unsqueeze(0);
+      auto loss = (torch::nn::functional::softplus(-diff) * better).sum() / pairs;
+      opt.zero_grad();
+      loss.backward();
+      opt.step();
+    }
+  }
+
+  std::uint64_t seed_;
+  bool trained_ = false;
+  mutable Net net_{nullptr};  // forward() is not const in LibTorch
+  torch::Tensor mean_, scale_;
+};
+
+}  // namespace
+
+std::unique_ptr<CostModel> make_nn_model(std::uint64_t seed) { return std::make_unique<NnModel>(seed); }
+
+}  // namespace tiletune::costmodel

@@ -1,0 +1,160 @@
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <random>
+
+#include "costmodel/model.hpp"
+#include "costmodel/ranking.hpp"
+#include "helpers.hpp"
+#include "support/hash.hpp"
+#include <nlohmann/json.hpp>
+
+using namespace tiletune;
+using costmodel::Features;
+using costmodel::Sample;
+using test::error_of;
+
+namespace {
+
+//! Random feature rows whose latency is a known function of a few features; one or two nests
+//! per candidate, so the nn's sum pooling is exercised.
+std::vector<Sample> synthetic(int groups, int per_group, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(0, 4);
+  std::vector<Sample> out;
+  for (int g = 0; g < groups; ++g)
+    for (int i = 0; i < per_group; ++i) {
+      Features f;
+      int nests = 1 + static_cast<int>(rng() % 2);
+      double cost = 1.0 + g;  // groups differ in scale: only orderings within a group count
+      for (int n = 0; n < nests; ++n) {
+        costmodel::FeatureRow row(costmodel::feature_count());
+        for (auto& x : row) x = u(rng);
+        cost += 2.0 * row[3] + std::max(0.0f, row[7] - 2.0f) - 0.5 * row[11];
+        f.stages.push_back(row);
+      }
+      out.push_back({f, "w" + std::to_string(g), std::exp(0.3 * cost) * 1e-3});
+    }
+  return out;
+}
+
+costmodel::RankingMetrics metrics_on(const costmodel::CostModel& m, const std::vector<Sample>& test) {
+  std::vector<Features> x;
+  std::vector<std::string> group;
+  std::vector<double> latency;
+  for (auto& s : test) {
+    x.push_back(s.x);
+    group.push_back(s.group);
+    latency.push_back(s.latency_s);
+  }
+  return costmodel::evaluate_ranking(group, latency, m.predict(x));
+}
+
+}  // namespace
+
+TEST_CASE("ranking metrics: perfect, reversed and failed picks") {
+  std::vector<std::string> g(6, "a");
+  std::vector<double> lat = {1, 2, 3, 4, 5, INFINITY};
+  auto perfect = costmodel::evaluate_ranking(g, lat, {6, 5, 4, 3, 2, 1});
+  CHECK(perfect.pairwise_accuracy == 1.0);
+  CHECK(perfect.spearman == doctest::Approx(1.0));
+  CHECK(perfect.top1 == 1.0);
+  CHECK(perfect.groups == 1);
+  auto reversed = costmodel::evaluate_ranking(g, lat, {1, 2, 3, 4, 5, 6});
+  CHECK(reversed.pairwise_accuracy == 0.0);
+  CHECK(reversed.spearman == doctest::Approx(-1.0));
+  CHECK(reversed.top1 == 0.0);                         // the first pick failed
+  CHECK(reversed.top5 == doctest::Approx(1.0 / 2.0));  // picks 5,4,3,2 and the failure: best 2
+  auto labels = costmodel::relative_speed(g, lat);
+  CHECK(labels[0] == 1.0f);
+  CHECK(labels[1] == 0.5f);
+  CHECK(labels[5] == 0.0f);
+}
+
+TEST_CASE("models learn a synthetic ranking and generalize to unseen samples") {
+  auto train = synthetic(4, 150, 1), test = synthetic(4, 100, 2);
+  for (auto& kind : costmodel::model_kinds()) {
+    CAPTURE(kind);
+    auto m = costmodel::make_model(kind, 7);
+    CHECK(!m->trained());
+    m->fit(train);
+    CHECK(m->trained());
+    auto on_train = metrics_on(*m, train), on_test = metrics_on(*m, test);
+    CHECK(on_train.pairwise_accuracy > 0.97);
+    CHECK(on_test.pairwise_accuracy > 0.9);
+    CHECK(on_test.top5 > 0.9);
+    CHECK(on_test.groups == 4);
+  }
+}
+
+TEST_CASE("models: save/load round-trips with metadata; corrupt and mismatched blobs are clear errors") {
+  auto train = synthetic(2, 60, 3);
+  for (auto& kind : costmodel::model_kinds()) {
+    CAPTURE(kind);
+    auto m = costmodel::make_model(kind);
+    CHECK(error_of([&] { costmodel::save_model(*m, {}); }).find("untrained") != std::string::npos);
+    m->fit(train);
+    costmodel::ModelMeta meta{kind, "target1", costmodel::kFeatureVersion, 120, R"({"pairwise_accuracy":0.9})"};
+    std::string blob = costmodel::save_model(*m, meta);
+    costmodel::ModelMeta back;
+    auto loaded = costmodel::load_model(blob, &back);
+    CHECK(loaded->kind() == kind);
+    CHECK(back.target_key == "target1");
+    CHECK(back.records == 120);
+    CHECK(back.metrics_json.find("0.9") != std::string::npos);
+    std::vector<Features> x;
+    for (auto& s : synthetic(1, 20, 9)) x.push_back(s.x);
+    CHECK(loaded->predict(x) == m->predict(x));
+
+    ErrorKind k{};
+    CHECK(error_of([&] { costmodel::load_model(blob.substr(0, blob.size() - 10)); }, &k).find("corrupt") !=
+          std::string::npos);
+    CHECK(k == ErrorKind::InvalidInput);
+    CHECK(error_of([&] { costmodel::load_model("garbage"); }).find("not a tiletune model") != std::string::npos);
+    CHECK(error_of([&] { costmodel::load_model("{\"format\":1}\nxx"); }).find("header") != std::string::npos);
+    std::string old = blob;
+    auto at = old.find("\"feature_version\":");
+    old.replace(at, std::string("\"feature_version\":").size() + 1, "\"feature_version\":0");
+    CHECK(error_of([&] { costmodel::load_model(old); }).find("feature version 0") != std::string::npos);
+    // A payload the library itself rejects, with a header that vouches for it.
+    auto nl = blob.find('\n');
+    nlohmann::json h = nlohmann::json::parse(blob.substr(0, nl));
+    std::string junk(200, 'x');
+    h["payload_bytes"] = junk.size();
+    h["payload_hash"] = hash_hex(junk);
+    CHECK(error_of([&] { costmodel::load_model(h.dump() + "\n" + junk); }, &k).find("rejected") != std::string::npos);
+    CHECK(k == ErrorKind::InvalidInput);
+  }
+}
+
+TEST_CASE("models: library failures and misuse are errors, not crashes") {
+  for (auto& kind : costmodel::model_kinds()) {
+    CAPTURE(kind);
+    auto m = costmodel::make_model(kind);
+    CHECK(!error_of([&] { m->predict({Features{{costmodel::FeatureRow(costmodel::feature_count())}}}); }).empty());
+    CHECK(!error_of([&] { m->fit({}); }).empty());
+    Sample wrong{Features{{costmodel::FeatureRow(3, 1.0f)}}, "w", 1.0};
+    ErrorKind k{};
+    CHECK(error_of([&] { m->fit({wrong, wrong}); }, &k).find("expected") != std::string::npos);
+    CHECK(k == ErrorKind::InvalidInput);
+  }
+  CHECK(error_of([] { costmodel::make_model("svm"); }).find("xgb, nn") != std::string::npos);
+}
+
+TEST_CASE("online model: retrains only when enough new samples have come") {
+  auto data = synthetic(1, 200, 4);
+  std::vector<Sample> prior(data.begin(), data.begin() + 100);
+  costmodel::OnlineModel online(costmodel::make_model("xgb"), prior);
+  CHECK(online.update());  // first training on the prior
+  online.add({data.begin() + 100, data.begin() + 105});
+  CHECK(!online.update(8));
+  online.add({data.begin() + 105, data.begin() + 120});
+  CHECK(online.update(8));
+  CHECK(!online.update(8));
+  // A model that arrives trained counts as trained on the prior.
+  auto pre = costmodel::make_model("xgb");
+  pre->fit(prior);
+  costmodel::OnlineModel warm(std::move(pre), prior);
+  CHECK(warm.trained());
+  CHECK(!warm.update(8));
+}
