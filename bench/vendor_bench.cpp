@@ -1,7 +1,7 @@
 // tiletune-bench: tunes each case with a fixed trial budget, then times the best tiletune
 // kernel, oneDNN and OpenBLAS in the same run, interleaved, and prints a table of medians.
 //
-//   build/tiletune-bench [--trials 128] [--reps 30] [--threads 2] [--only matmul] [--db PATH]
+//   build/tiletune-bench [--trials 128] [--strategy xgb] [--reps 30] [--threads 2] [--only matmul] [--db PATH]
 //
 // OpenBLAS picks its kernel for this CPU only with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE
 // unset, and reads them when it loads: the benchmark re-executes itself without them.
@@ -93,6 +93,8 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "threads for every implementation")->capture_default_str();
   app.add_option("--pause", pause_ms, "milliseconds between implementations, for idle threads to settle")->capture_default_str();
   app.add_option("--only", only, "run only cases whose label contains this");
+  std::string strategy = tuner::TuneOptions().strategy;
+  app.add_option("--strategy", strategy, "search strategy of the tuning")->capture_default_str();
   app.add_option("--db", db_path, "tuning database (reused: a rerun only times)")->capture_default_str();
   app.add_option("--cache", cache, "kernel cache folder");
   CLI11_PARSE(app, argc, argv);
@@ -104,13 +106,14 @@ int main(int argc, char** argv) {
     auto store = db::open_sqlite_store(db_path);
     double peak = bench::measure_fma_peak_gflops(threads);
     std::cout << "FMA peak measured now: " << fmt(peak) << " GFLOP/s on " << threads << " threads; trials per case: "
-              << trials << "; rounds: " << reps << " x 5 timed calls (medians, implementations alternating)\n\n";
+              << trials << " (" << strategy << "); rounds: " << reps << " x 5 timed calls (medians, implementations alternating)\n\n";
     std::vector<std::vector<std::string>> rows;
     for (const Case& c : kCases) {
       if (!only.empty() && c.label.find(only) == std::string::npos) continue;
       ir::Workload w = ir::bind(ir::parse_op(ops::op_text(c.op)), ir::parse_sizes(c.sizes));
       tuner::TuneOptions to;
       to.trials = trials;
+      to.strategy = strategy;
       to.measure.cache_dir = cache;
       int before = static_cast<int>(store->count_records(w.key, backend->target().key));
       double tune_s = seconds([&] { tuner::tune(w, *backend, *store, to); });

@@ -18,6 +18,7 @@
 #include "ops/library.hpp"
 #include "support/error.hpp"
 #include "tuner/lookup.hpp"
+#include "tuner/model_eval.hpp"
 #include "tuner/tune.hpp"
 
 namespace tiletune::cli {
@@ -137,7 +138,8 @@ void print_table(const std::vector<std::string>& header, const std::vector<Row>&
     std::string line;
     for (size_t i = 0; i < cells.size(); ++i) {
       std::string cell = cells[i];
-      bool left = header[i] == "op" || header[i] == "sizes" || header[i] == "config";
+      bool left = header[i] == "op" || header[i] == "sizes" || header[i] == "config" || header[i] == "split" ||
+                  header[i] == "model";
       std::string pad(width[i] - cell.size(), ' ');
       line += (i ? "  " : "") + (left ? cell + pad : pad + cell);
     }
@@ -272,6 +274,65 @@ int run_measure(const CommonOptions& c, const TuneCommandOptions& t, const std::
   }
   print_table({"median ms", "IQR", "GFLOP/s", "config"}, rows);
   return any_ok ? kOk : kNoResult;
+}
+
+namespace {
+
+tuner::Dataset target_dataset(const CommonOptions& c, db::Store& store, const codegen::Backend& backend) {
+  auto data = tuner::load_dataset(store, backend.target().key, backend.target().traits);
+  std::cerr << "tiletune: " << data.samples.size() << " records of " << data.workloads.size() << " workloads on target "
+            << backend.target().key;
+  if (data.skipped) std::cerr << " (" << data.skipped << " this version cannot read, skipped)";
+  std::cerr << "\n";
+  if (data.samples.empty())
+    throw_error(ErrorKind::NotFound, "no records for target " + backend.target().key + " in " + c.db +
+                                         "; tune some ops first (for example `tiletune suite costmodel`)");
+  return data;
+}
+
+}  // namespace
+
+int run_model_train(const CommonOptions& c, const std::vector<std::string>& kinds, std::uint64_t seed) {
+  auto backend = backend_for(c);
+  auto store = db::open_sqlite_store(c.db);
+  auto data = target_dataset(c, *store, *backend);
+  std::vector<Row> rows;
+  for (auto& kind : kinds) {
+    db::ModelRow m = tuner::train_model(data, kind, backend->target().key, seed);
+    store->put_model(m);
+    auto metrics = nlohmann::json::parse(m.metrics_json);
+    auto held = metrics.value("held-out sizes", nlohmann::json::object());
+    auto get = [&](const char* k) { return held.contains(k) ? fmt("%.3f", held[k].get<double>()) : "-"; };
+    rows.push_back({{kind, std::to_string(m.records), get("pairwise_accuracy"), get("top5"),
+                     fmt("%.0f", m.blob.size() / 1024.0)}});
+  }
+  print_table({"model", "records", "pairwise (held-out sizes)", "top-5", "KiB"}, rows);
+  std::cout << "stored in " << c.db << " for target " << backend->target().key << "\n";
+  return kOk;
+}
+
+int run_model_eval(const CommonOptions& c, const std::vector<std::string>& kinds, std::uint64_t seed, bool json) {
+  auto backend = backend_for(c);
+  auto store = db::open_sqlite_store(c.db);
+  auto data = target_dataset(c, *store, *backend);
+  auto results = tuner::evaluate_models(data, kinds, seed);
+  if (json) {
+    for (auto& r : results)
+      std::cout << nlohmann::json{{"model", r.model}, {"split", r.split}, {"folds", r.folds},
+                                  {"workloads", r.metrics.groups}, {"samples", r.metrics.samples},
+                                  {"pairwise_accuracy", r.metrics.pairwise_accuracy}, {"spearman", r.metrics.spearman},
+                                  {"top1", r.metrics.top1}, {"top5", r.metrics.top5}}
+                       .dump()
+                << "\n";
+    return kOk;
+  }
+  std::vector<Row> rows;
+  for (auto& r : results)
+    rows.push_back({{r.split, r.model, std::to_string(r.folds), std::to_string(r.metrics.groups),
+                     std::to_string(r.metrics.samples), fmt("%.3f", r.metrics.pairwise_accuracy),
+                     fmt("%.3f", r.metrics.spearman), fmt("%.3f", r.metrics.top1), fmt("%.3f", r.metrics.top5)}});
+  print_table({"split", "model", "folds", "workloads", "samples", "pairwise", "spearman", "top-1", "top-5"}, rows);
+  return kOk;
 }
 
 int run_ops() {

@@ -36,4 +36,9 @@ int run_ops();
 //! Measures given configs (JSON, one per argument), stores the records and prints them.
 int run_measure(const CommonOptions& c, const TuneCommandOptions& t, const std::vector<std::string>& configs);
 
+//! Trains cost models of the given kinds on every record of the backend's target and stores them.
+int run_model_train(const CommonOptions& c, const std::vector<std::string>& kinds, std::uint64_t seed);
+//! Prints held-out ranking metrics of the given kinds and of a random ranker.
+int run_model_eval(const CommonOptions& c, const std::vector<std::string>& kinds, std::uint64_t seed, bool json);
+
 }  // namespace tiletune::cli

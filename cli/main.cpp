@@ -26,7 +26,7 @@ void add_tune(CLI::App* cmd, cli::TuneCommandOptions& t) {
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
   cmd->add_option("--batch", t.batch, "candidates built and measured per round")->check(CLI::Range(1, 4096))->capture_default_str();
-  cmd->add_option("--strategy", t.strategy, "search strategy: random or evolutionary")->capture_default_str();
+  cmd->add_option("--strategy", t.strategy, "search strategy: random, evolutionary, or model-guided xgb or nn")->capture_default_str();
   cmd->add_option("--seed", t.seed, "random seed of the search")->capture_default_str();
   cmd->add_option("--timeout", t.timeout_s, "seconds one candidate may run before it counts as hung")
       ->check(CLI::Range(0.1, 3600.0))
@@ -77,6 +77,19 @@ int main(int argc, char** argv) {
 
   app.add_subcommand("ops", "list the library's ops and suites");
 
+  std::vector<std::string> kinds = {"xgb", "nn"};
+  std::uint64_t model_seed = 1;
+  auto* model_cmd = app.add_subcommand("model", "train and evaluate the cost models on the database's records");
+  model_cmd->require_subcommand(1);
+  auto* train_cmd = model_cmd->add_subcommand("train", "train models on every record of this target and store them in the database");
+  auto* eval_cmd = model_cmd->add_subcommand("eval", "print held-out ranking metrics (unseen sizes, unseen ops) against a random ranker");
+  for (auto* cmd : {train_cmd, eval_cmd}) {
+    add_common(cmd, common, false);
+    cmd->add_option("--kind", kinds, "model kinds: xgb, nn")->check(CLI::IsMember({"xgb", "nn"}))->capture_default_str();
+    cmd->add_option("--seed", model_seed, "seed of training")->capture_default_str();
+  }
+  eval_cmd->add_flag("--json", json, "print the metrics as JSON lines");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -93,6 +106,8 @@ int main(int argc, char** argv) {
     if (*best_cmd) return cli::run_best(common, top, json);
     if (*show_cmd) return cli::run_show(common, config, naive);
     if (*measure_cmd) return cli::run_measure(common, tune, configs);
+    if (*train_cmd) return cli::run_model_train(common, kinds, model_seed);
+    if (*eval_cmd) return cli::run_model_eval(common, kinds, model_seed, json);
     return cli::run_ops();
   } catch (const Error& e) {
     std::cerr << "tiletune: " << e.what() << "\n";
