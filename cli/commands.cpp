@@ -47,17 +47,7 @@ ir::OpDef resolve_op(const std::string& op, const std::string& op_name) {
   } catch (const Error& e) {
     throw_error(e.kind(), (file ? op : "library op " + op) + ":" + e.what());
   }
-  if (!op_name.empty()) {
-    for (auto& d : defs)
-      if (d.name == op_name) return d;
-    throw_error(ErrorKind::NotFound, "no op named '" + op_name + "' in " + op);
-  }
-  if (defs.size() != 1) {
-    std::string names;
-    for (auto& d : defs) names += (names.empty() ? "" : ", ") + d.name;
-    throw_error(ErrorKind::InvalidInput, op + " holds several ops (" + names + "): choose one with --op-name");
-  }
-  return defs.front();
+  return ir::select_op(std::move(defs), op_name, op);
 }
 
 ir::Workload load_workload(const std::string& op, const std::string& op_name, const std::string& sizes) {

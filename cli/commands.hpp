@@ -26,6 +26,14 @@ struct TuneCommandOptions {
   double min_seconds = 0.1;
 };
 
+struct ServeOptions {
+  std::string listen = "127.0.0.1:8080";
+  std::string token;       //!< bearer token for tuning and writing routes
+  std::string token_file;  //!< or read from this file (first line)
+  bool open_reads = false;
+  std::size_t max_body_mb = 32;
+};
+
 // Each subcommand is a thin call into the modules; each returns an exit code and lets
 // tiletune::Error escape to main, which converts it.
 int run_tune(const CommonOptions& c, const TuneCommandOptions& t);
@@ -40,5 +48,8 @@ int run_measure(const CommonOptions& c, const TuneCommandOptions& t, const std::
 int run_model_train(const CommonOptions& c, const std::vector<std::string>& kinds, std::uint64_t seed);
 //! Prints held-out ranking metrics of the given kinds and of a random ranker.
 int run_model_eval(const CommonOptions& c, const std::vector<std::string>& kinds, std::uint64_t seed, bool json);
+
+//! The daemon (cli/serve.cpp): returns when SIGTERM or SIGINT has stopped it cleanly.
+int run_serve(const CommonOptions& c, const ServeOptions& s);
 
 }  // namespace tiletune::cli

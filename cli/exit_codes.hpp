@@ -13,6 +13,7 @@ enum ExitCode : int {
   kIoError = 4,
   kDatabaseError = 5,
   kBuildError = 6,    //!< the compiler failed where it must not (the reference kernel)
+  kDenied = 7,        //!< a daemon refused the token
   kInternalError = 70,
 };
 

@@ -77,6 +77,15 @@ int main(int argc, char** argv) {
 
   app.add_subcommand("ops", "list the library's ops and suites");
 
+  cli::ServeOptions serve;
+  auto* serve_cmd = app.add_subcommand("serve", "run the tuning daemon (REST API, schemas/openapi.yaml) until SIGTERM");
+  add_common(serve_cmd, common, false);
+  serve_cmd->add_option("--listen", serve.listen, "HOST:PORT to listen on (port 0: any free port)")->capture_default_str();
+  serve_cmd->add_option("--token", serve.token, "bearer token that tuning and writing requests must carry");
+  serve_cmd->add_option("--token-file", serve.token_file, "read the token from this file instead");
+  serve_cmd->add_flag("--open-reads", serve.open_reads, "let GET routes through without a token");
+  serve_cmd->add_option("--max-body-mb", serve.max_body_mb, "largest request body, MiB")->capture_default_str();
+
   std::vector<std::string> kinds = {"xgb", "nn"};
   std::uint64_t model_seed = 1;
   auto* model_cmd = app.add_subcommand("model", "train and evaluate the cost models on the database's records");
@@ -106,6 +115,7 @@ int main(int argc, char** argv) {
     if (*best_cmd) return cli::run_best(common, top, json);
     if (*show_cmd) return cli::run_show(common, config, naive);
     if (*measure_cmd) return cli::run_measure(common, tune, configs);
+    if (*serve_cmd) return cli::run_serve(common, serve);
     if (*train_cmd) return cli::run_model_train(common, kinds, model_seed);
     if (*eval_cmd) return cli::run_model_eval(common, kinds, model_seed, json);
     return cli::run_ops();

@@ -60,6 +60,25 @@ const char* const kMigrations[] = {
     CREATE INDEX records_by_target ON records (target_key, id);
     ALTER TABLE workloads ADD COLUMN op_text TEXT NOT NULL DEFAULT '';
     )sql",
+    // 3: the daemon's tuning jobs.
+    R"sql(
+    CREATE TABLE jobs (
+      id              TEXT PRIMARY KEY,
+      request_key     TEXT NOT NULL,
+      request_json    TEXT NOT NULL,
+      workload_key    TEXT NOT NULL,
+      target_key      TEXT NOT NULL,
+      state           TEXT NOT NULL,
+      done            INTEGER NOT NULL,
+      total           INTEGER NOT NULL,
+      best_s          REAL,
+      error           TEXT NOT NULL,
+      created_unix_ms INTEGER NOT NULL,
+      updated_unix_ms INTEGER NOT NULL
+    );
+    CREATE INDEX jobs_by_request ON jobs (request_key, state);
+    CREATE INDEX jobs_by_created ON jobs (created_unix_ms);
+    )sql",
 };
 constexpr std::int64_t kSchemaVersion = sizeof kMigrations / sizeof kMigrations[0];
 
@@ -111,6 +130,8 @@ class Statement {
     return p ? std::string(p, static_cast<std::size_t>(sqlite3_column_bytes(stmt_, col))) : std::string();
   }
   std::int64_t integer(int col) const { return sqlite3_column_int64(stmt_, col); }
+  double real(int col) const { return sqlite3_column_double(stmt_, col); }
+  bool is_null(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
   std::string blob(int col) const {
     auto p = static_cast<const char*>(sqlite3_column_blob(stmt_, col));
     return p ? std::string(p, static_cast<std::size_t>(sqlite3_column_bytes(stmt_, col))) : std::string();
@@ -359,8 +380,73 @@ class SqliteStore final : public Store {
                     st.integer(6)};
   }
 
+  JobRow put_job(const JobRow& j) override {
+    std::lock_guard lock(mu_);
+    WriteTransaction tx(db());
+    {
+      Statement st(db(), ("SELECT " + kJobColumns + " FROM jobs WHERE request_key = ? AND state IN ('queued', "
+                          "'running') ORDER BY created_unix_ms LIMIT 1").c_str());
+      if (st.bind(j.request_key).step()) return read_job(st);  // the transaction rolls back: nothing written
+    }
+    std::int64_t now = now_unix_ms();
+    Statement(db(), "INSERT INTO jobs (id, request_key, request_json, workload_key, target_key, state, done, total, "
+                    "best_s, error, created_unix_ms, updated_unix_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+        .bind(j.id, j.request_key, j.request_json, j.workload_key, j.target_key, j.state, j.done, j.total, j.best_s,
+              j.error, now, now)
+        .step();
+    tx.commit();
+    JobRow out = j;
+    out.created_unix_ms = out.updated_unix_ms = now;
+    return out;
+  }
+
+  void update_job(const JobRow& j) override {
+    std::lock_guard lock(mu_);
+    WriteTransaction tx(db());
+    Statement(db(), "UPDATE jobs SET state = ?, done = ?, total = ?, best_s = ?, error = ?, updated_unix_ms = ? "
+                    "WHERE id = ?")
+        .bind(j.state, j.done, j.total, j.best_s, j.error, now_unix_ms(), j.id)
+        .step();
+    tx.commit();
+  }
+
+  std::optional<JobRow> job(const std::string& id) override {
+    std::lock_guard lock(mu_);
+    Statement st(db(), ("SELECT " + kJobColumns + " FROM jobs WHERE id = ?").c_str());
+    if (!st.bind(id).step()) return std::nullopt;
+    return read_job(st);
+  }
+
+  std::vector<JobRow> jobs(const std::string& state, int limit) override {
+    std::lock_guard lock(mu_);
+    Statement st(db(), ("SELECT " + kJobColumns + " FROM jobs WHERE (? = '' OR state = ?) "
+                        "ORDER BY created_unix_ms DESC, id LIMIT ?").c_str());
+    st.bind(state, state, limit < 0 ? 0 : limit);
+    std::vector<JobRow> out;
+    while (st.step()) out.push_back(read_job(st));
+    return out;
+  }
+
+  std::string integrity_check() override {
+    std::lock_guard lock(mu_);
+    Statement st(db(), "PRAGMA integrity_check");
+    std::string out;
+    while (st.step()) out += (out.empty() ? "" : "; ") + st.text(0);
+    return out;
+  }
+
  private:
   sqlite3* db() const { return db_.get(); }
+
+  static inline const std::string kJobColumns =
+      "id, request_key, request_json, workload_key, target_key, state, done, total, best_s, error, "
+      "created_unix_ms, updated_unix_ms";
+  static JobRow read_job(const Statement& st) {
+    JobRow j{st.text(0), st.text(1), st.text(2), st.text(3), st.text(4), st.text(5), st.integer(6), st.integer(7),
+             std::nullopt, st.text(9), st.integer(10), st.integer(11)};
+    if (!st.is_null(8)) j.best_s = st.real(8);
+    return j;
+  }
 
   template <class... Args>
   std::vector<Record> query(const std::string& sql, const Args&... args) {

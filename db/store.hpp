@@ -65,6 +65,20 @@ struct ModelRow {
   std::int64_t created_unix_ms = 0;
 };
 
+//! A tuning job of the daemon: persisted so that a restarted daemon resumes it.
+struct JobRow {
+  std::string id;
+  std::string request_key;   //!< identical active requests share one job
+  std::string request_json;  //!< the validated request
+  std::string workload_key;
+  std::string target_key;
+  std::string state;  //!< "queued" | "running" | "done" | "failed" | "cancelled"
+  std::int64_t done = 0, total = 0;
+  std::optional<double> best_s;
+  std::string error;
+  std::int64_t created_unix_ms = 0, updated_unix_ms = 0;
+};
+
 //! Where records live. One implementation today (SQLite); the server shares it across threads,
 //! so implementations must be safe to call from several threads and several processes.
 class Store {
@@ -97,6 +111,17 @@ class Store {
   //! Stores a model, replacing the one of the same kind and target.
   virtual void put_model(const ModelRow& m) = 0;
   virtual std::optional<ModelRow> model(const std::string& kind, const std::string& target_key) = 0;
+
+  //! Inserts a job, unless an active (queued or running) job has the same request_key: then
+  //! that job is returned and nothing is inserted. Atomic across processes.
+  virtual JobRow put_job(const JobRow& j) = 0;
+  //! Updates state, progress, best and error of a job (by id).
+  virtual void update_job(const JobRow& j) = 0;
+  virtual std::optional<JobRow> job(const std::string& id) = 0;
+  //! Jobs, newest first, optionally of one state.
+  virtual std::vector<JobRow> jobs(const std::string& state, int limit) = 0;
+  //! "ok", or what SQLite's integrity_check reports.
+  virtual std::string integrity_check() = 0;
 };
 
 //! Opens (creating if needed) an SQLite database file: WAL, busy timeout, migrations applied.

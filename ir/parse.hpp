@@ -12,6 +12,11 @@ namespace tiletune::ir {
 //! Checking covers names, ranks, index ranges and reductions; sizes are checked when bound.
 std::vector<OpDef> parse_ops(const std::string& text);
 
+//! The op named op_name among defs, or the only one when op_name is empty. Error(NotFound) for
+//! an unknown name, Error(InvalidInput) when several ops leave the choice open; `where` names
+//! the text in messages.
+OpDef select_op(std::vector<OpDef> defs, const std::string& op_name, const std::string& where);
+
 //! Parses text that must hold exactly one op.
 OpDef parse_op(const std::string& text);
 

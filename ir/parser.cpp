@@ -368,6 +368,20 @@ std::vector<OpDef> parse_ops(const std::string& text) {
   return ops;
 }
 
+OpDef select_op(std::vector<OpDef> defs, const std::string& op_name, const std::string& where) {
+  if (!op_name.empty()) {
+    for (auto& d : defs)
+      if (d.name == op_name) return std::move(d);
+    throw_error(ErrorKind::NotFound, "no op named '" + op_name + "' in " + where);
+  }
+  if (defs.size() != 1) {
+    std::string names;
+    for (auto& d : defs) names += (names.empty() ? "" : ", ") + d.name;
+    throw_error(ErrorKind::InvalidInput, where + " holds several ops (" + names + "): choose one by name (--op-name, \"op_name\")");
+  }
+  return std::move(defs.front());
+}
+
 OpDef parse_op(const std::string& text) {
   auto ops = parse_ops(text);
   if (ops.size() != 1)

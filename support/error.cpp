@@ -10,6 +10,11 @@ const char* error_kind_name(ErrorKind kind) {
     case ErrorKind::Database: return "database";
     case ErrorKind::Build: return "build";
     case ErrorKind::Internal: return "internal";
+    case ErrorKind::Unauthorized: return "unauthorized";
+    case ErrorKind::Forbidden: return "forbidden";
+    case ErrorKind::Conflict: return "conflict";
+    case ErrorKind::TooLarge: return "payload_too_large";
+    case ErrorKind::Unavailable: return "unavailable";
   }
   return "internal";
 }

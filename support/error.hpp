@@ -6,7 +6,7 @@
 namespace tiletune {
 
 //! What kind of failure ended a request. The CLI maps it to an exit code and the daemon to an
-//! HTTP status in exactly one place each (cli/exit_codes.cpp, server later).
+//! HTTP status in exactly one place each (cli/exit_codes.cpp, server/http_status.cpp).
 enum class ErrorKind {
   InvalidInput,  //!< malformed op text, unknown size, bad config or JSON: the caller must fix it
   NotFound,      //!< no such op, workload, record or file
@@ -14,6 +14,11 @@ enum class ErrorKind {
   Database,      //!< SQLite refused or the schema is from the future
   Build,         //!< the system compiler failed on code that tiletune generated
   Internal,      //!< a bug in tiletune
+  Unauthorized,  //!< a request that needs a token came without one
+  Forbidden,     //!< the token is wrong
+  Conflict,      //!< the request contradicts the state (cancelling a finished job)
+  TooLarge,      //!< a body or batch over the limits
+  Unavailable,   //!< the service is shutting down
 };
 
 //! The one exception type that crosses module boundaries; `kind` says who is at fault.

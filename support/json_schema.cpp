@@ -14,7 +14,7 @@ using nlohmann::json;
 // Keywords of JSON Schema that this validator does not implement. A schema using one is refused
 // rather than silently half-checked: a schema author would otherwise believe it is enforced.
 const char* const kUnsupported[] = {
-    "maxLength",   "exclusiveMinimum", "exclusiveMaximum", "multipleOf",    "uniqueItems",
+    "exclusiveMinimum", "exclusiveMaximum", "multipleOf",    "uniqueItems",
     "patternProperties", "propertyNames", "minProperties", "maxProperties", "dependencies",
     "dependentRequired", "dependentSchemas", "allOf",      "not",           "if",
     "then",        "else",             "contains",         "prefixItems",   "additionalItems",
@@ -182,6 +182,8 @@ class Validator {
   void check_string(const json& schema, const std::string& s, Add& add) {
     if (auto it = schema.find("minLength"); it != schema.end() && utf8_length(s) < it->get<std::size_t>())
       add("length " + std::to_string(utf8_length(s)) + " is less than minLength " + show(*it));
+    if (auto it = schema.find("maxLength"); it != schema.end() && utf8_length(s) > it->get<std::size_t>())
+      add("length " + std::to_string(utf8_length(s)) + " is more than maxLength " + show(*it));
     if (auto it = schema.find("pattern"); it != schema.end())
       if (!std::regex_search(s, regex(*it)))  // JSON Schema patterns are not anchored
         add(show(json(s)) + " does not match pattern " + it->get<std::string>());

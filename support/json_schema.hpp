@@ -8,7 +8,7 @@ namespace tiletune {
 
 //! Validates a JSON document against a JSON Schema (the subset tiletune's schemas use: type,
 //! properties, required, additionalProperties, items, enum, const, minimum, maximum,
-//! minItems, maxItems, minLength, pattern, $ref to #/$defs/..., oneOf, anyOf).
+//! minItems, maxItems, minLength, maxLength, pattern, $ref to #/$defs/..., oneOf, anyOf).
 //! Returns one line per violation, each starting with a JSON pointer; empty means valid.
 std::vector<std::string> validate_json(const nlohmann::json& schema, const nlohmann::json& doc);
 

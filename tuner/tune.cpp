@@ -102,7 +102,16 @@ TuneSummary tune(const ir::Workload& w, const codegen::Backend& backend, db::Sto
 
   measure::Measurer measurer(backend, w, options.measure);
   ir::Schedule naive = ir::naive_schedule(w);
+  auto start = std::chrono::steady_clock::now();
+  auto out_of_time = [&] {
+    return options.max_seconds > 0 &&
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >= options.max_seconds;
+  };
   while (progress.done < options.trials) {
+    if ((options.cancel && options.cancel->load()) || out_of_time()) {
+      summary.stopped = true;
+      break;
+    }
     int n = std::min(options.batch_size, options.trials - progress.done);
     std::vector<ir::Schedule> batch;
     std::set<std::string> taken = measured;

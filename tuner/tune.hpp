@@ -1,5 +1,6 @@
 // tuner/tune.hpp
 #pragma once
+#include <atomic>
 #include <functional>
 #include <optional>
 #include <string>
@@ -15,6 +16,9 @@ struct TuneOptions {
   int batch_size = 16;
   std::string strategy = "evolutionary";
   std::uint64_t seed = 1;
+  double max_seconds = 0;  //!< stop after the batch that passes this many seconds; 0: no limit
+  //! Set by another thread to stop after the batch in flight (its records are stored).
+  const std::atomic<bool>* cancel = nullptr;
   int prior_records = 20000;  //!< model-guided strategies: most recent records of other workloads learned from
   measure::MeasureOptions measure;
 };
@@ -34,6 +38,7 @@ struct TuneSummary {
   std::optional<db::Record> best;
   std::optional<db::Record> naive;  //!< the reference schedule's record, if measured
   std::vector<std::string> notes;   //!< what the user should know (a saved model that could not be used)
+  bool stopped = false;             //!< cancelled or out of time before the trial budget was spent
 };
 
 //! Tunes one workload on one backend: proposes batches with the chosen strategy, measures

@@ -114,7 +114,7 @@ TEST_CASE("cli: a file holding several ops needs --op-name; measure runs given c
   std::string db = dir.file("t.db");
   auto ambiguous = tiletune_cmd({"show", op_file, "--sizes", "N=8", "--naive"});
   CHECK(ambiguous.exit_code == 2);
-  CHECK(has(ambiguous, "holds several ops (a, b): choose one with --op-name"));
+  CHECK(has(ambiguous, "holds several ops (a, b): choose one by name"));
   auto unknown = tiletune_cmd({"show", op_file, "--op-name", "c", "--sizes", "N=8", "--naive"});
   CHECK(unknown.exit_code == 3);
   CHECK(has(unknown, "no op named 'c'"));

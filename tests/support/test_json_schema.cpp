@@ -141,7 +141,9 @@ TEST_CASE("json_schema: unknown annotations are ignored, unsupported keywords re
                            "type": "integer"})");
   CHECK(valid(s, 1));
   CHECK_FALSE(valid(s, "1"));
-  CHECK_THROWS_AS(validate_json({{"maxLength", 3}}, "x"), tiletune::Error);
+  CHECK_THROWS_AS(validate_json({{"uniqueItems", true}}, "x"), tiletune::Error);
+  CHECK(validate_json({{"maxLength", 3}}, "xyz").empty());
+  CHECK(validate_json({{"maxLength", 3}}, "wxyz").size() == 1);
   CHECK(valid(true, 1));
   CHECK_FALSE(valid(false, 1));
 }

@@ -1,0 +1,194 @@
+#include "server/http.hpp"
+
+#include <httplib.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+#include "server/http_status.hpp"
+#include "server/schemas.hpp"
+#include "support/error.hpp"
+
+namespace tiletune::server {
+
+using nlohmann::json;
+
+namespace {
+
+std::string error_body(ErrorKind kind, const std::string& message) {
+  return json{{"error", {{"code", error_kind_name(kind)}, {"message", message}}}}.dump();
+}
+
+//! Equal-time comparison: how much of a token matched must not show in the response time.
+bool same_token(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (std::size_t i = 0; i < b.size(); ++i) diff |= static_cast<unsigned char>(a[i % (a.size() + 1)] ^ b[i]);
+  return diff == 0;
+}
+
+json parse_body(const httplib::Request& req) {
+  json body = json::parse(req.body, nullptr, false);
+  if (body.is_discarded()) {
+    // Parse again for the position of the error.
+    try {
+      (void)json::parse(req.body);
+    } catch (const json::parse_error& e) {
+      throw_error(ErrorKind::InvalidInput, std::string("malformed JSON body: ") + e.what());
+    }
+    throw_error(ErrorKind::InvalidInput, "malformed JSON body");
+  }
+  return body;
+}
+
+int int_param(const httplib::Request& req, const char* name, int fallback) {
+  if (!req.has_param(name)) return fallback;
+  const std::string v = req.get_param_value(name);
+  try {
+    std::size_t used = 0;
+    long long n = std::stoll(v, &used);
+    if (used == v.size() && n >= 0 && n <= 1LL << 53) return static_cast<int>(std::min<long long>(n, 1 << 30));
+  } catch (const std::exception&) {
+  }
+  throw_error(ErrorKind::InvalidInput, std::string("query parameter ") + name + " must be a non-negative integer");
+}
+
+}  // namespace
+
+struct HttpServer::Impl {
+  Service& service;
+  HttpOptions options;
+  httplib::Server http;
+  int port = 0;
+
+  enum class Access { Open, Read, Write };
+
+  Impl(Service& s, HttpOptions o) : service(s), options(std::move(o)) {}
+
+  void authorize(const httplib::Request& req, Access access) const {
+    if (access == Access::Open || options.token.empty()) return;
+    if (access == Access::Read && options.open_reads) return;
+    const std::string header = req.get_header_value("Authorization");
+    const std::string prefix = "Bearer ";
+    if (header.empty())
+      throw_error(ErrorKind::Unauthorized, "this route needs a bearer token (Authorization: Bearer TOKEN)");
+    if (header.compare(0, prefix.size(), prefix) != 0 || !same_token(header.substr(prefix.size()), options.token))
+      throw_error(ErrorKind::Forbidden, "the bearer token is not accepted");
+  }
+
+  //! Every route goes through here: authorization, the one error-to-status mapping, JSON
+  //! bodies, metrics and the log line.
+  template <typename F>
+  void route(const char* method, const std::string& pattern, const std::string& name, Access access, F handler) {
+    auto wrapped = [this, name, access, handler, method](const httplib::Request& req, httplib::Response& res) {
+      auto t0 = std::chrono::steady_clock::now();
+      try {
+        authorize(req, access);
+        handler(req, res);
+      } catch (const Error& e) {
+        res.status = http_status_for(e.kind());
+        res.set_content(error_body(e.kind(), e.what()), "application/json");
+      } catch (const std::exception& e) {
+        res.status = 500;
+        res.set_content(error_body(ErrorKind::Internal, e.what()), "application/json");
+      }
+      double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      service.observe_request(name, res.status, seconds);
+      if (res.status >= 400 || std::string(method) != "GET")
+        spdlog::info("event=request method={} route={} status={} ms={:.3f} remote={}", method, name, res.status,
+                     seconds * 1e3, req.remote_addr);
+    };
+    std::string m = method;
+    if (m == "GET") http.Get(pattern, wrapped);
+    else if (m == "POST") http.Post(pattern, wrapped);
+    else if (m == "DELETE") http.Delete(pattern, wrapped);
+  }
+
+  static void reply(httplib::Response& res, const json& body, int status = 200) {
+    res.status = status;
+    res.set_content(body.dump(), "application/json");
+  }
+
+  void routes() {
+    route("GET", "/healthz", "healthz", Access::Open, [](auto&, auto& res) { reply(res, {{"status", "ok"}}); });
+    route("GET", "/metrics", "metrics", Access::Read,
+          [this](auto&, auto& res) { res.set_content(service.metrics(), "text/plain; version=0.0.4"); });
+    route("GET", "/openapi.yaml", "openapi", Access::Open,
+          [](auto&, auto& res) { res.set_content(schema_file("openapi.yaml"), "application/yaml"); });
+    route("POST", "/v1/tune", "tune", Access::Write, [this](const httplib::Request& req, httplib::Response& res) {
+      json out = service.submit(parse_body(req));
+      reply(res, out, out["created"].get<bool>() ? 201 : 200);
+    });
+    route("GET", "/v1/jobs", "jobs", Access::Read, [this](const httplib::Request& req, httplib::Response& res) {
+      reply(res, service.jobs(req.get_param_value("state"), int_param(req, "limit", 100)));
+    });
+    route("GET", R"(/v1/jobs/([^/]+))", "job", Access::Read,
+          [this](const httplib::Request& req, httplib::Response& res) { reply(res, service.job(req.matches[1])); });
+    route("DELETE", R"(/v1/jobs/([^/]+))", "cancel", Access::Write,
+          [this](const httplib::Request& req, httplib::Response& res) { reply(res, service.cancel(req.matches[1])); });
+    route("GET", "/v1/best", "best", Access::Read, [this](const httplib::Request& req, httplib::Response& res) {
+      if (!req.has_param("workload") || !req.has_param("target"))
+        throw_error(ErrorKind::InvalidInput, "GET /v1/best needs ?workload=KEY&target=KEY (or POST op text and sizes)");
+      reply(res, service.best(req.get_param_value("workload"), req.get_param_value("target")));
+    });
+    route("POST", "/v1/best", "best_for", Access::Read, [this](const httplib::Request& req, httplib::Response& res) {
+      reply(res, service.best_for(parse_body(req)));
+    });
+    route("GET", "/v1/records", "records", Access::Read, [this](const httplib::Request& req, httplib::Response& res) {
+      reply(res, service.records(req.get_param_value("workload"), req.get_param_value("target"),
+                                 int_param(req, "after", 0), int_param(req, "limit", 1000)));
+    });
+    route("POST", "/v1/records", "import", Access::Write, [this](const httplib::Request& req, httplib::Response& res) {
+      reply(res, service.import_records(parse_body(req)));
+    });
+    route("GET", "/v1/ops", "ops", Access::Read, [this](auto&, auto& res) { reply(res, service.ops()); });
+    route("GET", "/v1/targets", "targets", Access::Read, [this](auto&, auto& res) { reply(res, service.targets()); });
+
+    // What httplib answers itself (unknown route, oversized body) gets the same JSON shape.
+    http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+      if (!res.body.empty() && res.body.front() == '{') return;
+      ErrorKind kind = res.status == 413 ? ErrorKind::TooLarge : res.status == 404 ? ErrorKind::NotFound : ErrorKind::InvalidInput;
+      std::string message = res.status == 413   ? "request body over the size limit"
+                            : res.status == 404 ? "no route " + req.method + " " + req.path + " (see /openapi.yaml)"
+                                                : "malformed request";
+      res.set_content(error_body(kind, message), "application/json");
+    });
+    http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
+      res.status = 500;
+      res.set_content(error_body(ErrorKind::Internal, "unexpected failure"), "application/json");
+    });
+    http.set_payload_max_length(options.max_body_bytes);
+    http.set_keep_alive_max_count(1000000);
+    http.set_read_timeout(30, 0);
+    http.new_task_queue = [] { return new httplib::ThreadPool(16); };
+  }
+};
+
+HttpServer::HttpServer(Service& service, HttpOptions options)
+    : impl_(std::make_unique<Impl>(service, std::move(options))) {
+  impl_->routes();
+}
+
+HttpServer::~HttpServer() { stop(); }
+
+int HttpServer::bind() {
+  auto& m = *impl_;
+  if (m.options.port == 0) {
+    m.port = m.http.bind_to_any_port(m.options.host);
+  } else {
+    m.port = m.http.bind_to_port(m.options.host, m.options.port) ? m.options.port : -1;
+  }
+  if (m.port <= 0)
+    throw_error(ErrorKind::Io, "cannot listen on " + m.options.host + ":" + std::to_string(m.options.port) +
+                                   " (in use, or not an address of this machine)");
+  return m.port;
+}
+
+int HttpServer::port() const { return impl_->port; }
+
+void HttpServer::run() { impl_->http.listen_after_bind(); }
+
+void HttpServer::stop() {
+  if (impl_->http.is_running()) impl_->http.stop();
+}
+
+}  // namespace tiletune::server

@@ -1,0 +1,63 @@
+// server/service.hpp
+#pragma once
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace tiletune::server {
+
+struct ServiceOptions {
+  std::string db_path;
+  std::string cache_dir;     //!< built kernels; "" for the default
+  int threads = 0;           //!< threads of generated kernels (0: all cores)
+  double timeout_s = 10;     //!< per candidate
+  double min_seconds = 0.1;  //!< timed repeats per candidate
+  int batch_size = 16;
+};
+
+//! The daemon's work, independent of HTTP: validates requests (every body against its schema in
+//! schemas/api.schema.json, op text through the parser), persists jobs in the database and runs
+//! them one at a time on a Boost.Asio executor (measurements must not overlap), answers lookups.
+//! Every failure is a tiletune::Error whose kind says what the caller did wrong; the HTTP layer
+//! maps kinds to statuses. Thread-safe.
+class Service {
+ public:
+  explicit Service(ServiceOptions options);
+  ~Service();  //!< stops: the job in flight finishes its batch and is queued again
+
+  //! Queues unfinished jobs of the database (a restart resumes them) and starts the runner.
+  void start();
+  //! Graceful stop: no new jobs start; the running one stops after its batch in flight (its
+  //! records are stored) and goes back to "queued" for the next start. Idempotent.
+  void stop();
+
+  //! POST /v1/tune: returns {"job": {...}, "created": bool}; identical active requests share a job.
+  nlohmann::json submit(const nlohmann::json& request);
+  nlohmann::json job(const std::string& id);
+  nlohmann::json jobs(const std::string& state, int limit);
+  //! Cancels a queued or running job; Error(Conflict) for a finished one.
+  nlohmann::json cancel(const std::string& id);
+
+  //! The best kernel of a workload on a target (a same-family target as fallback), with source.
+  nlohmann::json best(const std::string& workload_key, const std::string& target_key);
+  //! The same for op text (or a library name) and sizes on a backend of this machine.
+  nlohmann::json best_for(const nlohmann::json& request);
+
+  //! A page of records with the workloads and targets they name (schemas: RecordBatch).
+  nlohmann::json records(const std::string& workload_key, const std::string& target_key, std::int64_t after, int limit);
+  //! Imports a RecordBatch; duplicates are merged. Returns {"imported": n, "duplicates": m}.
+  nlohmann::json import_records(const nlohmann::json& batch);
+
+  nlohmann::json ops();
+  nlohmann::json targets();
+  //! Prometheus text exposition: jobs by state, measurements, errors by class, requests.
+  std::string metrics();
+  //! Called by the HTTP layer per request, for the latency histogram.
+  void observe_request(const std::string& route, int status, double seconds);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tiletune::server
