@@ -33,6 +33,7 @@ struct ServeOptions {
   bool open_reads = false;
   std::size_t max_body_mb = 32;
 };
+//! The measuring knobs of serve come from TuneCommandOptions (batch, timeout, min-time).
 
 // Each subcommand is a thin call into the modules; each returns an exit code and lets
 // tiletune::Error escape to main, which converts it.
@@ -50,6 +51,6 @@ int run_model_train(const CommonOptions& c, const std::vector<std::string>& kind
 int run_model_eval(const CommonOptions& c, const std::vector<std::string>& kinds, std::uint64_t seed, bool json);
 
 //! The daemon (cli/serve.cpp): returns when SIGTERM or SIGINT has stopped it cleanly.
-int run_serve(const CommonOptions& c, const ServeOptions& s);
+int run_serve(const CommonOptions& c, const TuneCommandOptions& t, const ServeOptions& s);
 
 }  // namespace tiletune::cli

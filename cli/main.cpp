@@ -85,6 +85,13 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--token-file", serve.token_file, "read the token from this file instead");
   serve_cmd->add_flag("--open-reads", serve.open_reads, "let GET routes through without a token");
   serve_cmd->add_option("--max-body-mb", serve.max_body_mb, "largest request body, MiB")->capture_default_str();
+  serve_cmd->add_option("--batch", tune.batch, "candidates built and measured per round")->check(CLI::Range(1, 4096))->capture_default_str();
+  serve_cmd->add_option("--timeout", tune.timeout_s, "seconds one candidate may run before it counts as hung")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
+  serve_cmd->add_option("--min-time", tune.min_seconds, "seconds of repeats timed per candidate")
+      ->check(CLI::Range(0.0, 60.0))
+      ->capture_default_str();
 
   std::vector<std::string> kinds = {"xgb", "nn"};
   std::uint64_t model_seed = 1;
@@ -115,7 +122,7 @@ int main(int argc, char** argv) {
     if (*best_cmd) return cli::run_best(common, top, json);
     if (*show_cmd) return cli::run_show(common, config, naive);
     if (*measure_cmd) return cli::run_measure(common, tune, configs);
-    if (*serve_cmd) return cli::run_serve(common, serve);
+    if (*serve_cmd) return cli::run_serve(common, tune, serve);
     if (*train_cmd) return cli::run_model_train(common, kinds, model_seed);
     if (*eval_cmd) return cli::run_model_eval(common, kinds, model_seed, json);
     return cli::run_ops();

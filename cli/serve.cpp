@@ -32,7 +32,7 @@ std::string read_token(const std::string& path) {
 
 }  // namespace
 
-int run_serve(const CommonOptions& c, const ServeOptions& s) {
+int run_serve(const CommonOptions& c, const TuneCommandOptions& t, const ServeOptions& s) {
   auto colon = s.listen.rfind(':');
   if (colon == std::string::npos) throw_error(ErrorKind::InvalidInput, "--listen wants HOST:PORT, got '" + s.listen + "'");
   server::HttpOptions http;
@@ -53,6 +53,9 @@ int run_serve(const CommonOptions& c, const ServeOptions& s) {
   so.db_path = c.db;
   so.cache_dir = c.cache_dir;
   so.threads = c.threads;
+  so.batch_size = t.batch;
+  so.timeout_s = t.timeout_s;
+  so.min_seconds = t.min_seconds;
   server::Service service(so);
   server::HttpServer server(service, http);
   int port = server.bind();

@@ -15,8 +15,11 @@ using nlohmann::json;
 
 namespace {
 
+//! Serializes without throwing on invalid UTF-8 (a message may quote the caller's bytes).
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
 std::string error_body(ErrorKind kind, const std::string& message) {
-  return json{{"error", {{"code", error_kind_name(kind)}, {"message", message}}}}.dump();
+  return dump(json{{"error", {{"code", error_kind_name(kind)}, {"message", message}}}});
 }
 
 //! Equal-time comparison: how much of a token matched must not show in the response time.
@@ -105,7 +108,7 @@ struct HttpServer::Impl {
 
   static void reply(httplib::Response& res, const json& body, int status = 200) {
     res.status = status;
-    res.set_content(body.dump(), "application/json");
+    res.set_content(dump(body), "application/json");
   }
 
   void routes() {

@@ -1,0 +1,113 @@
+#include "client/client.hpp"
+
+#include <httplib.h>
+
+#include <chrono>
+#include <thread>
+
+#include "support/error.hpp"
+
+namespace tiletune::client {
+
+using nlohmann::json;
+
+namespace {
+
+Job to_job(const json& j) {
+  Job out;
+  out.id = j.at("id").get<std::string>();
+  out.state = j.at("state").get<std::string>();
+  out.done = j.value("done", 0);
+  out.total = j.value("total", 0);
+  if (j.contains("best_ms") && j["best_ms"].is_number()) out.best_ms = j["best_ms"].get<double>();
+  out.error = j.value("error", "");
+  return out;
+}
+
+}  // namespace
+
+struct Client::Impl {
+  httplib::Client http;
+  std::string token;
+  std::mutex mu;  // httplib::Client is not safe for concurrent requests
+  Impl(const std::string& url, std::string t) : http(url), token(std::move(t)) {}
+};
+
+Client::Client(const std::string& base_url, std::string token, double timeout_s)
+    : impl_(std::make_unique<Impl>(base_url, std::move(token))) {
+  if (!impl_->http.is_valid()) throw_error(ErrorKind::InvalidInput, "not a daemon URL: " + base_url);
+  auto sec = static_cast<time_t>(timeout_s);
+  auto usec = static_cast<time_t>((timeout_s - static_cast<double>(sec)) * 1e6);
+  impl_->http.set_connection_timeout(sec, usec);
+  impl_->http.set_read_timeout(sec, usec);
+  impl_->http.set_keep_alive(true);
+  if (!impl_->token.empty()) impl_->http.set_bearer_token_auth(impl_->token.c_str());
+}
+
+Client::~Client() = default;
+
+json Client::call(const std::string& method, const std::string& path, const json& body) {
+  std::lock_guard lock(impl_->mu);
+  httplib::Result res = method == "GET"      ? impl_->http.Get(path.c_str())
+                        : method == "DELETE" ? impl_->http.Delete(path.c_str())
+                                             : impl_->http.Post(path.c_str(), body.dump(), "application/json");
+  if (!res) throw_error(ErrorKind::Io, "no answer from the daemon (" + httplib::to_string(res.error()) + ")");
+  json j = json::parse(res->body, nullptr, false);
+  if (res->status >= 200 && res->status < 300) {
+    if (j.is_discarded()) throw_error(ErrorKind::Internal, "the daemon answered " + path + " with malformed JSON");
+    return j;
+  }
+  std::string code = !j.is_discarded() && j.contains("error") ? j["error"].value("code", "") : "";
+  std::string message = !j.is_discarded() && j.contains("error") ? j["error"].value("message", "") : res->body;
+  ErrorKind kind = res->status == 400 ? ErrorKind::InvalidInput
+                   : res->status == 401 ? ErrorKind::Unauthorized
+                   : res->status == 403 ? ErrorKind::Forbidden
+                   : res->status == 404 ? ErrorKind::NotFound
+                   : res->status == 409 ? ErrorKind::Conflict
+                   : res->status == 413 ? ErrorKind::TooLarge
+                   : res->status == 503 ? ErrorKind::Unavailable
+                                        : ErrorKind::Internal;
+  throw_error(kind, "daemon: " + std::to_string(res->status) + " " + code + ": " + message);
+}
+
+std::optional<Kernel> Client::best(const std::string& op, const std::string& sizes, const std::string& backend) {
+  json j;
+  try {
+    j = call("POST", "/v1/best", {{"op", op}, {"sizes", sizes}, {"backend", backend}});
+  } catch (const Error& e) {
+    if (e.kind() == ErrorKind::NotFound) return std::nullopt;
+    throw;
+  }
+  Kernel k;
+  k.workload_key = j.at("workload_key");
+  k.target_key = j.at("target_key");
+  k.exact_target = j.at("exact_target");
+  k.config = j.at("config");
+  k.latency_s = j.at("latency_s");
+  k.gflops = j.at("gflops");
+  k.source = j.at("source");
+  k.source_language = j.value("source_language", "");
+  return k;
+}
+
+Job Client::tune(const std::string& op, const std::string& sizes, int trials, const std::string& strategy,
+                 const std::string& backend) {
+  json body = {{"op", op}, {"sizes", sizes}, {"trials", trials}, {"backend", backend}};
+  if (!strategy.empty()) body["strategy"] = strategy;
+  return to_job(call("POST", "/v1/tune", body).at("job"));
+}
+
+Job Client::job(const std::string& id) { return to_job(call("GET", "/v1/jobs/" + id)); }
+
+Job Client::wait(const std::string& id, double timeout_s, double poll_s) {
+  auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  for (;;) {
+    Job j = job(id);
+    if (j.finished() || std::chrono::steady_clock::now() >= end) return j;
+    std::this_thread::sleep_for(std::chrono::duration<double>(poll_s));
+  }
+}
+
+Job Client::cancel(const std::string& id) { return to_job(call("DELETE", "/v1/jobs/" + id)); }
+
+}  // namespace tiletune::client

@@ -1,0 +1,44 @@
+// tests/faulty_backend.hpp: a backend that injects faults into the CPU backend's kernels.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "codegen/backend.hpp"
+
+namespace tiletune::test {
+
+//! Emits the CPU backend's source with a fault chosen per config: "crash", "abort", "hang",
+//! "wrong", "build" or "" (none).
+class FaultyBackend : public codegen::Backend {
+ public:
+  explicit FaultyBackend(std::function<std::string(const std::string&)> fault)
+      : inner_(codegen::make_backend("cpu")), fault_(std::move(fault)) {}
+  std::string name() const override { return "faulty"; }
+  std::string runtime() const override { return inner_->runtime(); }
+  const codegen::TargetInfo& target() const override { return inner_->target(); }
+  std::string source_extension() const override { return inner_->source_extension(); }
+  std::string build(const std::string& src, const std::string& out) const override { return inner_->build(src, out); }
+  std::unique_ptr<codegen::Kernel> load(const std::string& path) const override { return inner_->load(path); }
+
+  std::string emit(const ir::Workload& w, const ir::LoopNest& nest, const std::string& config) const override {
+    std::string src = inner_->emit(w, nest, config);
+    std::string fault = fault_(config);
+    std::string entry = "float* tt_workspace) {\n";
+    size_t body = src.find(entry) + entry.size();
+    int inputs = 0;
+    for (auto& b : w.buffers) inputs += b.role == ir::Buffer::Role::Input;
+    if (fault == "crash") src.insert(body, "  *(volatile int*)16 = 1;\n");
+    if (fault == "abort") src.insert(body, "  __builtin_trap();\n");
+    if (fault == "hang") src.insert(body, "  for (volatile int tt_spin = 1; tt_spin;) {}\n");
+    if (fault == "build") src.insert(body, "  this is not C++;\n");
+    if (fault == "wrong") src.insert(src.rfind('}'), "  tt_tensors[" + std::to_string(inputs) + "][0] += 1.0f;\n");
+    return src;
+  }
+
+ private:
+  std::unique_ptr<codegen::Backend> inner_;
+  std::function<std::string(const std::string&)> fault_;
+};
+
+}  // namespace tiletune::test

@@ -1,0 +1,233 @@
+// The REST API in one process: routes, auth, every kind of bad input, jobs, records exchange,
+// faulty kernels.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "client/client.hpp"
+#include "codegen/backend.hpp"
+#include "daemon_harness.hpp"
+#include "db/store.hpp"
+#include "faulty_backend.hpp"
+#include "support/hash.hpp"
+
+using namespace tiletune;
+using nlohmann::json;
+using test::DaemonOptions;
+using test::InProcessDaemon;
+using test::TempDir;
+
+namespace {
+
+const std::string kJson = "application/json";
+
+//! Status and error code of an answer.
+std::pair<int, std::string> outcome(const httplib::Result& r) {
+  REQUIRE(r);
+  json j = json::parse(r->body, nullptr, false);
+  std::string code = !j.is_discarded() && j.is_object() && j.contains("error") ? j["error"].value("code", "") : "";
+  return {r->status, code};
+}
+
+std::string message(const httplib::Result& r) { return json::parse(r->body)["error"]["message"]; }
+
+}  // namespace
+
+TEST_CASE("api: health, ops, targets, openapi; tokens guard reads unless they are open, and always writes") {
+  TempDir dir;
+  InProcessDaemon d(dir.file("d.db"), {"tok", false, 1 << 20, false});
+  auto none = d.client(""), wrong = d.client("nope"), good = d.client();
+  CHECK(none.Get("/healthz")->status == 200);
+  CHECK(outcome(none.Get("/v1/ops")) == std::make_pair(401, std::string("unauthorized")));
+  CHECK(outcome(wrong.Get("/v1/ops")) == std::make_pair(403, std::string("forbidden")));
+  auto ops = good.Get("/v1/ops");
+  CHECK(ops->status == 200);
+  CHECK(json::parse(ops->body)["ops"].size() >= 9);
+  CHECK(json::parse(good.Get("/v1/targets")->body)["backends"].size() >= 1);
+  CHECK(none.Get("/openapi.yaml")->body.find("/v1/tune") != std::string::npos);
+  CHECK(good.Get("/metrics")->body.find("tiletune_jobs{state=\"queued\"}") != std::string::npos);
+
+  InProcessDaemon open(dir.file("o.db"), {"tok", true, 1 << 20, false});
+  auto anon = open.client("");
+  CHECK(anon.Get("/v1/ops")->status == 200);
+  CHECK(outcome(anon.Post("/v1/tune", R"({"op":"matmul","sizes":"M=8,N=8,K=8"})", kJson)).first == 401);
+  CHECK(outcome(anon.Delete("/v1/jobs/x")).first == 401);
+}
+
+TEST_CASE("api: malformed requests of every kind get their 4xx with a code and a message") {
+  TempDir dir;
+  InProcessDaemon d(dir.file("d.db"), {"tok", false, 4096, false});
+  auto c = d.client();
+  auto post = [&](const std::string& path, const std::string& body) { return c.Post(path.c_str(), body, kJson); };
+  CHECK(outcome(post("/v1/tune", "{\"op\": ")) == std::make_pair(400, std::string("invalid_input")));
+  CHECK(message(post("/v1/tune", "{\"op\": ")).find("column") != std::string::npos);
+  CHECK(outcome(post("/v1/tune", "[1,2]")).first == 400);
+  CHECK(outcome(post("/v1/tune", R"({"op":"matmul"})")).first == 400);  // no sizes
+  CHECK(message(post("/v1/tune", R"({"op":"matmul","sizes":"M=8,N=8,K=8","trials":0})")).find("/trials") !=
+        std::string::npos);
+  CHECK(outcome(post("/v1/tune", R"({"op":"matmul","sizes":"M=8,N=8,K=8","strategy":"magic"})")).first == 400);
+  CHECK(outcome(post("/v1/tune", R"({"op":"matmul","sizes":"M=8,N=8,K=8","extra":1})")).first == 400);
+  CHECK(outcome(post("/v1/tune", R"({"op":"matmul","sizes":"M=8,N=8"})")).first == 400);  // K unbound
+  CHECK(message(post("/v1/tune", R"({"op":"matmul","sizes":"M=8,N=8"})")).find("K") != std::string::npos);
+  auto bad_text = post("/v1/tune", R"({"op":"op f(A: f32[N]) -> (B: f32[N]) {\n  B[i] = A[i] +\n}","sizes":"N=4"})");
+  CHECK(outcome(bad_text).first == 400);
+  CHECK(message(bad_text).rfind("3:1:", 0) == 0);  // line:column first
+  CHECK(outcome(post("/v1/tune", R"({"op":"matmul","sizes":"M=8,N=8,K=8","backend":"tpu"})")).first == 400);
+  CHECK(message(post("/v1/tune", R"({"op":"matmul","sizes":"M=8,N=8,K=8","backend":"tpu"})")).find("cpu") !=
+        std::string::npos);
+  CHECK(outcome(post("/v1/tune", std::string(5000, ' '))) == std::make_pair(413, std::string("payload_too_large")));
+  CHECK(outcome(c.Get("/v1/jobs/0123456789abcdef")).first == 404);
+  CHECK(outcome(c.Delete("/v1/jobs/0123456789abcdef")).first == 404);
+  CHECK(outcome(c.Get("/v1/jobs?state=sleeping")).first == 400);
+  CHECK(outcome(c.Get("/v1/jobs?limit=-3")).first == 400);
+  CHECK(outcome(c.Get("/v1/best")).first == 400);
+  CHECK(outcome(c.Get("/v1/best?workload=00&target=00")).first == 404);
+  CHECK(outcome(post("/v1/best", R"({"op":"matmul","sizes":"M=8,N=8,K=8"})")).first == 404);
+  CHECK(message(post("/v1/best", R"({"op":"matmul","sizes":"M=8,N=8,K=8"})")).find("POST /v1/tune") != std::string::npos);
+  CHECK(outcome(c.Get("/v1/records?after=x")).first == 400);
+  CHECK(outcome(post("/v1/records", R"({"workloads":[],"targets":[],"records":[{"id":1}]})")).first == 400);
+  CHECK(outcome(c.Get("/v1/nothing")) == std::make_pair(404, std::string("not_found")));
+  CHECK(outcome(c.Put("/v1/tune", "{}", kJson)).first == 404);
+  // A job that already ended cannot be cancelled.
+  auto job = json::parse(post("/v1/tune", R"({"op":"matmul","sizes":"M=8,N=8,K=8"})")->body)["job"];
+  CHECK(c.Delete(("/v1/jobs/" + job["id"].get<std::string>()).c_str())->status == 200);
+  CHECK(outcome(c.Delete(("/v1/jobs/" + job["id"].get<std::string>()).c_str())) ==
+        std::make_pair(409, std::string("conflict")));
+}
+
+TEST_CASE("api: a fuzz loop over JSON and op text finds no 5xx and no crash") {
+  TempDir dir;
+  InProcessDaemon d(dir.file("d.db"), {"tok", false, 1 << 16, false});  // jobs stay queued
+  auto c = d.client();
+  const std::vector<std::pair<std::string, std::string>> seeds = {
+      {"/v1/tune", R"({"op":"matmul","sizes":"M=8,N=8,K=8","trials":3,"strategy":"random"})"},
+      {"/v1/tune", R"({"op":"op f(A: f32[N, M]) -> (B: f32[N]) {\n  B[i] += exp(A[i, j]) * 2.0\n}","sizes":"N=4,M=5"})"},
+      {"/v1/best", R"({"op":"softmax","sizes":"N=4,D=8","backend":"cpu"})"},
+      {"/v1/records", R"({"workloads":[],"targets":[],"records":[]})"},
+  };
+  std::mt19937_64 rng(7);
+  const std::string alphabet = "{}[]\":,0123456789-+eE.abcdefijkNMnull truefalse()=+*/\\\n\x01\xff";
+  int answered = 0;
+  for (int i = 0; i < 400; ++i) {
+    auto [path, body] = seeds[rng() % seeds.size()];
+    int edits = 1 + static_cast<int>(rng() % 4);
+    for (int e = 0; e < edits && !body.empty(); ++e) {
+      std::size_t at = rng() % body.size();
+      switch (rng() % 4) {
+        case 0: body[at] = alphabet[rng() % alphabet.size()]; break;
+        case 1: body.erase(at, 1 + rng() % 8); break;
+        case 2: body.insert(at, 1, alphabet[rng() % alphabet.size()]); break;
+        case 3: body = body.substr(0, at); break;
+      }
+    }
+    auto r = c.Post(path.c_str(), body, kJson);
+    REQUIRE(r);
+    CAPTURE(body);
+    CHECK(r->status < 500);
+    answered += 1;
+  }
+  CHECK(answered == 400);
+  CHECK(c.Get("/healthz")->status == 200);
+}
+
+TEST_CASE("api: a tuning job runs to the end; identical requests share it; the best kernel comes with source") {
+  TempDir dir;
+  InProcessDaemon d(dir.file("d.db"));
+  client::Client cl(d.url(), "tok");
+  auto job = cl.tune("matmul", "M=24,N=40,K=16", 6, "random");
+  auto same = cl.tune("matmul", "M=24,N=40,K=16", 6, "random");
+  CHECK(same.id == job.id);
+  auto other = cl.tune("matmul", "M=24,N=40,K=16", 7, "random");
+  CHECK(other.id != job.id);
+  auto done = cl.wait(job.id, 120);
+  CHECK(done.state == "done");
+  CHECK(done.done == 6);
+  REQUIRE(done.best_ms.has_value());
+  CHECK(cl.wait(other.id, 120).state == "done");
+  auto k = cl.best("matmul", "M=24,N=40,K=16");
+  REQUIRE(k.has_value());
+  CHECK(k->exact_target);
+  CHECK(k->source.find(k->workload_key) != std::string::npos);
+  CHECK(k->latency_s * 1e3 <= *done.best_ms + 1e-9);
+  CHECK(!cl.best("matmul", "M=24,N=40,K=17").has_value());
+  auto by_key = cl.call("GET", "/v1/best?workload=" + k->workload_key + "&target=" + k->target_key);
+  CHECK(by_key["latency_s"] == k->latency_s);
+  auto listed = cl.call("GET", "/v1/jobs?state=done");
+  CHECK(listed["jobs"].size() == 2);
+  // A long job is cancelled while it runs.
+  auto longer = cl.tune("matmul", "M=24,N=40,K=16", 1000, "random");
+  cl.cancel(longer.id);
+  CHECK(cl.wait(longer.id, 120).state == "cancelled");
+  CHECK_THROWS_AS(cl.cancel(longer.id), Error);
+}
+
+TEST_CASE("api: records flow between daemons, duplicates merge, another target never answers for this one") {
+  TempDir dir;
+  InProcessDaemon a(dir.file("a.db")), b(dir.file("b.db"), {"tok", false, 32 << 20, false});
+  client::Client ca(a.url(), "tok"), cb(b.url(), "tok");
+  ca.wait(ca.tune("matmul", "M=16,N=16,K=16", 5, "random").id, 120);
+  auto page = ca.call("GET", "/v1/records?limit=3");
+  CHECK(page["records"].size() == 3);
+  auto rest = ca.call("GET", "/v1/records?after=" + std::to_string(page["next_after"].get<int>()));
+  CHECK(rest["records"].size() == 2);
+  auto first = cb.call("POST", "/v1/records", page);
+  CHECK(first["imported"] == 3);
+  auto again = cb.call("POST", "/v1/records", page);
+  CHECK(again["imported"] == 0);
+  CHECK(again["duplicates"] == 3);
+  cb.call("POST", "/v1/records", rest);
+  auto ka = ca.best("matmul", "M=16,N=16,K=16"), kb = cb.best("matmul", "M=16,N=16,K=16");
+  REQUIRE(ka);
+  REQUIRE(kb);
+  CHECK(ka->latency_s == kb->latency_s);
+
+  // Records of another device only: a lookup for this machine finds nothing.
+  json foreign = page;
+  std::string fingerprint = R"({"backend":"cpu","device":{"cpu":"elsewhere"}})";
+  std::string key = hash_hex(fingerprint);
+  foreign["targets"] = json::array({{{"key", key}, {"backend", "cpu"}, {"family", "elsewhere"}, {"fingerprint_json", fingerprint}}});
+  for (auto& r : foreign["records"]) r["target_key"] = key;
+  TempDir dir2;
+  InProcessDaemon c(dir2.file("c.db"), {"tok", false, 32 << 20, false});
+  client::Client cc(c.url(), "tok");
+  CHECK(cc.call("POST", "/v1/records", foreign)["imported"] == 3);
+  CHECK(!cc.best("matmul", "M=16,N=16,K=16").has_value());
+  CHECK(cc.call("GET", "/v1/best?workload=" + ka->workload_key + "&target=" + key)["target_key"] == key);
+  // A target whose key is not its fingerprint's hash, or a workload that does not parse, is refused whole.
+  json forged = foreign;
+  forged["targets"][0]["key"] = "0123456789abcdef";
+  CHECK_THROWS_AS(cc.call("POST", "/v1/records", forged), Error);
+  json bad_op = page;
+  bad_op["workloads"][0]["op_text"] = "op evil(A: f32[N]) -> (B: f32[N]) { system(\"rm -rf /\") }";
+  bad_op["workloads"][0]["op_name"] = "nothing";
+  ErrorKind kind{};
+  CHECK(test::error_of([&] { cc.call("POST", "/v1/records", bad_op); }, &kind).find("workload") != std::string::npos);
+  CHECK(kind == ErrorKind::InvalidInput);
+}
+
+TEST_CASE("api: kernels that crash, hang and compute wrong results are recorded as such; the daemon keeps serving") {
+  // Faults by the hash of the config; the naive reference stays correct.
+  std::string naive = ir::naive_schedule(test::library_workload("matmul", "M=8,N=24,K=8")).to_json();
+  codegen::register_backend("faulty-daemon", "test: faults by config hash", [naive](const codegen::BackendOptions&) {
+    return std::make_unique<test::FaultyBackend>([naive](const std::string& config) -> std::string {
+      const char* faults[] = {"", "crash", "hang", "wrong"};
+      return config == naive ? "" : faults[fnv1a64(config) % 4];
+    });
+  });
+  TempDir dir;
+  InProcessDaemon d(dir.file("d.db"));
+  client::Client cl(d.url(), "tok");
+  auto job = cl.tune("matmul", "M=8,N=24,K=8", 16, "random", "faulty-daemon");
+  CHECK(cl.call("GET", "/healthz")["status"] == "ok");
+  auto done = cl.wait(job.id, 300);
+  CHECK(done.state == "done");
+  CHECK(done.done == 16);
+  auto metrics = cl.call("GET", "/v1/jobs");  // still answering
+  CHECK(metrics["jobs"].size() == 1);
+  httplib::Client raw = d.client();
+  std::string text = raw.Get("/metrics")->body;
+  CHECK(text.find("tiletune_measurement_errors_total{class=\"runtime_error\"}") != std::string::npos);
+  CHECK(text.find("tiletune_measurement_errors_total{class=\"timeout\"}") != std::string::npos);
+  CHECK(text.find("tiletune_measurement_errors_total{class=\"wrong_result\"}") != std::string::npos);
+}

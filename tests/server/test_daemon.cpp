@@ -1,0 +1,165 @@
+// The daemon as a process: killed mid-job, stopped by SIGTERM, sharing a database with another
+// daemon and with the CLI. Loopback only, bounded in time.
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "client/client.hpp"
+#include "db/store.hpp"
+#include "helpers.hpp"
+#include "support/subprocess.hpp"
+
+using namespace tiletune;
+using test::TempDir;
+
+namespace {
+
+//! `tiletune serve` in a child process; its output goes to a file the test reads for the port.
+class DaemonProcess {
+ public:
+  DaemonProcess(const std::string& db, const std::string& log) : log_(log) {
+    std::string exe = std::string(TILETUNE_BINARY_DIR) + "/tiletune";
+    pid_ = fork();
+    REQUIRE(pid_ >= 0);
+    if (pid_ == 0) {
+      int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      dup2(fd, 1);
+      dup2(fd, 2);
+      execl(exe.c_str(), exe.c_str(), "serve", "--db", db.c_str(), "--listen", "127.0.0.1:0", "--token", "tok",
+            "--cache", test::kernel_cache().c_str(), "--min-time", "0.002", "--timeout", "5",
+            static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    // Wait for "listening on http://127.0.0.1:PORT" (LibTorch makes the start take a second).
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (std::chrono::steady_clock::now() < end && port_ == 0) {
+      std::ifstream in(log);
+      std::string line;
+      while (std::getline(in, line)) {
+        auto at = line.find("listening on http://127.0.0.1:");
+        if (at != std::string::npos) port_ = std::stoi(line.substr(at + 30));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    REQUIRE(port_ > 0);
+  }
+  ~DaemonProcess() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  void kill_hard() {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  //! SIGTERM, then the exit status (or -1 if it did not exit within the time).
+  int terminate(double timeout_s) {
+    kill(pid_, SIGTERM);
+    auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    int status = 0;
+    while (std::chrono::steady_clock::now() < end) {
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return -1;
+  }
+
+ private:
+  std::string log_;
+  pid_t pid_ = -1;
+  int port_ = 0;
+};
+
+client::Job wait_for(client::Client& c, const std::string& id, std::function<bool(const client::Job&)> until,
+                     double timeout_s) {
+  auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  client::Job j = c.job(id);
+  while (!until(j) && std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    j = c.job(id);
+  }
+  return j;
+}
+
+std::int64_t count_records(const std::string& db) {
+  auto store = db::open_sqlite_store(db);
+  return static_cast<std::int64_t>(store->records({"", "", 0, 1000000}).size());
+}
+
+}  // namespace
+
+TEST_CASE("daemon: SIGKILL in the middle of a job loses no committed record; a restart finishes the job") {
+  TempDir dir;
+  std::string db = dir.file("d.db");
+  std::string id;
+  std::int64_t before_kill = 0;
+  {
+    DaemonProcess d(db, dir.file("log1"));
+    client::Client c(d.url(), "tok");
+    id = c.tune("matmul", "M=40,N=24,K=32", 40, "random").id;
+    auto j = wait_for(c, id, [](auto& j) { return j.done >= 16; }, 120);  // a batch or more stored
+    REQUIRE(j.done >= 16);
+    before_kill = count_records(db);
+    d.kill_hard();
+  }
+  auto store = db::open_sqlite_store(db);
+  CHECK(store->integrity_check() == "ok");
+  CHECK(count_records(db) >= before_kill);
+  DaemonProcess again(db, dir.file("log2"));
+  client::Client c(again.url(), "tok");
+  auto j = wait_for(c, id, [](auto& j) { return j.finished(); }, 180);
+  CHECK(j.state == "done");
+  CHECK(j.done == 40);
+  CHECK(count_records(db) == 40);
+  CHECK(store->integrity_check() == "ok");
+}
+
+TEST_CASE("daemon: SIGTERM lets the batch in flight finish, queues the job again and exits 0") {
+  TempDir dir;
+  std::string db = dir.file("d.db");
+  DaemonProcess d(db, dir.file("log"));
+  client::Client c(d.url(), "tok");
+  auto id = c.tune("matmul", "M=40,N=24,K=16", 200, "random").id;
+  REQUIRE(wait_for(c, id, [](auto& j) { return j.state == "running" && j.done > 0; }, 120).done > 0);
+  CHECK(d.terminate(120) == 0);
+  auto store = db::open_sqlite_store(db);
+  auto job = store->job(id);
+  REQUIRE(job);
+  CHECK(job->state == "queued");
+  CHECK(job->done == count_records(db));  // every measured batch was stored and counted
+  CHECK(store->integrity_check() == "ok");
+}
+
+TEST_CASE("daemon: two daemons and the CLI on one database file lose nothing") {
+  TempDir dir;
+  std::string db = dir.file("d.db");
+  DaemonProcess a(db, dir.file("a")), b(db, dir.file("b"));
+  client::Client ca(a.url(), "tok"), cb(b.url(), "tok");
+  auto ja = ca.tune("matmul", "M=16,N=16,K=16", 8, "random");
+  auto jb = cb.tune("matmul", "M=16,N=24,K=16", 8, "random");
+  auto cli = run_process({std::string(TILETUNE_BINARY_DIR) + "/tiletune", "tune", "matmul", "--sizes", "M=24,N=16,K=16",
+                          "--trials", "8", "--strategy", "random", "--min-time", "0.002", "--db", db, "--cache",
+                          test::kernel_cache()},
+                         300);
+  CHECK(cli.ok());
+  CHECK(wait_for(ca, ja.id, [](auto& j) { return j.finished(); }, 300).state == "done");
+  CHECK(wait_for(cb, jb.id, [](auto& j) { return j.finished(); }, 300).state == "done");
+  CHECK(count_records(db) == 24);
+  // Each daemon sees the other's job and records.
+  CHECK(ca.job(jb.id).state == "done");
+  CHECK(cb.best("matmul", "M=16,N=16,K=16").has_value());
+  CHECK(db::open_sqlite_store(db)->integrity_check() == "ok");
+}
