@@ -41,6 +41,7 @@ Client::Client(const std::string& base_url, std::string token, double timeout_s)
   impl_->http.set_connection_timeout(sec, usec);
   impl_->http.set_read_timeout(sec, usec);
   impl_->http.set_keep_alive(true);
+  impl_->http.set_tcp_nodelay(true);
   if (!impl_->token.empty()) impl_->http.set_bearer_token_auth(impl_->token.c_str());
 }
 

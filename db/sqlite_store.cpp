@@ -1,6 +1,7 @@
 #include <sqlite3.h>
 
 #include <chrono>
+#include <atomic>
 #include <mutex>
 #include <nlohmann/json.hpp>
 
@@ -184,7 +185,10 @@ class WriteTransaction {
   void commit() {
     exec(db_, "COMMIT", "committing");
     db_ = nullptr;
+    ++commits_;
   }
+  //! Commits through this process's connections (PRAGMA data_version sees only the others').
+  static inline std::atomic<std::int64_t> commits_{0};
 
  private:
   sqlite3* db_;
@@ -425,6 +429,13 @@ class SqliteStore final : public Store {
     std::vector<JobRow> out;
     while (st.step()) out.push_back(read_job(st));
     return out;
+  }
+
+  std::int64_t change_stamp() override {
+    std::lock_guard lock(mu_);
+    Statement st(db(), "PRAGMA data_version");  // moves with other connections' commits
+    st.step();
+    return (st.integer(0) << 32) + WriteTransaction::commits_.load();
   }
 
   std::string integrity_check() override {

@@ -120,6 +120,9 @@ class Store {
   virtual std::optional<JobRow> job(const std::string& id) = 0;
   //! Jobs, newest first, optionally of one state.
   virtual std::vector<JobRow> jobs(const std::string& state, int limit) = 0;
+  //! Changes whenever anything is committed to the database, by this store or any other
+  //! connection: answers cached under an equal stamp are still current.
+  virtual std::int64_t change_stamp() = 0;
   //! "ok", or what SQLite's integrity_check reports.
   virtual std::string integrity_check() = 0;
 };

@@ -161,6 +161,7 @@ struct HttpServer::Impl {
     });
     http.set_payload_max_length(options.max_body_bytes);
     http.set_keep_alive_max_count(1000000);
+    http.set_tcp_nodelay(true);  // small answers must not wait for delayed ACKs (40 ms)
     http.set_read_timeout(30, 0);
     http.new_task_queue = [] { return new httplib::ThreadPool(16); };
   }

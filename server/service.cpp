@@ -102,6 +102,7 @@ struct Service::Impl {
   std::map<std::string, double> latency_sum;
   std::mutex source_mu;
   std::map<std::string, std::string> source_cache;  // workload + config key -> emitted source
+  std::map<std::string, std::pair<std::int64_t, json>> answers;  // GET /v1/best by keys, with the change stamp
 
   explicit Impl(ServiceOptions o) : options(std::move(o)), store(db::open_sqlite_store(options.db_path)) {}
 
@@ -331,6 +332,23 @@ json Service::cancel(const std::string& id) {
 }
 
 json Service::best(const std::string& workload_key, const std::string& target_key) {
+  auto& store = *impl_->store;
+  // Compilers ask the same question often: the answer stands until the database changes.
+  std::int64_t stamp = store.change_stamp();
+  std::string cache_key = workload_key + "/" + target_key;
+  {
+    std::lock_guard lock(impl_->source_mu);
+    auto it = impl_->answers.find(cache_key);
+    if (it != impl_->answers.end() && it->second.first == stamp) return it->second.second;
+  }
+  json answer = best_uncached(workload_key, target_key);
+  std::lock_guard lock(impl_->source_mu);
+  if (impl_->answers.size() > 4096) impl_->answers.clear();
+  impl_->answers[cache_key] = {stamp, answer};
+  return answer;
+}
+
+json Service::best_uncached(const std::string& workload_key, const std::string& target_key) {
   auto& store = *impl_->store;
   auto wrow = store.workload(workload_key);
   if (!wrow) throw_error(ErrorKind::NotFound, "no workload '" + workload_key + "'; tune it first (POST /v1/tune)");

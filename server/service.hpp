@@ -56,6 +56,7 @@ class Service {
   void observe_request(const std::string& route, int status, double seconds);
 
  private:
+  nlohmann::json best_uncached(const std::string& workload_key, const std::string& target_key);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

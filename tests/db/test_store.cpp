@@ -287,6 +287,19 @@ TEST_CASE("store: a model per kind and target, replaced by the next, blob bytes 
   error_message(ErrorKind::Database, [&] { store->put_model({"xgb", "00000000000000ff", 1, 1, "{}", "x", 0}); });
 }
 
+TEST_CASE("store: the change stamp moves with commits of this store and of other connections") {
+  TempDir dir;
+  auto a = open_with_keys(dir.file("t.db"));
+  auto b = open_sqlite_store(dir.file("t.db"));
+  auto s0 = a->change_stamp();
+  CHECK(a->change_stamp() == s0);  // reading changes nothing
+  b->add_record(success(1, {0.1}));
+  auto s1 = a->change_stamp();
+  CHECK(s1 != s0);
+  a->add_record(success(2, {0.1}));
+  CHECK(a->change_stamp() != s1);
+}
+
 TEST_CASE("store: two stores on one file in two threads lose nothing") {
   TempDir dir;
   auto path = dir.file("t.db");
