@@ -32,7 +32,16 @@ struct ServeOptions {
   std::string token_file;  //!< or read from this file (first line)
   bool open_reads = false;
   std::size_t max_body_mb = 32;
+  double lease_seconds = 120;  //!< a remote worker's batch goes to another worker after this
 };
+struct WorkerOptions {
+  std::string server;      //!< the daemon's URL
+  std::string token;
+  std::string name;        //!< shown in the daemon's log; default: the host name
+  double poll_s = 1;       //!< wait between leases when there is no work
+  int max_batches = 0;     //!< stop after this many batches; 0: until SIGTERM
+};
+
 //! The measuring knobs of serve come from TuneCommandOptions (batch, timeout, min-time).
 
 // Each subcommand is a thin call into the modules; each returns an exit code and lets
@@ -52,5 +61,11 @@ int run_model_eval(const CommonOptions& c, const std::vector<std::string>& kinds
 
 //! The daemon (cli/serve.cpp): returns when SIGTERM or SIGINT has stopped it cleanly.
 int run_serve(const CommonOptions& c, const TuneCommandOptions& t, const ServeOptions& s);
+
+//! The first line of a token file, trimmed; Error if unreadable or empty.
+std::string read_token(const std::string& path);
+
+//! A remote measuring worker (cli/worker.cpp).
+int run_worker(const CommonOptions& c, const WorkerOptions& o);
 
 }  // namespace tiletune::cli

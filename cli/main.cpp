@@ -85,6 +85,9 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--token-file", serve.token_file, "read the token from this file instead");
   serve_cmd->add_flag("--open-reads", serve.open_reads, "let GET routes through without a token");
   serve_cmd->add_option("--max-body-mb", serve.max_body_mb, "largest request body, MiB")->capture_default_str();
+  serve_cmd->add_option("--lease-seconds", serve.lease_seconds, "a remote worker's batch goes to another worker after this")
+      ->check(CLI::Range(0.5, 86400.0))
+      ->capture_default_str();
   serve_cmd->add_option("--batch", tune.batch, "candidates built and measured per round")->check(CLI::Range(1, 4096))->capture_default_str();
   serve_cmd->add_option("--timeout", tune.timeout_s, "seconds one candidate may run before it counts as hung")
       ->check(CLI::Range(0.1, 3600.0))
@@ -92,6 +95,17 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--min-time", tune.min_seconds, "seconds of repeats timed per candidate")
       ->check(CLI::Range(0.0, 60.0))
       ->capture_default_str();
+
+  cli::WorkerOptions worker;
+  std::string worker_token_file;
+  auto* worker_cmd = app.add_subcommand("worker", "measure candidates for a daemon on this machine (until SIGTERM)");
+  add_common(worker_cmd, common, false);
+  worker_cmd->add_option("--server", worker.server, "URL of the daemon, like http://host:8080")->required();
+  worker_cmd->add_option("--token", worker.token, "bearer token of the daemon");
+  worker_cmd->add_option("--token-file", worker_token_file, "read the token from this file instead");
+  worker_cmd->add_option("--name", worker.name, "name in the daemon's log (default: host name)");
+  worker_cmd->add_option("--poll", worker.poll_s, "seconds between leases when there is no work")->capture_default_str();
+  worker_cmd->add_option("--max-batches", worker.max_batches, "stop after this many batches (0: never)")->capture_default_str();
 
   std::vector<std::string> kinds = {"xgb", "nn"};
   std::uint64_t model_seed = 1;
@@ -123,6 +137,10 @@ int main(int argc, char** argv) {
     if (*show_cmd) return cli::run_show(common, config, naive);
     if (*measure_cmd) return cli::run_measure(common, tune, configs);
     if (*serve_cmd) return cli::run_serve(common, tune, serve);
+    if (*worker_cmd) {
+      if (!worker_token_file.empty()) worker.token = cli::read_token(worker_token_file);
+      return cli::run_worker(common, worker);
+    }
     if (*train_cmd) return cli::run_model_train(common, kinds, model_seed);
     if (*eval_cmd) return cli::run_model_eval(common, kinds, model_seed, json);
     return cli::run_ops();

@@ -20,6 +20,8 @@ namespace {
 
 bool loopback(const std::string& host) { return host == "127.0.0.1" || host == "localhost" || host == "::1"; }
 
+}  // namespace
+
 std::string read_token(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw_error(ErrorKind::Io, "cannot read the token file " + path);
@@ -29,8 +31,6 @@ std::string read_token(const std::string& path) {
   if (token.empty()) throw_error(ErrorKind::InvalidInput, "the token file " + path + " is empty");
   return token;
 }
-
-}  // namespace
 
 int run_serve(const CommonOptions& c, const TuneCommandOptions& t, const ServeOptions& s) {
   auto colon = s.listen.rfind(':');
@@ -54,6 +54,7 @@ int run_serve(const CommonOptions& c, const TuneCommandOptions& t, const ServeOp
   so.cache_dir = c.cache_dir;
   so.threads = c.threads;
   so.batch_size = t.batch;
+  so.lease_seconds = s.lease_seconds;
   so.timeout_s = t.timeout_s;
   so.min_seconds = t.min_seconds;
   server::Service service(so);

@@ -53,6 +53,7 @@ json Client::call(const std::string& method, const std::string& path, const json
                         : method == "DELETE" ? impl_->http.Delete(path.c_str())
                                              : impl_->http.Post(path.c_str(), body.dump(), "application/json");
   if (!res) throw_error(ErrorKind::Io, "no answer from the daemon (" + httplib::to_string(res.error()) + ")");
+  if (res->status == 204) return nullptr;  // nothing to say (a worker's lease when there is no work)
   json j = json::parse(res->body, nullptr, false);
   if (res->status >= 200 && res->status < 300) {
     if (j.is_discarded()) throw_error(ErrorKind::Internal, "the daemon answered " + path + " with malformed JSON");

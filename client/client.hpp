@@ -40,7 +40,7 @@ class Client {
   //! Polls until the job finishes or timeout_s passes (then returns it as it is).
   Job wait(const std::string& id, double timeout_s, double poll_s = 0.2);
   Job cancel(const std::string& id);
-  //! Any route: the JSON body of a 2xx answer, else the error as tiletune::Error.
+  //! Any route: the JSON body of a 2xx answer (null for 204), else the error as tiletune::Error.
   nlohmann::json call(const std::string& method, const std::string& path, const nlohmann::json& body = nullptr);
 
  private:

@@ -18,6 +18,11 @@ struct TargetInfo {
   ir::TargetTraits traits;
 };
 
+//! Target traits as JSON (stored with the target, so that a remote target can be searched) and
+//! back; missing fields keep their defaults, Error(InvalidInput) on malformed text.
+std::string traits_to_json(const ir::TargetTraits& t);
+ir::TargetTraits traits_from_json(const std::string& json);
+
 //! A loaded kernel, callable in the measuring process.
 class Kernel {
  public:

@@ -1,10 +1,37 @@
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 
 #include "codegen/backend.hpp"
 #include "support/error.hpp"
 
 namespace tiletune::codegen {
+
+std::string traits_to_json(const ir::TargetTraits& t) {
+  return nlohmann::json{{"vector_lanes", t.vector_lanes}, {"vector_registers", t.vector_registers},
+                        {"threads", t.threads},           {"l1_bytes", t.l1_bytes},
+                        {"l2_bytes", t.l2_bytes},         {"l3_bytes", t.l3_bytes}}
+      .dump();
+}
+
+ir::TargetTraits traits_from_json(const std::string& text) {
+  ir::TargetTraits t;
+  if (text.empty()) return t;
+  try {
+    auto j = nlohmann::json::parse(text);
+    t.vector_lanes = j.value("vector_lanes", t.vector_lanes);
+    t.vector_registers = j.value("vector_registers", t.vector_registers);
+    t.threads = j.value("threads", t.threads);
+    t.l1_bytes = j.value("l1_bytes", t.l1_bytes);
+    t.l2_bytes = j.value("l2_bytes", t.l2_bytes);
+    t.l3_bytes = j.value("l3_bytes", t.l3_bytes);
+  } catch (const nlohmann::json::exception& e) {
+    throw_error(ErrorKind::InvalidInput, std::string("target traits: ") + e.what());
+  }
+  if (t.vector_lanes < 1 || t.vector_lanes > 1024 || t.vector_registers < 1 || t.threads < 1 || t.threads > 4096)
+    throw_error(ErrorKind::InvalidInput, "target traits out of range: " + text);
+  return t;
+}
 
 std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& options);  // cpu_backend.cpp
 

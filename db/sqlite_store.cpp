@@ -80,6 +80,10 @@ const char* const kMigrations[] = {
     CREATE INDEX jobs_by_request ON jobs (request_key, state);
     CREATE INDEX jobs_by_created ON jobs (created_unix_ms);
     )sql",
+    // 4: targets keep their traits, so that a remote worker's target can be searched here.
+    R"sql(
+    ALTER TABLE targets ADD COLUMN traits_json TEXT NOT NULL DEFAULT '';
+    )sql",
 };
 constexpr std::int64_t kSchemaVersion = sizeof kMigrations / sizeof kMigrations[0];
 
@@ -247,9 +251,10 @@ class SqliteStore final : public Store {
   void put_target(const TargetRow& t) override {
     std::lock_guard lock(mu_);
     WriteTransaction tx(db());
-    Statement(db(), "INSERT INTO targets (key, backend, family, fingerprint_json, created) "
-                    "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING")
-        .bind(t.key, t.backend, t.family, t.fingerprint_json, now_unix_ms())
+    Statement(db(), "INSERT INTO targets (key, backend, family, fingerprint_json, traits_json, created) "
+                    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO UPDATE SET traits_json = excluded.traits_json "
+                    "WHERE targets.traits_json = ''")
+        .bind(t.key, t.backend, t.family, t.fingerprint_json, t.traits_json, now_unix_ms())
         .step();
     tx.commit();
   }
@@ -263,16 +268,16 @@ class SqliteStore final : public Store {
 
   std::optional<TargetRow> target(const std::string& key) override {
     std::lock_guard lock(mu_);
-    Statement st(db(), "SELECT key, backend, family, fingerprint_json FROM targets WHERE key = ?");
+    Statement st(db(), "SELECT key, backend, family, fingerprint_json, traits_json FROM targets WHERE key = ?");
     if (!st.bind(key).step()) return std::nullopt;
-    return TargetRow{st.text(0), st.text(1), st.text(2), st.text(3)};
+    return TargetRow{st.text(0), st.text(1), st.text(2), st.text(3), st.text(4)};
   }
 
   std::vector<TargetRow> targets() override {
     std::lock_guard lock(mu_);
-    Statement st(db(), "SELECT key, backend, family, fingerprint_json FROM targets ORDER BY created, key");
+    Statement st(db(), "SELECT key, backend, family, fingerprint_json, traits_json FROM targets ORDER BY created, key");
     std::vector<TargetRow> out;
-    while (st.step()) out.push_back({st.text(0), st.text(1), st.text(2), st.text(3)});
+    while (st.step()) out.push_back({st.text(0), st.text(1), st.text(2), st.text(3), st.text(4)});
     return out;
   }
 

@@ -23,6 +23,7 @@ struct TargetRow {
   std::string backend;           //!< "cpu", ...
   std::string family;            //!< same device family, other toolchain: lookup fallback
   std::string fingerprint_json;  //!< CPU model, ISA flags, cores, compiler, flags, codegen version
+  std::string traits_json;       //!< what the schedule space needs of it (codegen::traits_to_json); "" in old rows
 };
 
 //! One measurement of one config. Failures are records too: error_class is empty for success.

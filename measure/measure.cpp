@@ -30,6 +30,51 @@ std::string MeasureOptions::to_json() const {
       .dump();
 }
 
+MeasureOptions MeasureOptions::from_json(const std::string& text) {
+  MeasureOptions o;
+  try {
+    auto j = nlohmann::json::parse(text);
+    o.min_seconds = j.value("min_seconds", o.min_seconds);
+    o.max_seconds = j.value("max_seconds", o.max_seconds);
+    o.min_repeats = j.value("min_repeats", o.min_repeats);
+    o.max_repeats = j.value("max_repeats", o.max_repeats);
+    o.timeout_s = j.value("timeout_s", o.timeout_s);
+    o.seed = j.value("seed", o.seed);
+  } catch (const nlohmann::json::exception& e) {
+    throw_error(ErrorKind::InvalidInput, std::string("measure options: ") + e.what());
+  }
+  if (!(o.timeout_s > 0 && o.timeout_s <= 3600) || o.min_repeats < 1 || o.max_repeats < o.min_repeats)
+    throw_error(ErrorKind::InvalidInput, "measure options out of range: " + text);
+  return o;
+}
+
+std::string result_to_json(const MeasureResult& r) {
+  return nlohmann::json{{"config_json", r.config_json}, {"config_key", r.config_key},   {"times_s", r.times_s},
+                        {"error_class", r.error_class}, {"error_message", r.error_message}, {"build_s", r.build_s},
+                        {"run_s", r.run_s}}
+      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+MeasureResult result_from_json(const std::string& text) {
+  MeasureResult r;
+  try {
+    auto j = nlohmann::json::parse(text);
+    r.config_json = j.at("config_json").get<std::string>();
+    r.config_key = j.at("config_key").get<std::string>();
+    r.times_s = j.at("times_s").get<std::vector<double>>();
+    r.error_class = j.at("error_class").get<std::string>();
+    r.error_message = j.value("error_message", "");
+    r.build_s = j.value("build_s", 0.0);
+    r.run_s = j.value("run_s", 0.0);
+  } catch (const nlohmann::json::exception& e) {
+    throw_error(ErrorKind::InvalidInput, std::string("measurement result: ") + e.what());
+  }
+  for (double t : r.times_s)
+    if (!(t > 0) || !std::isfinite(t)) throw_error(ErrorKind::InvalidInput, "measurement result: a time is not positive");
+  if (r.ok() && r.times_s.empty()) throw_error(ErrorKind::InvalidInput, "measurement result: success without times");
+  return r;
+}
+
 double MeasureResult::median_s() const {
   if (!ok() || times_s.empty()) return std::numeric_limits<double>::infinity();
   std::vector<double> t = times_s;

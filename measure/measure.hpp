@@ -23,6 +23,8 @@ struct MeasureOptions {
   std::uint64_t seed = 1;    //!< inputs are uniform in [-1, 1] from this seed
 
   std::string to_json() const;
+  //! The timing fields of to_json's form (what a daemon sends a remote worker); others keep defaults.
+  static MeasureOptions from_json(const std::string& json);
 };
 
 //! Error classes of a failed measurement (empty string for success).
@@ -46,16 +48,31 @@ struct MeasureResult {
   double median_s() const;      //!< +inf on failure
 };
 
+//! A result as JSON (what a remote worker sends back) and back; Error(InvalidInput) on bad input.
+std::string result_to_json(const MeasureResult& r);
+MeasureResult result_from_json(const std::string& json);
+
+//! Whatever measures batches of one workload: here (Measurer) or on a remote worker.
+class BatchMeasurer {
+ public:
+  virtual ~BatchMeasurer() = default;
+  //! One result per config, in order; failures are results, not exceptions.
+  virtual std::vector<MeasureResult> measure(const std::vector<ir::Schedule>& batch) = 0;
+  //! The measuring parameters, recorded with every result.
+  virtual std::string params_json() const = 0;
+};
+
 //! Builds candidates of one workload in parallel, then times them one at a time, each in a
 //! fresh worker process, checking every result against the naive schedule's.
-class Measurer {
+class Measurer : public BatchMeasurer {
  public:
   Measurer(const codegen::Backend& backend, const ir::Workload& workload, MeasureOptions options);
-  ~Measurer();
+  ~Measurer() override;
 
   //! Measures a batch; failures come back as results, never as exceptions. Throws only when
   //! measuring itself is impossible (no reference, no runner, no cache folder).
-  std::vector<MeasureResult> measure(const std::vector<ir::Schedule>& batch);
+  std::vector<MeasureResult> measure(const std::vector<ir::Schedule>& batch) override;
+  std::string params_json() const override { return options_.to_json(); }
 
   //! The source the backend emits for a schedule (what `tiletune show` prints).
   std::string source(const ir::Schedule& schedule) const;

@@ -143,6 +143,18 @@ struct HttpServer::Impl {
     route("POST", "/v1/records", "import", Access::Write, [this](const httplib::Request& req, httplib::Response& res) {
       reply(res, service.import_records(parse_body(req)));
     });
+    route("POST", "/v1/workers", "register_worker", Access::Write,
+          [this](const httplib::Request& req, httplib::Response& res) { reply(res, service.register_worker(parse_body(req)), 201); });
+    route("POST", R"(/v1/workers/([^/]+)/lease)", "lease", Access::Write,
+          [this](const httplib::Request& req, httplib::Response& res) {
+            auto task = service.lease(req.matches[1]);
+            if (task) reply(res, *task);
+            else res.status = 204;  // nothing to measure now
+          });
+    route("POST", R"(/v1/leases/([^/]+))", "lease_results", Access::Write,
+          [this](const httplib::Request& req, httplib::Response& res) {
+            reply(res, service.complete_lease(req.matches[1], parse_body(req)));
+          });
     route("GET", "/v1/ops", "ops", Access::Read, [this](auto&, auto& res) { reply(res, service.ops()); });
     route("GET", "/v1/targets", "targets", Access::Read, [this](auto&, auto& res) { reply(res, service.targets()); });
 

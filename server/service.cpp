@@ -19,9 +19,11 @@
 #include "ir/loop_nest.hpp"
 #include "ir/parse.hpp"
 #include "ops/library.hpp"
+#include "server/remote.hpp"
 #include "server/schemas.hpp"
 #include "support/error.hpp"
 #include "support/hash.hpp"
+#include <spdlog/spdlog.h>
 #include "tuner/dataset.hpp"
 #include "tuner/lookup.hpp"
 #include "tuner/tune.hpp"
@@ -104,7 +106,39 @@ struct Service::Impl {
   std::map<std::string, std::string> source_cache;  // workload + config key -> emitted source
   std::map<std::string, std::pair<std::int64_t, json>> answers;  // GET /v1/best by keys, with the change stamp
 
-  explicit Impl(ServiceOptions o) : options(std::move(o)), store(db::open_sqlite_store(options.db_path)) {}
+  LeaseBoard board;
+  struct Worker {
+    std::string target_key, name;
+    std::int64_t last_seen_unix_ms = 0;
+  };
+  std::mutex workers_mu;
+  std::map<std::string, Worker> workers;
+
+  explicit Impl(ServiceOptions o)
+      : options(std::move(o)), store(db::open_sqlite_store(options.db_path)), board(options.lease_seconds) {}
+
+  //! The target a request names: a remote worker's target key, else the local backend's.
+  codegen::TargetInfo target_of(const json& req, bool* remote) {
+    std::string backend_name = req.value("backend", "cpu");
+    if (!req.contains("target")) {
+      *remote = false;
+      return backend(backend_name).target();
+    }
+    std::string key = req["target"].get<std::string>();
+    auto row = store->target(key);
+    if (!row) throw_error(ErrorKind::NotFound, "no target '" + key + "': a worker registers it (tiletune worker)");
+    // A target this daemon can measure itself is measured here.
+    try {
+      if (backend(row->backend).target().key == key) {
+        *remote = false;
+        return backend(row->backend).target();
+      }
+    } catch (const Error&) {
+      // no such backend here: only remote workers can measure it
+    }
+    *remote = true;
+    return {row->backend, row->key, row->family, row->fingerprint_json, codegen::traits_from_json(row->traits_json)};
+  }
 
   codegen::Backend& backend(const std::string& name) {
     std::lock_guard lock(backends_mu);
@@ -145,7 +179,8 @@ struct Service::Impl {
     try {
       json req = json::parse(row->request_json);
       ir::Workload w = workload_of(req);
-      codegen::Backend& be = backend(req.value("backend", "cpu"));
+      bool remote = false;
+      codegen::TargetInfo target = target_of(req, &remote);
       tuner::TuneOptions o;
       o.trials = req.value("trials", req.contains("seconds") ? 100000 : 64);
       o.max_seconds = req.value("seconds", 0.0);
@@ -157,14 +192,14 @@ struct Service::Impl {
       // Both a cancel of this job and a stop of the service end it after the batch in flight.
       o.cancel = &stop_now;
       std::int64_t last_id = 0;  // records after this one are this job's, for the metrics
-      if (auto before = store->history(w.key, be.target().key); !before.empty()) last_id = before.back().id;
-      auto summary = tuner::tune(w, be, *store, o, [&](const tuner::Progress& p) {
+      if (auto before = store->history(w.key, target.key); !before.empty()) last_id = before.back().id;
+      auto on_progress = [&](const tuner::Progress& p) {
         row->done = p.done;
         row->total = p.total;
         if (std::isfinite(p.best_s)) row->best_s = p.best_s;
         store->update_job(*row);
         // Count what this batch measured, by error class.
-        auto fresh = store->records({w.key, be.target().key, last_id, 100000});
+        auto fresh = store->records({w.key, target.key, last_id, 100000});
         std::lock_guard lock(metrics_mu);
         for (auto& r : fresh) {
           ++measurements;
@@ -172,18 +207,45 @@ struct Service::Impl {
           last_id = r.id;
         }
         if (cancel->load() || stopping.load()) stop_now = true;
-      });
-      if (summary.stopped && stopping && !cancel->load()) {
+      };
+      // Remote batches wait for a worker: a cancel or a stop must also end that wait.
+      std::atomic<bool> abandon{false};
+      std::thread watch;
+      std::optional<tuner::TuneSummary> summary;
+      if (remote) {
+        watch = std::thread([&] {
+          while (!abandon && !cancel->load() && !stopping.load()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+          stop_now = true;
+        });
+        json wl = {{"key", w.key}, {"op_name", w.op.name}, {"canonical_text", w.canonical_text},
+                   {"sizes_json", json(w.sizes).dump()}, {"op_text", w.source_text}};
+        RemoteMeasurer measurer(board, target.key, wl, o.measure, stop_now);
+        try {
+          summary = tuner::tune(w, target, measurer, *store, o, on_progress);
+        } catch (...) {
+          abandon = true;
+          watch.join();
+          throw;
+        }
+        abandon = true;
+        watch.join();
+      } else {
+        // The backend asked for by name (a decorated backend may report another's target).
+        summary = tuner::tune(w, backend(req.contains("target") ? target.backend : req.value("backend", "cpu")), *store, o,
+                              on_progress);
+      }
+      if (summary->stopped && stopping && !cancel->load()) {
         row->state = "queued";  // resumes where it stopped at the next start
       } else if (cancel->load()) {
         row->state = "cancelled";
       } else {
         row->state = "done";
-        if (!summary.best) row->error = "no candidate passed the correctness check";
+        if (!summary->best) row->error = "no candidate passed the correctness check";
       }
     } catch (const std::exception& e) {
-      row->state = "failed";
-      row->error = e.what();
+      // Stopped while a remote worker measured: nothing of that batch was stored.
+      row->state = cancel->load() ? "cancelled" : stopping.load() ? "queued" : "failed";
+      if (row->state == "failed") row->error = e.what();
     }
     store->update_job(*row);
   }
@@ -278,13 +340,13 @@ json Service::submit(const json& request) {
   validate_body("TuneRequest", request);
   if (impl_->stopping) throw_error(ErrorKind::Unavailable, "the daemon is shutting down; retry against its successor");
   ir::Workload w = workload_of(request);
-  std::string backend = request.value("backend", "cpu");
-  codegen::Backend& be = impl_->backend(backend);
+  bool remote = false;
+  codegen::TargetInfo target = impl_->target_of(request, &remote);
   std::string strategy = request.value("strategy", tuner::TuneOptions().strategy);
   json normalized = request;
-  normalized["backend"] = backend;
+  normalized["backend"] = request.value("backend", target.backend);
   normalized["strategy"] = strategy;
-  std::string request_key = hash_hex(w.key + "|" + be.target().key + "|" + strategy + "|" +
+  std::string request_key = hash_hex(w.key + "|" + target.key + "|" + strategy + "|" +
                                      json(request.value("trials", 0)).dump() + "|" +
                                      json(request.value("seconds", 0.0)).dump());
   db::JobRow row;
@@ -292,11 +354,11 @@ json Service::submit(const json& request) {
   row.request_key = request_key;
   row.request_json = normalized.dump();
   row.workload_key = w.key;
-  row.target_key = be.target().key;
+  row.target_key = target.key;
   row.state = "queued";
   row.total = request.value("trials", 0);
   impl_->store->put_workload(tuner::workload_row(w));
-  impl_->store->put_target(tuner::target_row(be.target()));
+  impl_->store->put_target(tuner::target_row(target));
   db::JobRow stored = impl_->store->put_job(row);
   bool created = stored.id == row.id;
   if (created && impl_->started) impl_->enqueue(stored.id);
@@ -389,7 +451,8 @@ json Service::records(const std::string& workload_key, const std::string& target
                     {"sizes_json", w->sizes_json}, {"op_text", w->op_text}});
   for (auto& k : tkeys)
     if (auto t = store.target(k))
-      ts.push_back({{"key", t->key}, {"backend", t->backend}, {"family", t->family}, {"fingerprint_json", t->fingerprint_json}});
+      ts.push_back({{"key", t->key}, {"backend", t->backend}, {"family", t->family}, {"fingerprint_json", t->fingerprint_json},
+                    {"traits_json", t->traits_json}});
   json out = {{"workloads", ws}, {"targets", ts}, {"records", recs}};
   out["next_after"] = page.empty() ? after : page.back().id;
   return out;
@@ -412,7 +475,7 @@ json Service::import_records(const json& batch) {
   }
   std::vector<db::TargetRow> targets;
   for (auto& t : batch["targets"]) {
-    db::TargetRow row{t["key"], t["backend"], t["family"], t["fingerprint_json"]};
+    db::TargetRow row{t["key"], t["backend"], t["family"], t["fingerprint_json"], t.value("traits_json", "")};
     if (hash_hex(row.fingerprint_json) != row.key)
       throw_error(ErrorKind::InvalidInput, "target " + row.key + ": key is not the hash of its fingerprint");
     targets.push_back(row);
@@ -443,6 +506,43 @@ json Service::import_records(const json& batch) {
     ++imported;
   }
   return {{"imported", imported}, {"duplicates", duplicates}};
+}
+
+json Service::register_worker(const json& registration) {
+  validate_body("WorkerRegistration", registration);
+  const json& t = registration["target"];
+  db::TargetRow row{t["key"], t["backend"], t["family"], t["fingerprint_json"], t.value("traits_json", "")};
+  if (hash_hex(row.fingerprint_json) != row.key)
+    throw_error(ErrorKind::InvalidInput, "target " + row.key + ": key is not the hash of its fingerprint");
+  codegen::traits_from_json(row.traits_json);  // refuses malformed traits now, not at search time
+  impl_->store->put_target(row);
+  std::string id = "w" + new_job_id();
+  std::lock_guard lock(impl_->workers_mu);
+  impl_->workers[id] = {row.key, registration["name"].get<std::string>(), 0};
+  spdlog::info("event=worker_registered worker={} name={} target={}", id, registration["name"].get<std::string>(), row.key);
+  return {{"worker_id", id}, {"target_key", row.key}};
+}
+
+std::optional<json> Service::lease(const std::string& worker_id) {
+  std::string target;
+  {
+    std::lock_guard lock(impl_->workers_mu);
+    auto it = impl_->workers.find(worker_id);
+    if (it == impl_->workers.end())
+      throw_error(ErrorKind::NotFound, "no worker '" + worker_id + "' (a restarted daemon forgets workers: register again)");
+    it->second.last_seen_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                       std::chrono::system_clock::now().time_since_epoch()).count();
+    target = it->second.target_key;
+  }
+  return impl_->board.lease(worker_id, target);
+}
+
+json Service::complete_lease(const std::string& lease_id, const json& body) {
+  validate_body("LeaseResults", body);
+  std::vector<measure::MeasureResult> results;
+  for (auto& r : body["results"]) results.push_back(measure::result_from_json(r.dump()));
+  impl_->board.complete(lease_id, body["worker_id"].get<std::string>(), std::move(results));
+  return {{"accepted", body["results"].size()}};
 }
 
 json Service::ops() {

@@ -2,6 +2,7 @@
 #pragma once
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 namespace tiletune::server {
@@ -13,6 +14,7 @@ struct ServiceOptions {
   double timeout_s = 10;     //!< per candidate
   double min_seconds = 0.1;  //!< timed repeats per candidate
   int batch_size = 16;
+  double lease_seconds = 120;  //!< a remote worker's batch goes to another worker after this
 };
 
 //! The daemon's work, independent of HTTP: validates requests (every body against its schema in
@@ -47,6 +49,12 @@ class Service {
   nlohmann::json records(const std::string& workload_key, const std::string& target_key, std::int64_t after, int limit);
   //! Imports a RecordBatch; duplicates are merged. Returns {"imported": n, "duplicates": m}.
   nlohmann::json import_records(const nlohmann::json& batch);
+
+  //! Remote workers: register a target (WorkerRegistration) -> {"worker_id"}; lease the oldest
+  //! batch of the worker's target (nullopt: nothing to do); post its results (LeaseResults).
+  nlohmann::json register_worker(const nlohmann::json& registration);
+  std::optional<nlohmann::json> lease(const std::string& worker_id);
+  nlohmann::json complete_lease(const std::string& lease_id, const nlohmann::json& results);
 
   nlohmann::json ops();
   nlohmann::json targets();

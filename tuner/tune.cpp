@@ -15,29 +15,27 @@ db::WorkloadRow workload_row(const ir::Workload& w) {
   return {w.key, w.op.name, w.canonical_text, nlohmann::json(w.sizes).dump(), w.source_text};
 }
 
-db::TargetRow target_row(const codegen::TargetInfo& t) { return {t.key, t.backend, t.family, t.fingerprint_json}; }
+db::TargetRow target_row(const codegen::TargetInfo& t) {
+  return {t.key, t.backend, t.family, t.fingerprint_json, codegen::traits_to_json(t.traits)};
+}
 
-namespace {
-
-db::Record to_record(const measure::MeasureResult& r, const ir::Workload& w, const codegen::TargetInfo& t,
-                     const measure::MeasureOptions& m) {
+db::Record to_record(const measure::MeasureResult& r, const ir::Workload& w, const std::string& target_key,
+                     const std::string& measure_params_json) {
   db::Record rec;
   rec.workload_key = w.key;
-  rec.target_key = t.key;
+  rec.target_key = target_key;
   rec.config_key = r.config_key;
   rec.config_json = r.config_json;
   rec.times_s = r.times_s;
   rec.error_class = r.error_class;
   rec.error_message = r.error_message;
-  rec.measure_params_json = m.to_json();
+  rec.measure_params_json = measure_params_json;
   rec.tool_version = kToolVersion;
   rec.created_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                             std::chrono::system_clock::now().time_since_epoch())
                             .count();
   return rec;
 }
-
-}  // namespace
 
 std::vector<db::Record> measure_and_store(const ir::Workload& w, const codegen::Backend& backend, db::Store& store,
                                           const std::vector<ir::Schedule>& configs, const measure::MeasureOptions& options) {
@@ -46,7 +44,7 @@ std::vector<db::Record> measure_and_store(const ir::Workload& w, const codegen::
   measure::Measurer measurer(backend, w, options);
   std::vector<db::Record> out;
   for (auto& r : measurer.measure(configs)) {
-    out.push_back(to_record(r, w, backend.target(), measurer.options()));
+    out.push_back(to_record(r, w, backend.target().key, measurer.params_json()));
     store.add_record(out.back());
   }
   return out;
@@ -54,7 +52,12 @@ std::vector<db::Record> measure_and_store(const ir::Workload& w, const codegen::
 
 TuneSummary tune(const ir::Workload& w, const codegen::Backend& backend, db::Store& store, const TuneOptions& options,
                  const std::function<void(const Progress&)>& on_progress) {
-  const codegen::TargetInfo& target = backend.target();
+  measure::Measurer measurer(backend, w, options.measure);
+  return tune(w, backend.target(), measurer, store, options, on_progress);
+}
+
+TuneSummary tune(const ir::Workload& w, const codegen::TargetInfo& target, measure::BatchMeasurer& measurer,
+                 db::Store& store, const TuneOptions& options, const std::function<void(const Progress&)>& on_progress) {
   store.put_workload(workload_row(w));
   store.put_target(target_row(target));
   Space space(w, target.traits);
@@ -100,7 +103,6 @@ TuneSummary tune(const ir::Workload& w, const codegen::Backend& backend, db::Sto
   progress.best_s = best ? best->median_s() : INFINITY;
   if (on_progress) on_progress(progress);
 
-  measure::Measurer measurer(backend, w, options.measure);
   ir::Schedule naive = ir::naive_schedule(w);
   auto start = std::chrono::steady_clock::now();
   auto out_of_time = [&] {
@@ -125,7 +127,7 @@ TuneSummary tune(const ir::Workload& w, const codegen::Backend& backend, db::Sto
     auto results = measurer.measure(batch);
     std::vector<double> latency;
     for (auto& r : results) {
-      db::Record rec = to_record(r, w, target, measurer.options());
+      db::Record rec = to_record(r, w, target.key, measurer.params_json());
       store.add_record(rec);
       if (rec.config_key == naive_key) summary.naive = rec;
       measured.insert(r.config_key);

@@ -47,10 +47,19 @@ struct TuneSummary {
 TuneSummary tune(const ir::Workload& w, const codegen::Backend& backend, db::Store& store, const TuneOptions& options,
                  const std::function<void(const Progress&)>& on_progress = {});
 
+//! The same for a target measured elsewhere (a remote worker): `measurer` measures the batches
+//! and options.measure is not used.
+TuneSummary tune(const ir::Workload& w, const codegen::TargetInfo& target, measure::BatchMeasurer& measurer,
+                 db::Store& store, const TuneOptions& options, const std::function<void(const Progress&)>& on_progress = {});
+
 //! Measures given configs and stores each result (already measured configs are measured again
 //! and keep their first record). Returns the records in the order of the configs.
 std::vector<db::Record> measure_and_store(const ir::Workload& w, const codegen::Backend& backend, db::Store& store,
                                           const std::vector<ir::Schedule>& configs, const measure::MeasureOptions& options);
+
+//! The record of a measurement of a workload on a target.
+db::Record to_record(const measure::MeasureResult& r, const ir::Workload& w, const std::string& target_key,
+                     const std::string& measure_params_json);
 
 //! The database rows that identify a workload and a target.
 db::WorkloadRow workload_row(const ir::Workload& w);

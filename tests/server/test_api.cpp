@@ -89,6 +89,13 @@ TEST_CASE("api: malformed requests of every kind get their 4xx with a code and a
   CHECK(outcome(post("/v1/records", R"({"workloads":[],"targets":[],"records":[{"id":1}]})")).first == 400);
   CHECK(outcome(c.Get("/v1/nothing")) == std::make_pair(404, std::string("not_found")));
   CHECK(outcome(c.Put("/v1/tune", "{}", kJson)).first == 404);
+  // Worker routes.
+  CHECK(outcome(post("/v1/workers", R"({"name":"w","target":{"key":"0123456789abcdef","backend":"cpu","family":"f","fingerprint_json":"{}"}})")).first == 400);
+  CHECK(message(post("/v1/workers", R"({"name":"w","target":{"key":"0123456789abcdef","backend":"cpu","family":"f","fingerprint_json":"{}"}})")).find("hash") != std::string::npos);
+  CHECK(outcome(post("/v1/workers/nobody/lease", "")).first == 404);
+  CHECK(outcome(post("/v1/leases/L1", R"({"worker_id":"w","results":[]})")).first == 404);
+  CHECK(outcome(post("/v1/leases/L1", R"({"worker_id":"w","results":[{"config_json":1}]})")).first == 400);
+  CHECK(outcome(post("/v1/tune", R"({"op":"matmul","sizes":"M=8,N=8,K=8","target":"0123456789abcdef"})")).first == 404);
   // A job that already ended cannot be cancelled.
   auto job = json::parse(post("/v1/tune", R"({"op":"matmul","sizes":"M=8,N=8,K=8"})")->body)["job"];
   CHECK(c.Delete(("/v1/jobs/" + job["id"].get<std::string>()).c_str())->status == 200);

@@ -12,6 +12,8 @@
 #include <thread>
 
 #include "client/client.hpp"
+#include "codegen/backend.hpp"
+#include "tuner/tune.hpp"
 #include "db/store.hpp"
 #include "helpers.hpp"
 #include "support/subprocess.hpp"
@@ -24,7 +26,7 @@ namespace {
 //! `tiletune serve` in a child process; its output goes to a file the test reads for the port.
 class DaemonProcess {
  public:
-  DaemonProcess(const std::string& db, const std::string& log) : log_(log) {
+  DaemonProcess(const std::string& db, const std::string& log, const char* lease_seconds = "120") : log_(log) {
     std::string exe = std::string(TILETUNE_BINARY_DIR) + "/tiletune";
     pid_ = fork();
     REQUIRE(pid_ >= 0);
@@ -34,7 +36,7 @@ class DaemonProcess {
       dup2(fd, 2);
       execl(exe.c_str(), exe.c_str(), "serve", "--db", db.c_str(), "--listen", "127.0.0.1:0", "--token", "tok",
             "--cache", test::kernel_cache().c_str(), "--min-time", "0.002", "--timeout", "5",
-            static_cast<char*>(nullptr));
+            "--batch", "4", "--lease-seconds", lease_seconds, static_cast<char*>(nullptr));
       _exit(127);
     }
     // Wait for "listening on http://127.0.0.1:PORT" (LibTorch makes the start take a second).
@@ -162,4 +164,56 @@ TEST_CASE("daemon: two daemons and the CLI on one database file lose nothing") {
   CHECK(ca.job(jb.id).state == "done");
   CHECK(cb.best("matmul", "M=16,N=16,K=16").has_value());
   CHECK(db::open_sqlite_store(db)->integrity_check() == "ok");
+}
+
+TEST_CASE("daemon: a remote worker measures its target's jobs; a vanished worker's lease goes to another") {
+  TempDir dir;
+  std::string db = dir.file("d.db");
+  DaemonProcess d(db, dir.file("log"), "2");
+  client::Client c(d.url(), "tok");
+  // One thread makes another target than the daemon's own (the fingerprint counts threads).
+  codegen::BackendOptions one;
+  one.threads = 1;
+  db::TargetRow t = tuner::target_row(codegen::make_backend("cpu", one)->target());
+  nlohmann::json target = {{"key", t.key}, {"backend", t.backend}, {"family", t.family},
+                           {"fingerprint_json", t.fingerprint_json}, {"traits_json", t.traits_json}};
+  std::string ghost = c.call("POST", "/v1/workers", {{"name", "ghost"}, {"target", target}})["worker_id"];
+  auto job = c.call("POST", "/v1/tune", {{"op", "matmul"}, {"sizes", "M=16,N=32,K=8"}, {"trials", 8},
+                                         {"strategy", "random"}, {"target", t.key}})["job"];
+  std::string id = job["id"];
+  CHECK(job["target_key"] == t.key);
+  // The ghost takes the first batch and is never heard of again.
+  nlohmann::json task;
+  for (int i = 0; i < 100 && task.is_null(); ++i) {
+    task = c.call("POST", "/v1/workers/" + ghost + "/lease");
+    if (task.is_null()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  REQUIRE(!task.is_null());
+  CHECK(task["configs"].size() == 4);
+  // A real worker on the same target picks it up once the lease runs out, and the rest.
+  pid_t worker = fork();
+  REQUIRE(worker >= 0);
+  if (worker == 0) {
+    int fd = open(dir.file("worker.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    std::string exe = std::string(TILETUNE_BINARY_DIR) + "/tiletune";
+    std::string url = d.url();
+    execl(exe.c_str(), exe.c_str(), "worker", "--server", url.c_str(), "--token", "tok", "--threads", "1", "--cache",
+          test::kernel_cache().c_str(), "--poll", "0.2", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  auto done = wait_for(c, id, [](auto& j) { return j.finished(); }, 240);
+  kill(worker, SIGTERM);
+  waitpid(worker, nullptr, 0);
+  CHECK(done.state == "done");
+  CHECK(done.done == 8);
+  auto store = db::open_sqlite_store(db);
+  CHECK(store->records({"", t.key, 0, 100}).size() == 8);
+  // The ghost's late answer is refused: the lease is gone.
+  ErrorKind kind{};
+  test::error_of([&] {
+    c.call("POST", "/v1/leases/" + task["lease_id"].get<std::string>(), {{"worker_id", ghost}, {"results", nlohmann::json::array()}});
+  }, &kind);
+  CHECK(kind == ErrorKind::NotFound);
 }

@@ -1,0 +1,68 @@
+// `tiletune worker`: measures candidates for a daemon on this machine's hardware. It registers
+// its target (fingerprint and traits), leases batches of that target, builds and measures them
+// locally and posts the results back, until SIGTERM or SIGINT (after the batch in hand).
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <iostream>
+#include <thread>
+
+#include "cli/commands.hpp"
+#include "cli/exit_codes.hpp"
+#include "client/client.hpp"
+#include "codegen/backend.hpp"
+#include "measure/measure.hpp"
+#include "support/error.hpp"
+#include "tuner/dataset.hpp"
+#include "tuner/tune.hpp"
+
+namespace tiletune::cli {
+
+namespace {
+volatile std::sig_atomic_t g_stop = 0;
+void on_signal(int) { g_stop = 1; }
+}  // namespace
+
+int run_worker(const CommonOptions& c, const WorkerOptions& o) {
+  std::signal(SIGTERM, on_signal);
+  std::signal(SIGINT, on_signal);
+  codegen::BackendOptions bo;
+  bo.threads = c.threads;
+  auto backend = codegen::make_backend(c.backend, bo);
+  client::Client daemon(o.server, o.token);
+  char host[256] = "worker";
+  gethostname(host, sizeof host - 1);
+  db::TargetRow t = tuner::target_row(backend->target());
+  nlohmann::json reg = daemon.call("POST", "/v1/workers",
+                                   {{"name", o.name.empty() ? std::string(host) : o.name},
+                                    {"target", {{"key", t.key}, {"backend", t.backend}, {"family", t.family},
+                                                {"fingerprint_json", t.fingerprint_json}, {"traits_json", t.traits_json}}}});
+  std::string id = reg["worker_id"];
+  std::cout << "tiletune: worker " << id << " measuring for " << o.server << " as target " << t.key << std::endl;
+  int batches = 0;
+  while (!g_stop && (o.max_batches <= 0 || batches < o.max_batches)) {
+    nlohmann::json task = daemon.call("POST", "/v1/workers/" + id + "/lease");
+    if (task.is_null()) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(o.poll_s));
+      continue;
+    }
+    const nlohmann::json& wl = task.at("workload");
+    ir::Workload w = tuner::workload_from_row({wl.at("key"), wl.at("op_name"), wl.at("canonical_text"),
+                                               wl.at("sizes_json"), wl.value("op_text", "")});
+    std::vector<ir::Schedule> configs;
+    for (auto& cfg : task.at("configs")) configs.push_back(ir::Schedule::from_json(cfg.dump()));
+    measure::MeasureOptions mo = measure::MeasureOptions::from_json(task.at("measure").dump());
+    mo.cache_dir = c.cache_dir;
+    measure::Measurer measurer(*backend, w, mo);
+    nlohmann::json results = nlohmann::json::array();
+    for (auto& r : measurer.measure(configs)) results.push_back(nlohmann::json::parse(measure::result_to_json(r)));
+    daemon.call("POST", "/v1/leases/" + task.at("lease_id").get<std::string>(), {{"worker_id", id}, {"results", results}});
+    ++batches;
+    std::cout << "tiletune: worker " << id << " measured " << configs.size() << " candidates of " << w.op.name << " "
+              << w.sizes_text() << std::endl;
+  }
+  return kOk;
+}
+
+}  // namespace tiletune::cli
