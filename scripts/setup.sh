@@ -5,7 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(g++ make cmake pkg-config libsqlite3-dev nlohmann-json3-dev doctest-dev libcli11-dev
-          libdnnl-dev libopenblas-dev)  # the last two for the vendor benchmark (bench/)
+          libspdlog-dev libcpp-httplib-dev libboost-dev    # the daemon (server/, client/)
+          libxgboost-dev xgboost libtorch-dev              # the cost models (costmodel/)
+          libdnnl-dev libopenblas-dev)                     # the vendor benchmark (bench/)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -50,7 +50,7 @@ TEST_CASE("cli: ops lists the library and --help the exit codes") {
   auto ops = tiletune_cmd({"ops"});
   CHECK(ops.exit_code == 0);
   CHECK(has(ops, "matmul(A[M, K], B[K, N]) -> C[M, N]"));
-  CHECK(has(ops, "suites: default"));
+  CHECK(has(ops, "suites: costmodel default library"));
   auto help = tiletune_cmd({"--help"});
   CHECK(help.exit_code == 0);
   CHECK(has(help, "Exit codes"));
