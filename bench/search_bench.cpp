@@ -18,6 +18,7 @@
 #include "ir/parse.hpp"
 #include "ops/library.hpp"
 #include "support/error.hpp"
+#include "costmodel/model.hpp"
 #include "tuner/dataset.hpp"
 #include "tuner/search.hpp"
 #include "tuner/tune.hpp"
@@ -66,11 +67,15 @@ class MemoMeasurer {
 
 //! Latency of the best config after each trial of one search run.
 std::vector<double> run_search(const std::string& strategy, const ir::Workload& w, const codegen::Backend& b,
-                               db::Store& store, MemoMeasurer& measure, int trials, int batch, std::uint64_t seed) {
+                               db::Store& store, MemoMeasurer& measure, int trials, int batch, std::uint64_t seed,
+                               const std::vector<costmodel::Sample>& extra_prior = {}) {
   tuner::Space space(w, b.target().traits);
   tuner::SearchContext context;
-  if (!tuner::model_of_strategy(strategy).empty())
+  if (!tuner::model_of_strategy(strategy).empty()) {
     context.prior = tuner::load_dataset(store, b.target().key, b.target().traits, w.key).samples;
+    for (auto& s : extra_prior)
+      if (s.group != w.key) context.prior.push_back(s);
+  }
   auto search = tuner::make_search(strategy, space, seed, std::move(context));
   std::set<std::string> seen;
   std::vector<double> best_after;
@@ -87,6 +92,38 @@ std::vector<double> run_search(const std::string& strategy, const ir::Workload& 
     search->notify(configs, latency);
   }
   return best_after;
+}
+
+//! Time to rank 10,000 candidates of matmul 1024^3: lowering, features and one batch prediction.
+void ranking_speed(const codegen::Backend& b, const std::vector<costmodel::Sample>& train) {
+  ir::Workload w = ir::bind(ir::parse_op(ops::op_text("matmul")), ir::parse_sizes("M=1024,N=1024,K=1024"));
+  tuner::Space space(w, b.target().traits);
+  tuner::Rng rng(1);
+  std::vector<ir::Schedule> configs;
+  for (int i = 0; i < 10000; ++i) configs.push_back(space.sample(rng));
+  std::cout << "ranking 10,000 candidates of matmul 1024^3 (median of 5):\n";
+  for (auto& kind : costmodel::model_kinds()) {
+    auto model = costmodel::make_model(kind);
+    model->fit(train);
+    std::vector<double> feat, pred;
+    for (int rep = 0; rep < 5; ++rep) {
+      auto t0 = std::chrono::steady_clock::now();
+      std::vector<costmodel::Features> x;
+      x.reserve(configs.size());
+      for (auto& f : costmodel::featurize_all(w, configs, b.target().traits))
+        if (f) x.push_back(std::move(*f));
+      auto t1 = std::chrono::steady_clock::now();
+      auto scores = model->predict(x);
+      auto t2 = std::chrono::steady_clock::now();
+      feat.push_back(std::chrono::duration<double>(t1 - t0).count());
+      pred.push_back(std::chrono::duration<double>(t2 - t1).count());
+    }
+    std::sort(feat.begin(), feat.end());
+    std::sort(pred.begin(), pred.end());
+    std::printf("  %-4s features %.1f ms + prediction %.1f ms = %.1f ms\n", kind.c_str(), feat[2] * 1e3, pred[2] * 1e3,
+                (feat[2] + pred[2]) * 1e3);
+  }
+  std::cout << "\n";
 }
 
 double median(std::vector<double> v) {
@@ -107,7 +144,8 @@ std::string cell(double v, const char* f = "%.0f") {
 int main(int argc, char** argv) {
   CLI::App app{"tiletune-search-bench: trials each search strategy needs to reach 95% of a long random search's best"};
   int trials = 64, reference = 256, seeds = 3, batch = 16;
-  std::string db_path = "search.db", cache, only;
+  std::string db_path = "search.db", cache, only, prior_db;
+  bool speed_only = false;
   std::vector<std::string> strategies = tuner::search_names();
   app.add_option("--trials", trials, "trial budget of each search run")->capture_default_str();
   app.add_option("--reference", reference, "trials of the long random search that sets the target")->capture_default_str();
@@ -117,6 +155,9 @@ int main(int argc, char** argv) {
   app.add_option("--only", only, "run only workloads whose op contains this");
   app.add_option("--db", db_path, "database of measurements (the memo; reused across runs)")->capture_default_str();
   app.add_option("--cache", cache, "kernel cache folder");
+  app.add_option("--prior-db", prior_db,
+                 "another database whose records (other workloads, this target) model-guided search also learns from");
+  app.add_flag("--speed-only", speed_only, "only time the ranking of 10,000 candidates");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -124,6 +165,18 @@ int main(int argc, char** argv) {
     auto store = db::open_sqlite_store(db_path);
     measure::MeasureOptions mo;
     mo.cache_dir = cache;
+    std::vector<costmodel::Sample> extra_prior;
+    if (!prior_db.empty()) {
+      auto other = db::open_sqlite_store(prior_db);
+      extra_prior = tuner::load_dataset(*other, backend->target().key, backend->target().traits).samples;
+      std::cout << "prior: " << extra_prior.size() << " records of " << prior_db << "\n";
+    }
+    {
+      auto train = extra_prior;
+      if (train.empty()) train = tuner::load_dataset(*store, backend->target().key, backend->target().traits).samples;
+      if (!train.empty()) ranking_speed(*backend, train);
+      if (speed_only) return 0;
+    }
     std::map<std::string, std::vector<double>> needed;  // strategy -> trials to 95 %, every run
     std::cout << "trials to reach 95% of the best of " << reference << " random trials (budget " << trials
               << "; '-' = not reached)\n\n";
@@ -143,7 +196,8 @@ int main(int argc, char** argv) {
         std::vector<double> runs;
         for (int seed = 1; seed <= seeds; ++seed) {
           auto t0 = std::chrono::steady_clock::now();
-          auto curve = run_search(strategy, w, *backend, *store, measure, trials, batch, static_cast<std::uint64_t>(seed));
+          auto curve = run_search(strategy, w, *backend, *store, measure, trials, batch, static_cast<std::uint64_t>(seed),
+                                  extra_prior);
           auto hit = std::find_if(curve.begin(), curve.end(), [&](double l) { return l <= goal; });
           // Runs that never reach the goal count as needing more than the budget: 2x it.
           double n = hit == curve.end() ? 2.0 * trials : static_cast<double>(hit - curve.begin() + 1);

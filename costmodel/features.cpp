@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "support/error.hpp"
 
@@ -260,6 +261,30 @@ FeatureRow Features::pooled() const {
 
 Features featurize(const ir::Workload& w, const ir::Schedule& s, const ir::TargetTraits& t) {
   return extract_features(w, ir::lower(w, s, t), t);
+}
+
+std::vector<std::optional<Features>> featurize_all(const ir::Workload& w, const std::vector<ir::Schedule>& schedules,
+                                                   const ir::TargetTraits& t) {
+  std::vector<std::optional<Features>> out(schedules.size());
+  auto work = [&](std::size_t begin, std::size_t end) {
+    for (std::size_t i = begin; i < end; ++i) {
+      try {
+        out[i] = featurize(w, schedules[i], t);
+      } catch (const Error&) {
+      }
+    }
+  };
+  std::size_t threads = std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, 8);
+  if (schedules.size() < 64 || threads == 1) {
+    work(0, schedules.size());
+    return out;
+  }
+  std::vector<std::thread> pool;
+  std::size_t chunk = (schedules.size() + threads - 1) / threads;
+  for (std::size_t k = 0; k < threads; ++k)
+    pool.emplace_back(work, std::min(schedules.size(), k * chunk), std::min(schedules.size(), (k + 1) * chunk));
+  for (auto& th : pool) th.join();
+  return out;
 }
 
 }  // namespace tiletune::costmodel

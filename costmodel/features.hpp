@@ -1,5 +1,6 @@
 // costmodel/features.hpp
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,5 +33,9 @@ void check_feature_row(const FeatureRow& row);
 Features extract_features(const ir::Workload& w, const ir::LoopNest& nest, const ir::TargetTraits& t);
 //! Lowers and extracts; throws Error(InvalidInput) if the schedule is invalid for the workload.
 Features featurize(const ir::Workload& w, const ir::Schedule& s, const ir::TargetTraits& t);
+
+//! Features of many schedules, on all cores; an entry is nullopt where the schedule is invalid.
+std::vector<std::optional<Features>> featurize_all(const ir::Workload& w, const std::vector<ir::Schedule>& schedules,
+                                                   const ir::TargetTraits& t);
 
 }  // namespace tiletune::costmodel

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <numeric>
 #include <random>
+#include <mutex>
 #include <sstream>
 
 #include "costmodel/kinds.hpp"
@@ -37,7 +38,12 @@ TORCH_MODULE(Net);
 
 class NnModel final : public CostModel {
  public:
-  explicit NnModel(std::uint64_t seed) : seed_(seed) {}
+  explicit NnModel(std::uint64_t seed) : seed_(seed) {
+    // One intra-op thread: OpenMP workers spin between calls and would take the core that
+    // measurements and the compiler need; these matrices are small.
+    static std::once_flag once;
+    std::call_once(once, [] { torch::set_num_threads(1); });
+  }
 
   std::string kind() const override { return "nn"; }
   bool trained() const override { return trained_; }

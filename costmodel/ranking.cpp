@@ -55,9 +55,28 @@ std::vector<float> relative_speed(const std::vector<std::string>& group, const s
   return out;
 }
 
+RankingMetrics combine(const std::vector<RankingMetrics>& parts) {
+  RankingMetrics m;
+  for (auto& p : parts) {
+    m.pairwise_accuracy += p.pairwise_accuracy * p.groups;
+    m.spearman += p.spearman * p.groups;
+    m.top1 += p.top1 * p.groups;
+    m.top5 += p.top5 * p.groups;
+    m.groups += p.groups;
+    m.samples += p.samples;
+  }
+  if (m.groups > 0) {
+    m.pairwise_accuracy /= m.groups;
+    m.spearman /= m.groups;
+    m.top1 /= m.groups;
+    m.top5 /= m.groups;
+  }
+  return m;
+}
+
 RankingMetrics evaluate_ranking(const std::vector<std::string>& group, const std::vector<double>& latency_s,
                                 const std::vector<float>& score) {
-  RankingMetrics m;
+  std::vector<RankingMetrics> per_group;
   for (auto& [name, idx] : by_group(group)) {
     std::vector<std::size_t> ok;
     for (auto i : idx)
@@ -86,20 +105,10 @@ RankingMetrics evaluate_ranking(const std::vector<std::string>& group, const std
       for (std::size_t i = 0; i < k && i < picks.size(); ++i) found = std::min(found, latency_s[picks[i]]);
       return std::isfinite(found) ? best / found : 0.0;
     };
-    m.pairwise_accuracy += pairs > 0 ? agree / pairs : 1;
-    m.spearman += pearson(ranks(speed), ranks(s));
-    m.top1 += top(1);
-    m.top5 += top(5);
-    m.groups += 1;
-    m.samples += static_cast<int>(idx.size());
+    per_group.push_back({pairs > 0 ? agree / pairs : 1, pearson(ranks(speed), ranks(s)), top(1), top(5), 1,
+                         static_cast<int>(idx.size())});
   }
-  if (m.groups > 0) {
-    m.pairwise_accuracy /= m.groups;
-    m.spearman /= m.groups;
-    m.top1 /= m.groups;
-    m.top5 /= m.groups;
-  }
-  return m;
+  return combine(per_group);
 }
 
 }  // namespace tiletune::costmodel

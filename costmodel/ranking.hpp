@@ -19,6 +19,9 @@ struct RankingMetrics {
   int groups = 0;
   int samples = 0;
 };
+//! Metrics of several evaluations, each weighted by its groups.
+RankingMetrics combine(const std::vector<RankingMetrics>& parts);
+
 RankingMetrics evaluate_ranking(const std::vector<std::string>& group, const std::vector<double>& latency_s,
                                 const std::vector<float>& score);
 

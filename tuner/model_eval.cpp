@@ -40,29 +40,6 @@ std::vector<Fold> folds_for(const Dataset& data, const std::string& split) {
   return out;
 }
 
-//! Metrics summed over test groups, to be averaged at the end (weights: one per workload).
-struct Sum {
-  costmodel::RankingMetrics m;
-  void add(const costmodel::RankingMetrics& r) {
-    m.pairwise_accuracy += r.pairwise_accuracy * r.groups;
-    m.spearman += r.spearman * r.groups;
-    m.top1 += r.top1 * r.groups;
-    m.top5 += r.top5 * r.groups;
-    m.groups += r.groups;
-    m.samples += r.samples;
-  }
-  costmodel::RankingMetrics mean() const {
-    auto r = m;
-    if (r.groups > 0) {
-      r.pairwise_accuracy /= r.groups;
-      r.spearman /= r.groups;
-      r.top1 /= r.groups;
-      r.top5 /= r.groups;
-    }
-    return r;
-  }
-};
-
 costmodel::RankingMetrics test_on(const std::vector<const costmodel::Sample*>& test, const std::vector<float>& score) {
   std::vector<std::string> group;
   std::vector<double> latency;
@@ -86,7 +63,7 @@ std::vector<EvalRow> evaluate_models(const Dataset& data, const std::vector<std:
   std::vector<EvalRow> out;
   for (const std::string split : {"held-out sizes", "held-out ops"}) {
     auto folds = folds_for(data, split);
-    std::map<std::string, Sum> sums;
+    std::map<std::string, std::vector<costmodel::RankingMetrics>> parts;
     for (auto& fold : folds) {
       std::vector<costmodel::Sample> train;
       std::vector<const costmodel::Sample*> test;
@@ -102,20 +79,20 @@ std::vector<EvalRow> evaluate_models(const Dataset& data, const std::vector<std:
       for (auto& kind : kinds) {
         auto model = costmodel::make_model(kind, seed);
         model->fit(train);
-        sums[kind].add(test_on(test, model->predict(test_x)));
+        parts[kind].push_back(test_on(test, model->predict(test_x)));
       }
       // A random ranker, averaged over draws so that its figure is its expectation.
       std::mt19937_64 rng(seed);
-      Sum random;
-      for (int draw = 0; draw < 20; ++draw) random.add(test_on(test, random_scores(test.size(), rng)));
-      auto r = random.mean();
-      r.groups = random.m.groups / 20;
-      r.samples = random.m.samples / 20;
-      sums["random"].add(r);
+      std::vector<costmodel::RankingMetrics> draws;
+      for (int draw = 0; draw < 20; ++draw) draws.push_back(test_on(test, random_scores(test.size(), rng)));
+      auto r = costmodel::combine(draws);
+      r.groups /= 20;
+      r.samples /= 20;
+      parts["random"].push_back(r);
     }
     std::vector<std::string> names = kinds;
     names.push_back("random");
-    for (auto& name : names) out.push_back({name, split, static_cast<int>(folds.size()), sums[name].mean()});
+    for (auto& name : names) out.push_back({name, split, static_cast<int>(folds.size()), costmodel::combine(parts[name])});
   }
   return out;
 }

@@ -142,14 +142,15 @@ class ModelGuidedSearch : public SearchStrategy {
   static constexpr double kEpsilon = 0.125;
 
   void score(std::vector<Scored>& members) const {
+    std::vector<ir::Schedule> configs;
+    for (auto& m : members) configs.push_back(m.config);
+    auto features = costmodel::featurize_all(space_.workload(), configs, space_.traits());
     std::vector<costmodel::Features> x;
     std::vector<Scored> kept;
-    for (auto& m : members) {
-      try {
-        x.push_back(costmodel::featurize(space_.workload(), m.config, space_.traits()));
-        kept.push_back(std::move(m));
-      } catch (const Error&) {
-      }
+    for (size_t i = 0; i < members.size(); ++i) {
+      if (!features[i]) continue;
+      x.push_back(std::move(*features[i]));
+      kept.push_back(std::move(members[i]));
     }
     auto s = model_.predict(x);
     for (size_t i = 0; i < kept.size(); ++i) kept[i].score = s[i];
