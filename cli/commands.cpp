@@ -155,8 +155,13 @@ Row tune_row(const ir::Workload& w, const tuner::TuneSummary& s) {
 
 tuner::TuneSummary tune_one(const ir::Workload& w, const codegen::Backend& backend, db::Store& store,
                             const tuner::TuneOptions& o) {
-  ProgressPrinter progress(w.op.name + " " + w.sizes_text());
-  return tuner::tune(w, backend, store, o, [&](const tuner::Progress& p) { progress(p); });
+  tuner::TuneSummary s;
+  {
+    ProgressPrinter progress(w.op.name + " " + w.sizes_text());
+    s = tuner::tune(w, backend, store, o, [&](const tuner::Progress& p) { progress(p); });
+  }
+  for (auto& note : s.notes) std::cerr << "tiletune: note: " << note << "\n";
+  return s;
 }
 
 }  // namespace

@@ -128,3 +128,35 @@ TEST_CASE("cli: a file holding several ops needs --op-name; measure runs given c
   auto none = tiletune_cmd({"measure", op_file, "--op-name", "b", "--sizes", "N=37", "--db", db, "--config", bad});
   CHECK(none.exit_code == 1);
 }
+
+TEST_CASE("cli: model eval and train on a database; model-guided tuning uses the stored model") {
+  TempDir dir;
+  std::string db = dir.file("m.db");
+  std::vector<std::string> store = {"--db", db, "--cache", test::kernel_cache()};
+  auto with = [&](std::vector<std::string> a) {
+    a.insert(a.end(), store.begin(), store.end());
+    return tiletune_cmd(a);
+  };
+  auto empty = with({"model", "eval"});
+  CHECK(empty.exit_code == 3);
+  CHECK(has(empty, "tune some ops first"));
+  for (auto sizes : {"M=16,N=32,K=16", "M=32,N=16,K=24", "M=24,N=24,K=8"})
+    REQUIRE(with({"tune", "matmul", "--sizes", sizes, "--trials", "8", "--strategy", "random", "--min-time", "0.002"})
+                .exit_code == 0);
+  REQUIRE(with({"tune", "row_sum", "--sizes", "N=16,D=64", "--trials", "8", "--strategy", "random", "--min-time", "0.002"})
+              .exit_code == 0);
+  auto eval = with({"model", "eval", "--kind", "xgb"});
+  CHECK_MESSAGE(eval.exit_code == 0, eval.output);
+  CHECK(has(eval, "held-out sizes  xgb         3"));  // one fold per matmul size
+  CHECK(has(eval, "held-out ops    random"));
+  auto json = with({"model", "eval", "--kind", "nn", "--json"});
+  CHECK(has(json, "\"model\":\"nn\""));
+  auto train = with({"model", "train"});
+  CHECK_MESSAGE(train.exit_code == 0, train.output);
+  CHECK(has(train, "stored in"));
+  auto guided = with({"tune", "matmul", "--sizes", "M=40,N=16,K=16", "--trials", "6", "--strategy", "xgb", "--min-time",
+                      "0.002"});
+  CHECK_MESSAGE(guided.exit_code == 0, guided.output);
+  CHECK(!has(guided, "ignored the saved"));
+  CHECK(with({"model", "eval", "--kind", "svm"}).exit_code == 2);
+}
