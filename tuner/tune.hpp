@@ -14,7 +14,7 @@ namespace tiletune::tuner {
 struct TuneOptions {
   int trials = 64;  //!< records wanted for (workload, target), counting those already stored
   int batch_size = 16;
-  std::string strategy = "evolutionary";
+  std::string strategy = "xgb";  // model-guided: reached the goal most often in tiletune-search-bench
   std::uint64_t seed = 1;
   double max_seconds = 0;  //!< stop after the batch that passes this many seconds; 0: no limit
   //! Set by another thread to stop after the batch in flight (its records are stored).
