@@ -57,7 +57,14 @@ int run_worker(const CommonOptions& c, const WorkerOptions& o) {
     measure::Measurer measurer(*backend, w, mo);
     nlohmann::json results = nlohmann::json::array();
     for (auto& r : measurer.measure(configs)) results.push_back(nlohmann::json::parse(measure::result_to_json(r)));
-    daemon.call("POST", "/v1/leases/" + task.at("lease_id").get<std::string>(), {{"worker_id", id}, {"results", results}});
+    try {
+      daemon.call("POST", "/v1/leases/" + task.at("lease_id").get<std::string>(), {{"worker_id", id}, {"results", results}});
+    } catch (const Error& e) {
+      // The lease ran out (another worker has the batch) or its job stopped: the work is lost,
+      // not the worker.
+      if (e.kind() != ErrorKind::Conflict && e.kind() != ErrorKind::NotFound) throw;
+      std::cerr << "tiletune: worker " << id << ": results not taken: " << e.what() << std::endl;
+    }
     ++batches;
     std::cout << "tiletune: worker " << id << " measured " << configs.size() << " candidates of " << w.op.name << " "
               << w.sizes_text() << std::endl;

@@ -59,8 +59,9 @@ json Client::call(const std::string& method, const std::string& path, const json
     if (j.is_discarded()) throw_error(ErrorKind::Internal, "the daemon answered " + path + " with malformed JSON");
     return j;
   }
-  std::string code = !j.is_discarded() && j.contains("error") ? j["error"].value("code", "") : "";
-  std::string message = !j.is_discarded() && j.contains("error") ? j["error"].value("message", "") : res->body;
+  bool ours = !j.is_discarded() && j.is_object() && j.contains("error") && j["error"].is_object();
+  std::string code = ours ? j["error"].value("code", "") : "";
+  std::string message = ours ? j["error"].value("message", "") : res->body;
   ErrorKind kind = res->status == 400 ? ErrorKind::InvalidInput
                    : res->status == 401 ? ErrorKind::Unauthorized
                    : res->status == 403 ? ErrorKind::Forbidden

@@ -88,7 +88,7 @@ std::unique_ptr<CostModel> load_model(const std::string& blob, ModelMeta* meta) 
 }
 
 OnlineModel::OnlineModel(std::unique_ptr<CostModel> model, std::vector<Sample> prior)
-    : model_(std::move(model)), samples_(std::move(prior)) {
+    : model_(std::move(model)), samples_(std::move(prior)), prior_(samples_.size()) {
   if (model_->trained()) trained_on_ = samples_.size();
 }
 
@@ -98,7 +98,8 @@ void OnlineModel::add(std::vector<Sample> samples) {
 
 bool OnlineModel::update(int min_new) {
   std::size_t fresh = samples_.size() - trained_on_;
-  std::size_t needed = std::max<std::size_t>(static_cast<std::size_t>(std::max(1, min_new)), trained_on_ / 10);
+  std::size_t own = trained_on_ > prior_ ? trained_on_ - prior_ : 0;
+  std::size_t needed = std::max<std::size_t>(static_cast<std::size_t>(std::max(1, min_new)), own / 10);
   if (samples_.empty() || (model_->trained() && fresh < needed)) return false;
   model_->fit(samples_);
   trained_on_ = samples_.size();

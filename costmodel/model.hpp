@@ -61,8 +61,9 @@ class OnlineModel {
   //! A model that is already trained counts as trained on `prior`.
   OnlineModel(std::unique_ptr<CostModel> model, std::vector<Sample> prior);
   void add(std::vector<Sample> samples);
-  //! Retrains when the new samples reach max(min_new, a tenth of what the model was trained
-  //! on); returns whether it did.
+  //! Retrains when the new samples reach max(min_new, a tenth of the non-prior samples it was
+  //! trained on): a large prior must not keep the model from learning the workload at hand.
+  //! Returns whether it did.
   bool update(int min_new = 8);
   bool trained() const { return model_->trained(); }
   std::vector<float> predict(const std::vector<Features>& x) const { return model_->predict(x); }
@@ -72,6 +73,7 @@ class OnlineModel {
   std::unique_ptr<CostModel> model_;
   std::vector<Sample> samples_;
   std::size_t trained_on_ = 0;
+  std::size_t prior_ = 0;
 };
 
 }  // namespace tiletune::costmodel

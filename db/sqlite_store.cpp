@@ -419,6 +419,17 @@ class SqliteStore final : public Store {
     tx.commit();
   }
 
+  bool set_job_state_if(const std::string& id, const std::string& from, const std::string& to) override {
+    std::lock_guard lock(mu_);
+    WriteTransaction tx(db());
+    Statement(db(), "UPDATE jobs SET state = ?, updated_unix_ms = ? WHERE id = ? AND state = ?")
+        .bind(to, now_unix_ms(), id, from)
+        .step();
+    bool changed = sqlite3_changes(db()) > 0;
+    tx.commit();
+    return changed;
+  }
+
   std::optional<JobRow> job(const std::string& id) override {
     std::lock_guard lock(mu_);
     Statement st(db(), ("SELECT " + kJobColumns + " FROM jobs WHERE id = ?").c_str());

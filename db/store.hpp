@@ -118,6 +118,8 @@ class Store {
   virtual JobRow put_job(const JobRow& j) = 0;
   //! Updates state, progress, best and error of a job (by id).
   virtual void update_job(const JobRow& j) = 0;
+  //! Moves a job from one state to another only if it is in `from`; returns whether it did.
+  virtual bool set_job_state_if(const std::string& id, const std::string& from, const std::string& to) = 0;
   virtual std::optional<JobRow> job(const std::string& id) = 0;
   //! Jobs, newest first, optionally of one state.
   virtual std::vector<JobRow> jobs(const std::string& state, int limit) = 0;

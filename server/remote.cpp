@@ -18,11 +18,17 @@ std::optional<std::vector<measure::MeasureResult>> LeaseBoard::run(const std::st
   char id[32];
   std::snprintf(id, sizeof id, "L%015llu", static_cast<unsigned long long>(++next_));
   std::string lease_id = id;
-  batches_[lease_id] = Batch{target_key, std::move(task), "", 0, std::nullopt};
+  batches_[lease_id] = Batch{target_key, std::move(task), "", 0, now_s(), std::nullopt};
   while (!batches_[lease_id].results) {
     if (stop.load()) {
       batches_.erase(lease_id);
       return std::nullopt;
+    }
+    if (batches_[lease_id].worker_id.empty() && now_s() - batches_[lease_id].posted > unclaimed_seconds_) {
+      batches_.erase(lease_id);
+      throw_error(ErrorKind::Unavailable, "no worker of target " + target_key + " took a batch within " +
+                                              std::to_string(static_cast<int>(unclaimed_seconds_)) +
+                                              " s: start `tiletune worker` on a machine of that target");
     }
     done_.wait_for(lock, std::chrono::milliseconds(200));
   }
@@ -57,13 +63,6 @@ void LeaseBoard::complete(const std::string& lease_id, const std::string& worker
     throw_error(ErrorKind::Conflict, "lease '" + lease_id + "' ran out and now belongs to another worker");
   it->second.results = std::move(results);
   done_.notify_all();
-}
-
-std::map<std::string, int> LeaseBoard::outstanding() {
-  std::lock_guard lock(mu_);
-  std::map<std::string, int> out;
-  for (auto& [id, b] : batches_) ++out[b.target_key];
-  return out;
 }
 
 std::vector<measure::MeasureResult> RemoteMeasurer::measure(const std::vector<ir::Schedule>& batch) {

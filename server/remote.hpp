@@ -18,10 +18,13 @@ namespace tiletune::server {
 //! that runs out goes back to the board for another worker, so a vanished worker loses nothing.
 class LeaseBoard {
  public:
-  explicit LeaseBoard(double lease_seconds) : lease_seconds_(lease_seconds) {}
+  //! A batch no worker has taken after unclaimed_seconds fails its job (no worker of its target).
+  LeaseBoard(double lease_seconds, double unclaimed_seconds)
+      : lease_seconds_(lease_seconds), unclaimed_seconds_(unclaimed_seconds) {}
 
   //! Posts `task` (workload, configs, measuring parameters) for workers of the target and waits
-  //! for its results; nullopt when `stop` becomes true first (the batch is withdrawn).
+  //! for its results; nullopt when `stop` becomes true first (the batch is withdrawn);
+  //! Error(Unavailable) when no worker takes it within unclaimed_seconds.
   std::optional<std::vector<measure::MeasureResult>> run(const std::string& target_key, nlohmann::json task,
                                                          const std::atomic<bool>& stop);
   //! The oldest batch for the target that is not leased (or whose lease ran out), now leased to
@@ -30,8 +33,6 @@ class LeaseBoard {
   //! Results of a lease. Error(NotFound) for an unknown (finished or withdrawn) lease,
   //! Error(Conflict) if it is now leased to another worker.
   void complete(const std::string& lease_id, const std::string& worker_id, std::vector<measure::MeasureResult> results);
-  //! Batches waiting or leased, per target.
-  std::map<std::string, int> outstanding();
 
  private:
   struct Batch {
@@ -39,9 +40,10 @@ class LeaseBoard {
     nlohmann::json task;
     std::string worker_id;  //!< "" while not leased
     double deadline = 0;    //!< steady clock seconds
+    double posted = 0;
     std::optional<std::vector<measure::MeasureResult>> results;
   };
-  double lease_seconds_;
+  double lease_seconds_, unclaimed_seconds_;
   std::mutex mu_;
   std::condition_variable done_;
   std::map<std::string, Batch> batches_;  // by lease id; ids grow, so iteration is oldest first

@@ -71,6 +71,14 @@ ir::Workload workload_of(const json& request) {
                   ir::parse_sizes(request.at("sizes").get<std::string>()));
 }
 
+//! A target row from outside: its key must hash its fingerprint and its traits must parse (now,
+//! not when a job searches it).
+void check_target_row(const db::TargetRow& row) {
+  if (hash_hex(row.fingerprint_json) != row.key)
+    throw_error(ErrorKind::InvalidInput, "target " + row.key + ": key is not the hash of its fingerprint");
+  codegen::traits_from_json(row.traits_json);
+}
+
 //! Fixed buckets of the request latency histogram, seconds.
 const double kBuckets[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5, 2.5};
 
@@ -90,7 +98,7 @@ struct Service::Impl {
   std::thread jobs_thread, control_thread;
   std::optional<asio::steady_timer> rate_timer;
   std::atomic<bool> stopping{false};
-  bool started = false;
+  std::atomic<bool> started{false};
   std::mutex cancel_mu;
   std::map<std::string, std::shared_ptr<std::atomic<bool>>> cancel_flags;
 
@@ -115,7 +123,7 @@ struct Service::Impl {
   std::map<std::string, Worker> workers;
 
   explicit Impl(ServiceOptions o)
-      : options(std::move(o)), store(db::open_sqlite_store(options.db_path)), board(options.lease_seconds) {}
+      : options(std::move(o)), store(db::open_sqlite_store(options.db_path)), board(options.lease_seconds, options.unclaimed_seconds) {}
 
   //! The target a request names: a remote worker's target key, else the local backend's.
   codegen::TargetInfo target_of(const json& req, bool* remote) {
@@ -164,7 +172,17 @@ struct Service::Impl {
   }
 
   void enqueue(const std::string& id) {
-    asio::post(jobs_io, [this, id] { run_job(id); });
+    asio::post(jobs_io, [this, id] {
+      try {
+        run_job(id);
+      } catch (const std::exception& e) {
+        // The database failed under the job's bookkeeping: the job stays as it was stored and
+        // resumes at the next start; the daemon keeps serving.
+        spdlog::error("event=job_error job={} error=\"{}\"", id, e.what());
+      }
+      std::lock_guard lock(cancel_mu);
+      cancel_flags.erase(id);
+    });
   }
 
   void run_job(const std::string& id) {
@@ -173,8 +191,8 @@ struct Service::Impl {
     if (stopping) return;  // stays queued for the next start
     auto cancel = cancel_flag(id);
     if (cancel->load()) return;
+    if (!store->set_job_state_if(id, "queued", "running")) return;  // cancelled meanwhile
     row->state = "running";
-    store->update_job(*row);
     std::atomic<bool> stop_now{false};
     try {
       json req = json::parse(row->request_json);
@@ -236,7 +254,7 @@ struct Service::Impl {
       }
       if (summary->stopped && stopping && !cancel->load()) {
         row->state = "queued";  // resumes where it stopped at the next start
-      } else if (cancel->load()) {
+      } else if (cancel->load() && summary->stopped) {
         row->state = "cancelled";
       } else {
         row->state = "done";
@@ -326,8 +344,8 @@ void Service::stop() {
   m.stopping = true;
   m.jobs_work.reset();
   m.control_work.reset();
-  m.rate_timer->cancel();
-  m.jobs_io.stop();  // queued handlers are dropped: their jobs stay "queued" in the database
+  // Handlers still queued run after the next start(); run_job skips jobs no longer queued.
+  m.jobs_io.stop();
   if (m.jobs_thread.joinable()) m.jobs_thread.join();  // the running job ends after its batch
   m.control_io.stop();
   if (m.control_thread.joinable()) m.control_thread.join();
@@ -386,10 +404,8 @@ json Service::cancel(const std::string& id) {
   if (j->state != "queued" && j->state != "running")
     throw_error(ErrorKind::Conflict, "job '" + id + "' is already " + j->state);
   impl_->cancel_flag(id)->store(true);
-  if (j->state == "queued") {
-    j->state = "cancelled";
-    impl_->store->update_job(*j);
-  }  // a running job becomes "cancelled" when its batch in flight is stored
+  // A queued job is cancelled here; a running one when its batch in flight is stored.
+  impl_->store->set_job_state_if(id, "queued", "cancelled");
   return job(id);
 }
 
@@ -476,8 +492,7 @@ json Service::import_records(const json& batch) {
   std::vector<db::TargetRow> targets;
   for (auto& t : batch["targets"]) {
     db::TargetRow row{t["key"], t["backend"], t["family"], t["fingerprint_json"], t.value("traits_json", "")};
-    if (hash_hex(row.fingerprint_json) != row.key)
-      throw_error(ErrorKind::InvalidInput, "target " + row.key + ": key is not the hash of its fingerprint");
+    check_target_row(row);
     targets.push_back(row);
   }
   std::vector<db::Record> records;
@@ -512,9 +527,7 @@ json Service::register_worker(const json& registration) {
   validate_body("WorkerRegistration", registration);
   const json& t = registration["target"];
   db::TargetRow row{t["key"], t["backend"], t["family"], t["fingerprint_json"], t.value("traits_json", "")};
-  if (hash_hex(row.fingerprint_json) != row.key)
-    throw_error(ErrorKind::InvalidInput, "target " + row.key + ": key is not the hash of its fingerprint");
-  codegen::traits_from_json(row.traits_json);  // refuses malformed traits now, not at search time
+  check_target_row(row);
   impl_->store->put_target(row);
   std::string id = "w" + new_job_id();
   std::lock_guard lock(impl_->workers_mu);

@@ -15,6 +15,7 @@ struct ServiceOptions {
   double min_seconds = 0.1;  //!< timed repeats per candidate
   int batch_size = 16;
   double lease_seconds = 120;  //!< a remote worker's batch goes to another worker after this
+  double unclaimed_seconds = 600;  //!< a remote job fails when no worker takes its batch in this time
 };
 
 //! The daemon's work, independent of HTTP: validates requests (every body against its schema in

@@ -50,6 +50,8 @@ class InProcessDaemon {
     s.timeout_s = 2;
     s.min_seconds = 0.002;
     s.batch_size = 4;
+    s.lease_seconds = 2;
+    s.unclaimed_seconds = 2;
     return s;
   }
   static server::HttpOptions http_options(const DaemonOptions& o) {

@@ -238,3 +238,22 @@ TEST_CASE("api: kernels that crash, hang and compute wrong results are recorded 
   CHECK(text.find("tiletune_measurement_errors_total{class=\"timeout\"}") != std::string::npos);
   CHECK(text.find("tiletune_measurement_errors_total{class=\"wrong_result\"}") != std::string::npos);
 }
+
+TEST_CASE("api: a job for a remote target that no worker takes fails with a hint; the daemon goes on") {
+  TempDir dir;
+  InProcessDaemon d(dir.file("d.db"));
+  client::Client cl(d.url(), "tok");
+  std::string fingerprint = R"({"backend":"cpu","device":{"cpu":"far away"}})";
+  json target = {{"key", hash_hex(fingerprint)}, {"backend", "cpu"}, {"family", "far"}, {"fingerprint_json", fingerprint},
+                 {"traits_json", R"({"vector_lanes":8,"vector_registers":16,"threads":4})"}};
+  cl.call("POST", "/v1/workers", {{"name", "gone"}, {"target", target}});
+  auto job = cl.call("POST", "/v1/tune", {{"op", "matmul"}, {"sizes", "M=8,N=8,K=8"}, {"target", target["key"]}})["job"];
+  auto done = cl.wait(job["id"], 60);
+  CHECK(done.state == "failed");
+  CHECK(done.error.find("tiletune worker") != std::string::npos);
+  // Malformed traits are refused at registration, not when a job searches the target.
+  target["traits_json"] = R"({"vector_lanes":0})";
+  CHECK_THROWS_AS(cl.call("POST", "/v1/workers", {{"name", "bad"}, {"target", target}}), Error);
+  auto local = cl.tune("matmul", "M=8,N=8,K=8", 2, "random");
+  CHECK(cl.wait(local.id, 120).state == "done");
+}
