@@ -24,6 +24,22 @@ std::vector<ir::Schedule> distinct(int n, const std::set<std::string>& measured,
   return out;
 }
 
+//! A measured config.
+struct Member {
+  ir::Schedule config;
+  double latency;
+};
+
+//! The k fastest successful members, fastest first.
+std::vector<const Member*> fastest(const std::vector<Member>& members, std::size_t k) {
+  std::vector<const Member*> out;
+  for (auto& m : members)
+    if (std::isfinite(m.latency)) out.push_back(&m);
+  std::sort(out.begin(), out.end(), [](auto* a, auto* b) { return a->latency < b->latency; });
+  if (out.size() > k) out.resize(k);
+  return out;
+}
+
 class RandomSearch : public SearchStrategy {
  public:
   RandomSearch(const Space& space, std::uint64_t seed) : space_(space), rng_(seed) {}
@@ -44,11 +60,7 @@ class EvolutionarySearch : public SearchStrategy {
   EvolutionarySearch(const Space& space, std::uint64_t seed) : space_(space), rng_(seed) {}
 
   std::vector<ir::Schedule> propose(int n, const std::set<std::string>& measured) override {
-    std::vector<const Member*> elite;
-    for (auto& m : population_)
-      if (std::isfinite(m.latency)) elite.push_back(&m);
-    std::sort(elite.begin(), elite.end(), [](auto* a, auto* b) { return a->latency < b->latency; });
-    if (elite.size() > kElite) elite.resize(kElite);
+    std::vector<const Member*> elite = fastest(population_, kElite);
     if (elite.size() < kMinParents) return distinct(n, measured, [&] { return space_.sample(rng_); });
     auto parent = [&]() -> const ir::Schedule& {
       // Tournament of two, biased to the faster.
@@ -70,10 +82,6 @@ class EvolutionarySearch : public SearchStrategy {
   }
 
  private:
-  struct Member {
-    ir::Schedule config;
-    double latency;
-  };
   static constexpr size_t kElite = 16;
   static constexpr size_t kMinParents = 4;
   static constexpr double kExplore = 0.2;
@@ -163,11 +171,7 @@ class ModelGuidedSearch : public SearchStrategy {
     auto add = [&](ir::Schedule s, std::vector<Scored>& to) {
       if (keys.insert(s.key()).second) to.push_back({std::move(s), 0});
     };
-    std::vector<const Member*> fastest;
-    for (auto& m : measured_)
-      if (std::isfinite(m.latency)) fastest.push_back(&m);
-    std::sort(fastest.begin(), fastest.end(), [](auto* a, auto* b) { return a->latency < b->latency; });
-    for (size_t i = 0; i < fastest.size() && i < kSeeds; ++i) add(fastest[i]->config, pop);
+    for (const Member* m : fastest(measured_, kSeeds)) add(m->config, pop);
     for (int tries = 0; static_cast<int>(pop.size()) < kPopulation && tries < 4 * kPopulation; ++tries)
       add(space_.sample(rng_), pop);
     score(pop);
@@ -192,10 +196,6 @@ class ModelGuidedSearch : public SearchStrategy {
     return pop;
   }
 
-  struct Member {
-    ir::Schedule config;
-    double latency;
-  };
   const Space& space_;
   Rng rng_;
   costmodel::OnlineModel model_;
