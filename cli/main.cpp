@@ -21,19 +21,24 @@ void add_common(CLI::App* cmd, cli::CommonOptions& c, bool with_op) {
   cmd->add_option("--cache", c.cache_dir, "folder for built kernels (default: ~/.cache/tiletune)");
 }
 
-void add_tune(CLI::App* cmd, cli::TuneCommandOptions& t) {
-  cmd->add_option("--trials,-n", t.trials, "measurements wanted per op, counting those in the database")
-      ->check(CLI::Range(1, 1000000))
-      ->capture_default_str();
+//! How candidates are measured: shared by the tuning commands and the daemon.
+void add_measuring(CLI::App* cmd, cli::TuneCommandOptions& t) {
   cmd->add_option("--batch", t.batch, "candidates built and measured per round")->check(CLI::Range(1, 4096))->capture_default_str();
-  cmd->add_option("--strategy", t.strategy, "search strategy: random, evolutionary, or model-guided xgb or nn")->capture_default_str();
-  cmd->add_option("--seed", t.seed, "random seed of the search")->capture_default_str();
   cmd->add_option("--timeout", t.timeout_s, "seconds one candidate may run before it counts as hung")
       ->check(CLI::Range(0.1, 3600.0))
       ->capture_default_str();
   cmd->add_option("--min-time", t.min_seconds, "seconds of repeats timed per candidate")
       ->check(CLI::Range(0.0, 60.0))
       ->capture_default_str();
+}
+
+void add_tune(CLI::App* cmd, cli::TuneCommandOptions& t) {
+  cmd->add_option("--trials,-n", t.trials, "measurements wanted per op, counting those in the database")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  cmd->add_option("--strategy", t.strategy, "search strategy: random, evolutionary, or model-guided xgb or nn")->capture_default_str();
+  cmd->add_option("--seed", t.seed, "random seed of the search")->capture_default_str();
+  add_measuring(cmd, t);
 }
 
 }  // namespace
@@ -88,13 +93,7 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--lease-seconds", serve.lease_seconds, "a remote worker's batch goes to another worker after this")
       ->check(CLI::Range(0.5, 86400.0))
       ->capture_default_str();
-  serve_cmd->add_option("--batch", tune.batch, "candidates built and measured per round")->check(CLI::Range(1, 4096))->capture_default_str();
-  serve_cmd->add_option("--timeout", tune.timeout_s, "seconds one candidate may run before it counts as hung")
-      ->check(CLI::Range(0.1, 3600.0))
-      ->capture_default_str();
-  serve_cmd->add_option("--min-time", tune.min_seconds, "seconds of repeats timed per candidate")
-      ->check(CLI::Range(0.0, 60.0))
-      ->capture_default_str();
+  add_measuring(serve_cmd, tune);
 
   cli::WorkerOptions worker;
   std::string worker_token_file;

@@ -23,4 +23,8 @@ ${body}  };
 }
 }  // namespace ${NAMESPACE}
 ")
+# Unchanged text is not rewritten, but its time is: otherwise the rule stays out of date and
+# runs on every build.
 file(COPY_FILE "${OUT}.tmp" "${OUT}" ONLY_IF_DIFFERENT)
+file(TOUCH_NOCREATE "${OUT}")
+file(REMOVE "${OUT}.tmp")
