@@ -134,7 +134,11 @@ int main(int argc, char** argv) {
       std::ofstream(base + ".cpp") << source;
       std::string log = backend->build(base + ".cpp", base + ".so");
       if (!log.empty()) throw_error(ErrorKind::Build, log);
-      auto kernel = backend->load(base + ".so");
+      codegen::KernelShape shape;
+      for (auto& b : w.buffers)
+        if (b.role != ir::Buffer::Role::Temp) shape.tensor_floats.push_back(b.elements());
+      shape.workspace_floats = nest.workspace_floats;
+      auto kernel = backend->load(base + ".so", shape);
       std::vector<std::unique_ptr<Aligned>> bufs;
       std::vector<float*> tensors;
       int index = 0;
@@ -145,7 +149,7 @@ int main(int argc, char** argv) {
         tensors.push_back(bufs.back()->p);
       }
       Aligned workspace(nest.workspace_floats + 16);
-      auto ours = [&] { kernel->run(tensors.data(), workspace.p); };
+      auto ours = [&] { kernel->run(tensors.data(), workspace.p, 0); };
       auto dnnl = bench::onednn_call(w, tensors, threads);
       auto blas = bench::openblas_call(w, tensors, threads);
       // Rounds of (pause, 2 warm-up calls, 5 timed calls) per implementation, the

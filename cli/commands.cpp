@@ -54,11 +54,6 @@ ir::Workload load_workload(const std::string& op, const std::string& op_name, co
   return ir::bind(resolve_op(op, op_name), ir::parse_sizes(sizes));
 }
 
-std::unique_ptr<codegen::Backend> backend_for(const CommonOptions& c) {
-  codegen::BackendOptions o;
-  o.threads = c.threads;
-  return codegen::make_backend(c.backend, o);
-}
 
 tuner::TuneOptions tune_options(const CommonOptions& c, const TuneCommandOptions& t) {
   tuner::TuneOptions o;
@@ -165,6 +160,13 @@ tuner::TuneSummary tune_one(const ir::Workload& w, const codegen::Backend& backe
 }
 
 }  // namespace
+
+std::unique_ptr<codegen::Backend> backend_for(const CommonOptions& c) {
+  codegen::BackendOptions o;
+  o.threads = c.threads;
+  o.device = c.device;
+  return codegen::make_backend(c.backend, o);
+}
 
 int run_tune(const CommonOptions& c, const TuneCommandOptions& t) {
   ir::Workload w = load_workload(c.op, c.op_name, c.sizes);

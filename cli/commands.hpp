@@ -1,8 +1,13 @@
 // cli/commands.hpp
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
+
+namespace tiletune::codegen {
+class Backend;
+}
 
 namespace tiletune::cli {
 
@@ -15,7 +20,12 @@ struct CommonOptions {
   std::string backend = "cpu";
   int threads = 0;
   std::string cache_dir;
+  std::string device;                //!< BackendOptions::device
+  std::vector<std::string> plugins;  //!< backend plug-ins to load first
 };
+
+//! The backend the options name, on the device they name.
+std::unique_ptr<codegen::Backend> backend_for(const CommonOptions& c);
 
 struct TuneCommandOptions {
   int trials = 64;

@@ -4,6 +4,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/exit_codes.hpp"
+#include "codegen/backend.hpp"
 
 using namespace tiletune;
 
@@ -19,6 +20,10 @@ void add_common(CLI::App* cmd, cli::CommonOptions& c, bool with_op) {
   cmd->add_option("--backend", c.backend, "backend to generate code for")->capture_default_str();
   cmd->add_option("--threads", c.threads, "threads of generated kernels (0: all cores)")->capture_default_str();
   cmd->add_option("--cache", c.cache_dir, "folder for built kernels (default: ~/.cache/tiletune)");
+  cmd->add_option("--device", c.device,
+                  "which device of the backend: an OpenCL device name part, a CUDA device index, or a CUDA arch "
+                  "like sm_80 to build without a GPU");
+  cmd->add_option("--backend-plugin", c.plugins, "load a backend plug-in (.so, include/tiletune/backend_plugin.h); repeatable");
 }
 
 //! How candidates are measured: shared by the tuning commands and the daemon.
@@ -130,6 +135,7 @@ int main(int argc, char** argv) {
     return cli::kUsage;
   }
   try {
+    for (auto& plugin : common.plugins) codegen::load_backend_plugin(plugin);
     if (*tune_cmd) return cli::run_tune(common, tune);
     if (*suite_cmd) return cli::run_suite(common, tune, suite, suite_cmd->count("--trials") > 0);
     if (*best_cmd) return cli::run_best(common, top, json);

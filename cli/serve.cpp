@@ -53,6 +53,7 @@ int run_serve(const CommonOptions& c, const TuneCommandOptions& t, const ServeOp
   so.db_path = c.db;
   so.cache_dir = c.cache_dir;
   so.threads = c.threads;
+  so.device = c.device;
   so.batch_size = t.batch;
   so.lease_seconds = s.lease_seconds;
   so.timeout_s = t.timeout_s;

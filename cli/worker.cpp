@@ -27,9 +27,7 @@ void on_signal(int) { g_stop = 1; }
 int run_worker(const CommonOptions& c, const WorkerOptions& o) {
   std::signal(SIGTERM, on_signal);
   std::signal(SIGINT, on_signal);
-  codegen::BackendOptions bo;
-  bo.threads = c.threads;
-  auto backend = codegen::make_backend(c.backend, bo);
+  auto backend = backend_for(c);
   client::Client daemon(o.server, o.token);
   char host[256] = "worker";
   gethostname(host, sizeof host - 1);

@@ -1,5 +1,6 @@
 // codegen/backend.hpp
 #pragma once
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -16,6 +17,7 @@ struct TargetInfo {
   std::string family;            //!< device identity without the toolchain: lookup fallback
   std::string fingerprint_json;  //!< device, ISA, cores, compiler, flags, codegen version
   ir::TargetTraits traits;
+  std::string device;            //!< BackendOptions::device it was made with: a measuring worker opens the same
 };
 
 //! Target traits as JSON (stored with the target, so that a remote target can be searched) and
@@ -23,12 +25,24 @@ struct TargetInfo {
 std::string traits_to_json(const ir::TargetTraits& t);
 ir::TargetTraits traits_from_json(const std::string& json);
 
+//! The memory a kernel works on, in floats: each tensor (inputs, then outputs, in
+//! declaration order) and the workspace (LoopNest::workspace_floats).
+struct KernelShape {
+  std::vector<std::int64_t> tensor_floats;
+  std::int64_t workspace_floats = 0;
+};
+
 //! A loaded kernel, callable in the measuring process.
 class Kernel {
  public:
+  enum Flags : unsigned {
+    kUpload = 1,    //!< the inputs changed since the last run (a device copies them in)
+    kDownload = 2,  //!< the caller reads the outputs after this run (a device copies them out)
+  };
   virtual ~Kernel() = default;
-  //! tensors: inputs then outputs in declaration order; workspace: LoopNest::workspace_floats.
-  virtual void run(float* const* tensors, float* workspace) = 0;
+  //! Runs once on host tensors and returns the seconds the device spent on it (a device with
+  //! its own memory times the kernels, not the copies). Throws Error on failure.
+  virtual double run(float* const* tensors, float* workspace, unsigned flags) = 0;
 };
 
 //! What a backend can do. Implementations live in their .cpp and are made by name.
@@ -47,20 +61,31 @@ class Backend {
   //! The backend whose load() runs this backend's artifacts in a measuring worker; a backend
   //! that decorates another (fault injection, a vendor wrapper) returns the inner one's name.
   virtual std::string runtime() const { return name(); }
-  //! Loads a built artifact. Throws Error(Io) if it cannot.
-  virtual std::unique_ptr<Kernel> load(const std::string& artifact_path) const = 0;
+  //! Loads a built artifact for tensors of `shape`. Throws Error(Io) if it cannot, and
+  //! Error(Unavailable) when the device is missing.
+  virtual std::unique_ptr<Kernel> load(const std::string& artifact_path, const KernelShape& shape) const = 0;
 };
 
 struct BackendOptions {
   int threads = 0;           //!< 0: all cores
   std::string compiler;      //!< "" : the backend's default
+  std::string device;        //!< backend-specific choice of device ("" : the first one)
 };
 
 using BackendFactory = std::function<std::unique_ptr<Backend>(const BackendOptions&)>;
 
-//! Registers a backend under a name; in-tree backends register in register_builtin_backends().
-void register_backend(const std::string& name, const std::string& description, BackendFactory factory);
+//! Registers a backend under a name; in-tree backends register in register_builtin_backends(),
+//! plug-ins in load_backend_plugin(), which records `origin` (the plug-in's path) so that a
+//! measuring worker can load the same plug-in.
+void register_backend(const std::string& name, const std::string& description, BackendFactory factory,
+                      const std::string& origin = "");
 void register_builtin_backends();
+//! The plug-in a backend came from; "" for an in-tree one. Error(InvalidInput) if unknown.
+std::string backend_origin(const std::string& name);
+//! Loads a backend plug-in (include/tiletune/backend_plugin.h) and registers it; returns its
+//! name. A file that cannot be loaded, a missing entry point, another ABI version or a failing
+//! initialisation is Error(InvalidInput) that says which. Loading the same file again is a no-op.
+std::string load_backend_plugin(const std::string& path);
 //! Makes a backend by name; an unknown name is Error(InvalidInput) listing the known ones.
 std::unique_ptr<Backend> make_backend(const std::string& name, const BackendOptions& options = {});
 std::vector<std::pair<std::string, std::string>> list_backends();  //!< name, description

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -61,7 +62,11 @@ class CpuKernel : public Kernel {
   using Fn = void (*)(float* const*, float*);
   CpuKernel(void* handle, Fn fn) : handle_(handle), fn_(fn) {}
   ~CpuKernel() override { dlclose(handle_); }
-  void run(float* const* tensors, float* workspace) override { fn_(tensors, workspace); }
+  double run(float* const* tensors, float* workspace, unsigned) override {
+    auto t0 = std::chrono::steady_clock::now();
+    fn_(tensors, workspace);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
 
  private:
   void* handle_;
@@ -128,7 +133,7 @@ class CpuBackend : public Backend {
     return compiler_ + " " + r.describe() + "\n" + r.output;
   }
 
-  std::unique_ptr<Kernel> load(const std::string& artifact_path) const override {
+  std::unique_ptr<Kernel> load(const std::string& artifact_path, const KernelShape&) const override {
     // NODELETE: unmapping a kernel whose OpenMP worker threads are still parked in it
     // crashes the process at exit.
     void* handle = dlopen(artifact_path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);

@@ -1,6 +1,7 @@
 #include "ir/loop_nest.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <set>
 
@@ -121,6 +122,75 @@ std::string plan_pack(const Workload& w, const Schedule& s, int i, const std::st
   return "";
 }
 
+//! The points of `axis` one work-group covers (spatial) or one step of the reduction loops
+//! spans (reduction) on a work-group device: the second-innermost tile, or the innermost.
+std::int64_t group_span(const Stage& st, const StageSchedule& ss, const std::string& axis) {
+  const auto& sizes = ss.tile.at(axis);
+  for (auto& a : st.axes)
+    if (a.name == axis && !a.reduce && sizes.size() >= 2) return sizes[sizes.size() - 2];
+  return sizes.back();
+}
+
+//! Plans staging `tensor` in local memory (see Pack), or says why it cannot be.
+std::string plan_local(const Workload& w, const Schedule& s, int i, const std::string& tensor, Pack& pack) {
+  const Stage& st = w.stages[i];
+  const StageSchedule& ss = s.stages[i];
+  int b = w.buffer_index(tensor);
+  if (b < 0 || w.buffers[b].role != Buffer::Role::Input) return "only inputs can be staged, not '" + tensor + "'";
+  if (!st.is_reduction()) return "only a reduction stage stages inputs in local memory";
+  Expr body = effective_body(w, s, st.rhs);
+  std::vector<const Expr*> acc;
+  collect_accesses(body, acc);
+  const Expr* first = nullptr;
+  for (const Expr* a : acc) {
+    if (a->name != tensor) continue;
+    if (!first) first = a;
+    for (size_t d = 0; d < a->indices.size(); ++d)
+      if (to_string(a->indices[d]) != to_string(first->indices[d]))
+        return "'" + tensor + "' is staged only when every access of it reads the same element";
+  }
+  if (!first) return "'" + tensor + "' is not read by this stage";
+  pack = Pack();
+  pack.buffer = b;
+  for (auto& ix : first->indices) {
+    std::int64_t extent = 1;
+    for (auto& term : ix.terms) extent += std::abs(term.coeff) * (group_span(st, ss, term.var) - 1);
+    pack.box.push_back(extent);
+  }
+  return "";
+}
+
+//! The limits a work-group device puts on a stage's schedule.
+std::string check_groups(const Workload& w, const Schedule& s, const TargetTraits& t, int i) {
+  const Stage& st = w.stages[i];
+  const StageSchedule& ss = s.stages[i];
+  std::int64_t items = 1;
+  for (auto& a : st.axes) {
+    const auto& sizes = ss.tile.at(a.name);
+    if (a.reduce) continue;
+    if (sizes.size() > 2)
+      return "on a work-group device a spatial axis has at most 2 tile levels (work-group, work-item), not " +
+             std::to_string(sizes.size()) + " for '" + a.name + "'";
+    items *= group_span(st, ss, a.name) / sizes.back();
+  }
+  if (items > t.max_group_size)
+    return "work-groups of " + std::to_string(items) + " items exceed the device's " + std::to_string(t.max_group_size);
+  if (ss.parallel != 0) return "on a work-group device every spatial tile runs in parallel: parallel must be 0";
+  std::int64_t local = 0;
+  std::set<std::string> staged;
+  for (auto& tensor : ss.pack) {
+    if (!staged.insert(tensor).second) return "'" + tensor + "' is staged twice";
+    Pack p;
+    std::string why = plan_local(w, s, i, tensor, p);
+    if (!why.empty()) return why;
+    local += p.elements() * 4;
+  }
+  if (local > t.local_bytes)
+    return "staged inputs need " + std::to_string(local) + " bytes of local memory; the device has " +
+           std::to_string(t.local_bytes);
+  return "";
+}
+
 std::string check_stage(const Workload& w, const Schedule& s, const TargetTraits& t, int i) {
   const Stage& st = w.stages[i];
   const StageSchedule& ss = s.stages[i];
@@ -219,6 +289,7 @@ std::string check_stage(const Workload& w, const Schedule& s, const TargetTraits
   } else if (points > 64) {
     return "scalar register tile of " + std::to_string(static_cast<long long>(points)) + " points is over 64";
   }
+  if (t.groups()) return check_groups(w, s, t, i);
   std::set<std::string> packed;
   for (auto& tensor : ss.pack) {
     if (!packed.insert(tensor).second) return "'" + tensor + "' is packed twice";
@@ -262,7 +333,12 @@ std::string check_fuse_rows(const Workload& w, const Schedule& s) {
 
 }  // namespace
 
-std::int64_t Pack::elements() const { return panels * others * block; }
+std::int64_t Pack::elements() const {
+  if (box.empty()) return panels * others * block;
+  std::int64_t n = 1;
+  for (auto e : box) n *= e;
+  return n;
+}
 
 std::string check_schedule(const Workload& w, const Schedule& s, const TargetTraits& t) {
   if (s.version != 1) return "config version must be 1";
@@ -275,6 +351,7 @@ std::string check_schedule(const Workload& w, const Schedule& s, const TargetTra
     if (!why.empty()) return "stage " + w.stages[i].name + ": " + why;
   }
   if (s.fuse_rows < 0) return "fuse_rows must be positive";
+  if (s.fuse_rows > 0 && t.groups()) return "fuse_rows is not supported on a work-group device";
   if (s.fuse_rows > 0) return check_fuse_rows(w, s);
   return "";
 }
@@ -341,9 +418,16 @@ LoopNest lower(const Workload& w, const Schedule& s, const TargetTraits& t) {
       sn.store = e.output;
       materialized[st.output] = false;
     }
+    std::int64_t local = 0;
     for (auto& tensor : ss.pack) {
       Pack p;
-      plan_pack(w, s, static_cast<int>(i), tensor, p);
+      if (t.groups()) {
+        plan_local(w, s, static_cast<int>(i), tensor, p);
+        p.offset = local;
+        local += p.elements();
+      } else {
+        plan_pack(w, s, static_cast<int>(i), tensor, p);
+      }
       sn.packs.push_back(p);
     }
     nest.stages.push_back(std::move(sn));
@@ -361,7 +445,8 @@ LoopNest lower(const Workload& w, const Schedule& s, const TargetTraits& t) {
   for (size_t b = 0; b < w.buffers.size(); ++b)
     if (w.buffers[b].role == Buffer::Role::Temp && materialized[b]) nest.workspace_offset[b] = reserve(w.buffers[b].elements());
   for (auto& sn : nest.stages)
-    for (auto& p : sn.packs) p.offset = reserve(p.elements());
+    for (auto& p : sn.packs)
+      if (p.box.empty()) p.offset = reserve(p.elements());
   return nest;
 }
 

@@ -24,6 +24,9 @@ struct Loop {
 //! An input copied, before the stage runs, into panels of `block` consecutive points of
 //! `axis` (its dimension `dim`): packed[panel][other dims in order][block], zero-padded. Full
 //! register tiles then read it contiguously; edge tiles read the original.
+//! On a work-group device (TargetTraits::groups) a pack is instead the tile of the input that
+//! one work-group reads in one step of its reduction loops, staged in local memory: `box`
+//! holds its extent per dimension and `offset` its place in local memory.
 struct Pack {
   int buffer = -1;
   int dim = -1;
@@ -32,6 +35,7 @@ struct Pack {
   std::int64_t panels = 1;
   std::int64_t others = 1;  //!< product of the other dimensions
   std::int64_t offset = 0;  //!< in the workspace, floats
+  std::vector<std::int64_t> box;
   std::int64_t elements() const;
 };
 

@@ -42,7 +42,7 @@ struct Schedule {
 };
 
 //! What the target offers the schedule: SIMD width in f32 lanes, registers, threads and the
-//! cache sizes read from the machine.
+//! cache sizes read from the machine; for GPU-style devices the work-group limits.
 struct TargetTraits {
   int vector_lanes = 16;   //!< 16 on AVX-512, 8 on AVX2, 4 on SSE/NEON, 1 for scalar
   int vector_registers = 32;
@@ -50,6 +50,11 @@ struct TargetTraits {
   std::int64_t l1_bytes = 32 * 1024;  //!< per core, data
   std::int64_t l2_bytes = 1024 * 1024;
   std::int64_t l3_bytes = 32 * 1024 * 1024;
+  //! > 0 on a device that runs work-groups (OpenCL, CUDA) of at most this many work-items:
+  //! a stage's spatial tiles then map to work-groups and work-items (see check_schedule).
+  int max_group_size = 0;
+  std::int64_t local_bytes = 0;  //!< work-group shared memory for staged inputs (`pack`)
+  bool groups() const { return max_group_size > 0; }
 };
 
 //! The reference schedule: one loop per axis in statement order, nothing tiled, vectorized,

@@ -200,6 +200,8 @@ struct Measurer::Impl {
     RunRequest req;
     req.mode = mode;
     req.runtime = backend.runtime();
+    req.plugin = codegen::backend_origin(req.runtime);
+    req.device = backend.target().device;
     req.artifact = job.artifact;
     for (auto& b : workload.buffers) {
       if (b.role == ir::Buffer::Role::Input) req.inputs.push_back(b.shape);

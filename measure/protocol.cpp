@@ -14,6 +14,8 @@ using nlohmann::json;
 std::string RunRequest::to_json() const {
   return json{{"mode", mode == Mode::Reference ? "reference" : "measure"},
               {"runtime", runtime},
+              {"plugin", plugin},
+              {"device", device},
               {"artifact", artifact},
               {"inputs", inputs},
               {"outputs", outputs},
@@ -34,6 +36,8 @@ RunRequest RunRequest::from_json(const std::string& text) {
     RunRequest r;
     r.mode = j.at("mode").get<std::string>() == "reference" ? Mode::Reference : Mode::Measure;
     r.runtime = j.at("runtime").get<std::string>();
+    r.plugin = j.value("plugin", "");
+    r.device = j.value("device", "");
     r.artifact = j.at("artifact").get<std::string>();
     r.inputs = j.at("inputs").get<std::vector<std::vector<std::int64_t>>>();
     r.outputs = j.at("outputs").get<std::vector<std::vector<std::int64_t>>>();

@@ -50,9 +50,15 @@ std::string read_file(const std::string& path) {
 
 measure::RunReply run(const measure::RunRequest& req) {
   measure::RunReply reply;
-  codegen::register_builtin_backends();
-  auto backend = codegen::make_backend(req.runtime);
-  auto kernel = backend->load(req.artifact);
+  if (!req.plugin.empty()) codegen::load_backend_plugin(req.plugin);
+  codegen::BackendOptions options;
+  options.device = req.device;
+  auto backend = codegen::make_backend(req.runtime, options);
+  codegen::KernelShape shape;
+  for (auto& s : req.inputs) shape.tensor_floats.push_back(elements(s));
+  for (auto& s : req.outputs) shape.tensor_floats.push_back(elements(s));
+  shape.workspace_floats = req.workspace_floats;
+  auto kernel = backend->load(req.artifact, shape);
 
   std::vector<std::unique_ptr<Buffer>> tensors;
   std::vector<float*> args;
@@ -71,10 +77,8 @@ measure::RunReply run(const measure::RunRequest& req) {
   Buffer workspace(req.workspace_floats);
   std::fill(workspace.data, workspace.data + workspace.n, NAN);
 
-  using clock = std::chrono::steady_clock;
-  auto t0 = clock::now();
-  kernel->run(args.data(), workspace.data);
-  double first = std::chrono::duration<double>(clock::now() - t0).count();
+  using codegen::Kernel;
+  double first = kernel->run(args.data(), workspace.data, Kernel::kUpload | Kernel::kDownload);
 
   size_t first_output = req.inputs.size();
   if (req.mode == measure::RunRequest::Mode::Reference) {
@@ -119,9 +123,7 @@ measure::RunReply run(const measure::RunRequest& req) {
     return total < req.min_seconds || n < req.min_repeats;
   };
   while (more()) {
-    auto t = clock::now();
-    kernel->run(args.data(), workspace.data);
-    double dt = std::chrono::duration<double>(clock::now() - t).count();
+    double dt = kernel->run(args.data(), workspace.data, 0);
     reply.times_s.push_back(dt);
     total += dt;
   }

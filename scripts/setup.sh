@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 packages=(g++ make cmake pkg-config libsqlite3-dev nlohmann-json3-dev doctest-dev libcli11-dev
           libspdlog-dev libcpp-httplib-dev libboost-dev    # the daemon (server/, client/)
           libxgboost-dev xgboost libtorch-dev              # the cost models (costmodel/)
+          ocl-icd-opencl-dev pocl-opencl-icd               # the OpenCL backend (PoCL runs it on CPUs)
           libdnnl-dev libopenblas-dev)                     # the vendor benchmark (bench/)
 missing=()
 for p in "${packages[@]}"; do

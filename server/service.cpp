@@ -154,6 +154,7 @@ struct Service::Impl {
     if (!b) {
       codegen::BackendOptions bo;
       bo.threads = options.threads;
+      bo.device = options.device;
       try {
         b = codegen::make_backend(name, bo);
       } catch (...) {

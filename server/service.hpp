@@ -11,6 +11,7 @@ struct ServiceOptions {
   std::string db_path;
   std::string cache_dir;     //!< built kernels; "" for the default
   int threads = 0;           //!< threads of generated kernels (0: all cores)
+  std::string device;        //!< BackendOptions::device of local backends
   double timeout_s = 10;     //!< per candidate
   double min_seconds = 0.1;  //!< timed repeats per candidate
   int batch_size = 16;

@@ -19,7 +19,9 @@ class FaultyBackend : public codegen::Backend {
   const codegen::TargetInfo& target() const override { return inner_->target(); }
   std::string source_extension() const override { return inner_->source_extension(); }
   std::string build(const std::string& src, const std::string& out) const override { return inner_->build(src, out); }
-  std::unique_ptr<codegen::Kernel> load(const std::string& path) const override { return inner_->load(path); }
+  std::unique_ptr<codegen::Kernel> load(const std::string& path, const codegen::KernelShape& shape) const override {
+    return inner_->load(path, shape);
+  }
 
   std::string emit(const ir::Workload& w, const ir::LoopNest& nest, const std::string& config) const override {
     std::string src = inner_->emit(w, nest, config);

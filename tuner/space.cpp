@@ -85,7 +85,44 @@ void Space::sample_order(ir::StageSchedule& ss, int stage, Rng& rng) const {
   ss.parallel = (t_.threads > 1 && leading > 0) ? std::uniform_int_distribution<int>(coin(rng, 0.8) ? 1 : 0, std::min(leading, 2))(rng) : 0;
 }
 
+void Space::sample_group_loops(ir::StageSchedule& ss, int stage, Rng& rng) const {
+  // On a work-group device a spatial axis tiles {items * reg, reg}: `reg` points per
+  // work-item in registers, `items` work-items along it per group; a reduction axis steps by
+  // one tile (what a staged input holds) and loops inside it.
+  const ir::Stage& st = w_.stages[stage];
+  ss.tile.clear();
+  ss.vectorize.clear();
+  std::int64_t items = 1, points = 1;
+  std::int64_t max_items = std::min(t_.max_group_size, 256);
+  std::vector<const ir::Axis*> axes;
+  for (auto& a : st.axes) axes.push_back(&a);
+  std::shuffle(axes.begin(), axes.end(), rng);
+  for (const ir::Axis* a : axes) {
+    if (a->reduce) {
+      std::vector<std::int64_t> steps{a->extent};
+      for (std::int64_t k : {1, 2, 4, 8, 16, 32, 64})
+        if (k < a->extent) steps.push_back(k);
+      ss.tile[a->name] = {pick(steps, rng)};
+      continue;
+    }
+    std::vector<std::int64_t> regs, counts;
+    for (std::int64_t r : {1, 1, 2, 4, 8})
+      if (points * r <= 64 && r <= a->extent) regs.push_back(r);
+    std::int64_t reg = pick(regs, rng);
+    for (std::int64_t n : {1, 2, 4, 8, 16, 32, 64, 128, 256})
+      if (items * n <= max_items && reg * n < 2 * a->extent) counts.push_back(n);
+    std::int64_t n = counts.empty() ? 1 : pick(counts, rng);
+    points *= reg;
+    items *= n;
+    ss.tile[a->name] = {reg * n, reg};
+  }
+  sample_order(ss, stage, rng);
+  ss.parallel = 0;
+  ss.unroll = pick(std::vector<int>{0, 0, 2, 4, 8}, rng);
+}
+
 void Space::sample_loops(ir::StageSchedule& ss, int stage, Rng& rng) const {
+  if (t_.groups()) return sample_group_loops(ss, stage, rng);
   const ir::Stage& st = w_.stages[stage];
   ss.tile.clear();
   auto axes = ir::vectorizable_axes(w_, stage);
@@ -185,7 +222,7 @@ ir::Schedule Space::sample(Rng& rng) const {
     if (!check(s).empty()) continue;
     for (size_t i = 0; i < w_.stages.size(); ++i)
       if (!absorbed(s, static_cast<int>(i))) sample_packs(s, static_cast<int>(i), rng);
-    if (w_.stages.size() > 1 && coin(rng)) sample_fuse_rows(s, rng);
+    if (w_.stages.size() > 1 && !t_.groups() && coin(rng)) sample_fuse_rows(s, rng);
     if (check(s).empty()) return s;
   }
   return ir::naive_schedule(w_);
@@ -217,6 +254,10 @@ ir::Schedule Space::mutate(const ir::Schedule& s, Rng& rng) const {
         break;
       }
       case 0: {  // one axis's tile sizes, keeping its register block
+        if (t_.groups()) {
+          sample_group_loops(ss, stage, rng);
+          break;
+        }
         const ir::Axis& a = pick(st.axes, rng);
         auto& sizes = ss.tile[a.name];
         std::int64_t reg = sizes.back();

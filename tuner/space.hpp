@@ -12,8 +12,9 @@ using Rng = std::mt19937_64;
 
 //! The schedule space of a workload on a target, derived from the op's loops (no per-op
 //! templates): per stage, multi-level tile sizes for every axis, a loop order, the SIMD axis,
-//! the unroll factor, parallel outer loops, inlining and epilogue fusion. Every schedule it
-//! returns passes ir::check_schedule.
+//! the unroll factor, parallel outer loops, inlining and epilogue fusion; on a work-group
+//! device (OpenCL, CUDA) work-group and work-item tiles and inputs staged in local memory
+//! instead. Every schedule it returns passes ir::check_schedule.
 class Space {
  public:
   Space(const ir::Workload& w, const ir::TargetTraits& t);
@@ -34,6 +35,8 @@ class Space {
   ir::TargetTraits t_;
 
   void sample_loops(ir::StageSchedule& ss, int stage, Rng& rng) const;
+  //! sample_loops for a work-group device (TargetTraits::groups).
+  void sample_group_loops(ir::StageSchedule& ss, int stage, Rng& rng) const;
   std::vector<std::int64_t> sample_tile(const ir::Axis& a, std::int64_t reg, Rng& rng) const;
   void sample_order(ir::StageSchedule& ss, int stage, Rng& rng) const;
   //! Packs each input of the stage with probability 1/2 where packing is valid.

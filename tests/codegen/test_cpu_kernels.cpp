@@ -28,7 +28,11 @@ Tensors run_in_process(const codegen::Backend& be, const ir::Workload& w, const 
   std::ofstream(src) << be.emit(w, nest, s.to_json());
   std::string log = be.build(src, lib);
   REQUIRE_MESSAGE(log.empty(), log);
-  auto kernel = be.load(lib);
+  codegen::KernelShape shape;
+  for (auto& b : w.buffers)
+    if (b.role != ir::Buffer::Role::Temp) shape.tensor_floats.push_back(b.elements());
+  shape.workspace_floats = nest.workspace_floats;
+  auto kernel = be.load(lib, shape);
   Tensors t;
   std::vector<float*> args;
   int index = 0;
@@ -39,7 +43,7 @@ Tensors run_in_process(const codegen::Backend& be, const ir::Workload& w, const 
   }
   for (auto& v : t) args.push_back(v.data());
   std::vector<float> workspace(nest.workspace_floats + 16, NAN);
-  kernel->run(args.data(), workspace.data());
+  kernel->run(args.data(), workspace.data(), codegen::Kernel::kUpload | codegen::Kernel::kDownload);
   return t;
 }
 

@@ -1,0 +1,561 @@
+// The work-group emitter: OpenCL C and CUDA C from the same loop nests (see gpu_kernel.hpp).
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "codegen/c_text.hpp"
+#include "codegen/gpu_kernel.hpp"
+#include "support/error.hpp"
+
+namespace tiletune::codegen {
+
+namespace {
+
+using ir::Combine;
+using ir::Expr;
+using ir::Loop;
+
+constexpr const char* kLaunchTag = "// tt-launch: ";
+constexpr const char* kArtifactMagic = "TTGPU1\n";
+
+//! What differs between the two dialects.
+struct Dialect {
+  const char* kernel;      //!< before the return type
+  const char* global_ptr;  //!< pointer qualifier of tensors
+  const char* restrict_kw;
+  const char* local_decl;  //!< qualifier of a staged tile
+  const char* group_id;
+  const char* local_id;
+  const char* barrier;
+  const char* prelude;
+  std::map<std::string, std::string> functions;  //!< language builtin -> dialect function
+};
+
+const Dialect& dialect_of(GpuDialect d) {
+  static const Dialect opencl{
+      "__kernel", "__global ", "restrict", "__local", "get_group_id(0)", "get_local_id(0)",
+      "barrier(CLK_LOCAL_MEM_FENCE);",
+      "#define TT_MAX(a, b) ((a) > (b) ? (a) : (b))\n"
+      "#define TT_MIN(a, b) ((a) < (b) ? (a) : (b))\n"
+      "#define tt_sigmoid(x) (1.0f / (1.0f + exp(-(x))))\n"
+      "#define tt_select(c, a, b) ((c) != 0.0f ? (a) : (b))\n",
+      {{"exp", "exp"}, {"log", "log"}, {"sqrt", "sqrt"}, {"tanh", "tanh"}, {"abs", "fabs"}, {"erf", "erf"},
+       {"pow", "pow"}, {"max", "TT_MAX"}, {"min", "TT_MIN"}, {"sigmoid", "tt_sigmoid"}, {"select", "tt_select"}}};
+  static const Dialect cuda{
+      "extern \"C\" __global__", "", "__restrict__", "__shared__", "blockIdx.x", "threadIdx.x", "__syncthreads();",
+      "#ifndef INFINITY\n#define INFINITY __int_as_float(0x7f800000)\n#endif\n"
+      "#define TT_MAX(a, b) ((a) > (b) ? (a) : (b))\n"
+      "#define TT_MIN(a, b) ((a) < (b) ? (a) : (b))\n"
+      "#define tt_sigmoid(x) (1.0f / (1.0f + expf(-(x))))\n"
+      "#define tt_select(c, a, b) ((c) != 0.0f ? (a) : (b))\n",
+      {{"exp", "expf"}, {"log", "logf"}, {"sqrt", "sqrtf"}, {"tanh", "tanhf"}, {"abs", "fabsf"}, {"erf", "erff"},
+       {"pow", "powf"}, {"max", "TT_MAX"}, {"min", "TT_MIN"}, {"sigmoid", "tt_sigmoid"}, {"select", "tt_select"}}};
+  return d == GpuDialect::OpenCL ? opencl : cuda;
+}
+
+double identity(Combine c) {
+  switch (c) {
+    case Combine::Mul: return 1.0;
+    case Combine::Max: return -INFINITY;
+    case Combine::Min: return INFINITY;
+    default: return 0.0;
+  }
+}
+
+std::string combine(Combine c, const std::string& a, const std::string& b) {
+  switch (c) {
+    case Combine::Add: return a + " + " + b;
+    case Combine::Mul: return a + " * " + b;
+    case Combine::Max: return "TT_MAX(" + a + ", " + b + ")";
+    case Combine::Min: return "TT_MIN(" + a + ", " + b + ")";
+    default: return b;
+  }
+}
+
+Linear scaled(const Linear& l, std::int64_t c) {
+  Linear out;
+  for (auto& [v, k] : l.terms) out.add(v, k * c);
+  out.constant = l.constant * c;
+  return out;
+}
+
+void add_to(Linear& into, const Linear& l) {
+  for (auto& [v, k] : l.terms) into.add(v, k);
+  into.constant += l.constant;
+}
+
+//! A spatial axis of a stage mapped to work-groups and work-items.
+struct SpatialAxis {
+  std::string name;
+  std::int64_t extent = 1, group = 1, reg = 1, items = 1, groups = 1;
+  size_t group_pos = 0, local_pos = 0;  //!< places of its outermost / innermost tile loop in the order
+  bool tail = false;                    //!< some points of the last group are past the extent
+  std::string start;                    //!< the item's first point
+  std::string group_start;
+  std::vector<std::string> clamped;     //!< per register offset, when tail
+};
+
+class Emitter {
+ public:
+  Emitter(const ir::Workload& w, const ir::LoopNest& nest, GpuDialect d) : w_(w), nest_(nest), d_(dialect_of(d)), cuda_(d == GpuDialect::Cuda) {
+    std::int64_t largest = nest.workspace_floats;
+    for (auto& b : w.buffers) largest = std::max(largest, b.elements());
+    index_ = largest < (std::int64_t(1) << 31) ? "int" : cuda_ ? "long long" : "long";
+  }
+
+  std::string run(const std::string& config_json) {
+    std::ostringstream body;
+    nlohmann::json launches = nlohmann::json::array();
+    for (size_t i = 0; i < nest_.stages.size(); ++i) {
+      Launch l = stage(nest_.stages[i], "tt_stage" + std::to_string(i));
+      body << out_.str();
+      out_.str("");
+      launches.push_back({{"kernel", l.kernel}, {"groups", l.groups}, {"items", l.items}});
+    }
+    std::ostringstream src;
+    src << kLaunchTag << launches.dump() << "\n";
+    src << "// tiletune " << (cuda_ ? "CUDA" : "OpenCL") << " kernels for op " << w_.op.name << " with " << w_.sizes_text()
+        << "\n// workload " << w_.key << "\n// config " << config_json << "\n"
+        << d_.prelude << "\n"
+        << body.str();
+    return src.str();
+  }
+
+ private:
+  const ir::Workload& w_;
+  const ir::LoopNest& nest_;
+  const Dialect& d_;
+  bool cuda_;
+  std::string index_;
+  std::ostringstream out_;
+  std::set<std::string> used_;
+  std::map<std::string, std::string> tensor_;
+
+  // Per stage.
+  const ir::StageNest* sn_ = nullptr;
+  const ir::Stage* st_ = nullptr;
+  std::map<std::string, SpatialAxis> spatial_;
+  std::map<std::string, std::string> reduce_var_;    //!< innermost loop variable of each reduction axis
+  std::map<std::string, std::string> reduce_outer_;  //!< innermost tile-loop variable of each reduction axis
+  std::map<std::string, const ir::Pack*> staged_;
+  std::map<std::string, std::string> staged_name_;
+
+  void line(int depth, const std::string& text) { out_ << std::string(2 * depth, ' ') << text << "\n"; }
+
+  std::string fresh(const std::string& base) {
+    // Every user name gets a suffix, so no name meets a keyword of either dialect.
+    std::string name = base;
+    while (used_.count(name)) name += "_";
+    used_.insert(name);
+    return name;
+  }
+
+  //! The value of `axis` at register point `offset` (spatial) or in the innermost loop (reduction).
+  Linear axis_value(const std::string& axis, std::int64_t offset) const {
+    Linear l;
+    auto sp = spatial_.find(axis);
+    if (sp == spatial_.end()) {
+      l.add(reduce_var_.at(axis), 1);
+    } else if (sp->second.tail) {
+      l.add(sp->second.clamped[offset], 1);
+    } else {
+      l.add(sp->second.start, 1);
+      l.constant = offset;
+    }
+    return l;
+  }
+
+  Linear index_value(const ir::IndexExpr& ix, const std::map<std::string, std::int64_t>& point) const {
+    Linear l;
+    l.constant = ix.constant;
+    for (auto& t : ix.terms) {
+      auto off = point.find(t.var);
+      add_to(l, scaled(axis_value(t.var, off == point.end() ? 0 : off->second), t.coeff));
+    }
+    return l;
+  }
+
+  //! Where the tile staged for a group starts along one index expression.
+  Linear staged_origin(const ir::IndexExpr& ix, const ir::Pack& p) const {
+    Linear l;
+    l.constant = ix.constant;
+    for (auto& t : ix.terms) {
+      Linear start;
+      std::int64_t span = 1;
+      auto sp = spatial_.find(t.var);
+      if (sp != spatial_.end()) {
+        start.add(sp->second.group_start, 1);
+        span = sp->second.group;
+      } else {
+        auto outer = reduce_outer_.find(t.var);
+        if (outer != reduce_outer_.end()) start.add(outer->second, 1);
+        for (auto& r : sn_->reduce_inner)
+          if (r.axis == t.var) span = r.block;
+      }
+      if (t.coeff < 0) start.constant += span - 1;
+      add_to(l, scaled(start, t.coeff));
+    }
+    return l;
+  }
+
+  std::string element(const Expr& access, const std::map<std::string, std::int64_t>& point) const {
+    const auto& shape = w_.buffers[w_.buffer_index(access.name)].shape;
+    auto staged = staged_.find(access.name);
+    Linear flat;
+    std::int64_t stride = 1;
+    for (size_t d = shape.size(); d-- > 0;) {
+      Linear v = index_value(access.indices[d], point);
+      if (staged != staged_.end()) {
+        add_to(v, scaled(staged_origin(access.indices[d], *staged->second), -1));
+        add_to(flat, scaled(v, stride));
+        stride *= staged->second->box[d];
+      } else {
+        add_to(flat, scaled(v, stride));
+        stride *= shape[d];
+      }
+    }
+    return (staged != staged_.end() ? staged_name_.at(access.name) : tensor_.at(access.name)) + "[" + flat.str() + "]";
+  }
+
+  struct Block {
+    std::vector<std::string> loads;
+    std::map<std::string, std::string> names;
+    std::map<std::string, int> per_tensor;
+  };
+
+  std::string value(const Expr& e, const std::map<std::string, std::int64_t>& point, Block& blk, const std::string& acc) {
+    auto arg = [&](size_t i) { return value(e.args[i], point, blk, acc); };
+    switch (e.kind) {
+      case Expr::Kind::Const: return float_literal(e.value);
+      case Expr::Kind::Size: return float_literal(static_cast<double>(w_.sizes.at(e.name)));
+      case Expr::Kind::Access: {
+        if (!acc.empty() && e.name == st_->name) return acc;
+        std::string addr = element(e, point);
+        auto it = blk.names.find(addr);
+        if (it != blk.names.end()) return it->second;
+        std::string name = "v_" + tensor_.at(e.name) + std::to_string(blk.per_tensor[e.name]++);
+        blk.loads.push_back("const float " + name + " = " + addr + ";");
+        blk.names[addr] = name;
+        return name;
+      }
+      case Expr::Kind::Neg: return "(-" + arg(0) + ")";
+      case Expr::Kind::Add: return "(" + arg(0) + " + " + arg(1) + ")";
+      case Expr::Kind::Sub: return "(" + arg(0) + " - " + arg(1) + ")";
+      case Expr::Kind::Mul: return "(" + arg(0) + " * " + arg(1) + ")";
+      case Expr::Kind::Div: return "(" + arg(0) + " / " + arg(1) + ")";
+      case Expr::Kind::Call: {
+        std::string s = d_.functions.at(e.name) + "(";
+        for (size_t i = 0; i < e.args.size(); ++i) s += (i ? ", " : "") + arg(i);
+        return s + ")";
+      }
+      default: {
+        static const std::map<Expr::Kind, const char*> ops = {{Expr::Kind::Lt, " < "}, {Expr::Kind::Le, " <= "},
+                                                              {Expr::Kind::Gt, " > "}, {Expr::Kind::Ge, " >= "},
+                                                              {Expr::Kind::Eq, " == "}, {Expr::Kind::Ne, " != "}};
+        return "((" + arg(0) + ops.at(e.kind) + arg(1) + ") ? 1.0f : 0.0f)";
+      }
+    }
+  }
+
+  //! Every register point of the stage: offsets of the spatial axes, last axis fastest.
+  std::vector<std::map<std::string, std::int64_t>> points() const {
+    std::vector<std::map<std::string, std::int64_t>> pts{{}};
+    for (auto& l : sn_->reg) {
+      std::vector<std::map<std::string, std::int64_t>> next;
+      for (auto& p : pts)
+        for (std::int64_t i = 0; i < l.block; ++i) {
+          auto q = p;
+          q[l.axis] = i;
+          next.push_back(q);
+        }
+      pts = std::move(next);
+    }
+    return pts;
+  }
+
+  std::string point_suffix(const std::map<std::string, std::int64_t>& p) const {
+    std::string s;
+    for (auto& l : sn_->reg) s += "_" + std::to_string(p.at(l.axis));
+    return s;
+  }
+
+  //! The condition that a register point is inside the output ("" if always).
+  std::string inside(const std::map<std::string, std::int64_t>& p) const {
+    std::string c;
+    for (auto& [name, a] : spatial_)
+      if (a.tail) c += (c.empty() ? "" : " && ") + a.start + " + " + std::to_string(p.at(name)) + " < " + std::to_string(a.extent);
+    return c;
+  }
+
+  void map_spatial_axes(int depth, std::int64_t& groups, std::int64_t& items) {
+    spatial_.clear();
+    for (auto& r : sn_->reg) {
+      SpatialAxis a;
+      a.name = r.axis;
+      a.extent = r.extent;
+      a.reg = r.block;
+      int levels = 0;
+      for (size_t p = 0; p < sn_->outer.size(); ++p) {
+        const Loop& l = sn_->outer[p];
+        if (l.axis != r.axis) continue;
+        ++levels;
+        if (l.level == 0) a.group_pos = p;
+        if (l.level == r.level - 1) a.local_pos = p;
+      }
+      a.group = levels >= 2 ? sn_->outer[a.local_pos].block : a.reg;
+      a.items = a.group / a.reg;
+      a.groups = (a.extent + a.group - 1) / a.group;
+      a.tail = a.extent % a.group != 0;
+      spatial_[a.name] = a;
+    }
+    // Mixed-radix decomposition of the group and item ids: the axis whose loop comes later in
+    // the order varies faster (neighbouring items then touch neighbouring elements).
+    auto decompose = [&](const std::string& id, bool local) {
+      std::vector<SpatialAxis*> axes;
+      for (auto& [n, a] : spatial_) axes.push_back(&a);
+      std::sort(axes.begin(), axes.end(), [&](auto* x, auto* y) {
+        return local ? x->local_pos < y->local_pos : x->group_pos < y->group_pos;
+      });
+      std::int64_t stride = 1;
+      for (size_t i = axes.size(); i-- > 0;) {
+        SpatialAxis& a = *axes[i];
+        std::int64_t radix = local ? a.items : a.groups;
+        std::string coord = id;
+        if (stride > 1) coord = "(" + coord + " / " + std::to_string(stride) + ")";
+        if (i > 0 && radix > 1) coord = "(" + coord + " % " + std::to_string(radix) + ")";
+        if (radix == 1) coord = "0";
+        if (!local) {
+          a.group_start = fresh(a.name + "_g");
+          line(depth, "const " + index_ + " " + a.group_start + " = " + (coord == "0" ? "0" : coord + " * " + std::to_string(a.group)) +
+                          ";  // first point of the work-group along " + a.name);
+        } else {
+          a.start = fresh(a.name + "0");
+          std::string off = coord == "0" ? "" : " + " + coord + " * " + std::to_string(a.reg);
+          line(depth, "const " + index_ + " " + a.start + " = " + a.group_start + off + ";  // first point of the work-item");
+        }
+        stride *= radix;
+      }
+      return stride;
+    };
+    groups = decompose("tt_group", false);
+    items = decompose("tt_item", true);
+    for (auto& [n, a] : spatial_) {
+      if (!a.tail) continue;
+      // Points past the end are computed on the last valid index (never stored): every load
+      // stays in bounds and the register tile needs no branches.
+      for (std::int64_t i = 0; i < a.reg; ++i) {
+        a.clamped.push_back(fresh(a.name + "_" + std::to_string(i)));
+        line(depth, "const " + index_ + " " + a.clamped.back() + " = TT_MIN(" + a.start + " + " + std::to_string(i) + ", " +
+                        std::to_string(a.extent - 1) + ");");
+      }
+    }
+  }
+
+  //! Copies the tile of a staged input that the group reads in this step into local memory.
+  void stage_tile(int depth, const ir::Pack& p, std::int64_t items) {
+    const auto& buf = w_.buffers[p.buffer];
+    std::vector<const Expr*> acc;
+    ir::collect_accesses(sn_->body, acc);
+    const Expr* access = nullptr;
+    for (auto* a : acc)
+      if (a->name == buf.name) access = a;
+    std::string i = fresh("tt_i");
+    line(depth, "for (" + index_ + " " + i + " = tt_item; " + i + " < " + std::to_string(p.elements()) + "; " + i + " += " +
+                    std::to_string(items) + ") {");
+    std::vector<std::string> coord(buf.shape.size());
+    std::string cond;
+    Linear flat;
+    std::int64_t box_stride = 1, stride = 1;
+    for (size_t d = buf.shape.size(); d-- > 0;) {
+      coord[d] = fresh("tt_c" + std::to_string(d));
+      std::string c = box_stride > 1 ? "(" + i + " / " + std::to_string(box_stride) + ")" : i;
+      if (d > 0) c += " % " + std::to_string(p.box[d]);
+      line(depth + 1, "const " + index_ + " " + coord[d] + " = " + staged_origin(access->indices[d], p).str() + " + " + c + ";");
+      cond += (cond.empty() ? "" : " && ") + coord[d] + " >= 0 && " + coord[d] + " < " + std::to_string(buf.shape[d]);
+      flat.add(coord[d], stride);
+      box_stride *= p.box[d];
+      stride *= buf.shape[d];
+    }
+    line(depth + 1, staged_name_.at(buf.name) + "[" + i + "] = (" + cond + ") ? " + tensor_.at(buf.name) + "[" + flat.str() +
+                        "] : 0.0f;");
+    line(depth, "}");
+  }
+
+  Launch stage(const ir::StageNest& sn, const std::string& kernel) {
+    sn_ = &sn;
+    st_ = &w_.stages[sn.stage];
+    used_.clear();
+    tensor_.clear();
+    reduce_var_.clear();
+    reduce_outer_.clear();
+    staged_.clear();
+    staged_name_.clear();
+    for (const char* reserved : {"tt_group", "tt_item", "tt_ws"}) used_.insert(reserved);
+
+    std::int64_t groups = 1, items = 1;
+    // Body first (it decides the launch), then the signature in front of it.
+    for (auto& b : w_.buffers) tensor_[b.name] = fresh(b.name + "_");
+    line(1, "const " + index_ + " tt_group = " + d_.group_id + ";");
+    line(1, "const " + index_ + " tt_item = " + d_.local_id + ";");
+    for (size_t b = 0; b < w_.buffers.size(); ++b)
+      if (w_.buffers[b].role == ir::Buffer::Role::Temp && nest_.workspace_offset[b] >= 0)
+        line(1, std::string(d_.global_ptr) + "float* " + tensor_[w_.buffers[b].name] + " = tt_ws + " +
+                    std::to_string(nest_.workspace_offset[b]) + ";  // temporary");
+    map_spatial_axes(1, groups, items);
+    for (auto& p : sn.packs) {
+      const std::string& name = w_.buffers[p.buffer].name;
+      staged_[name] = &p;
+      staged_name_[name] = fresh("s_" + name);
+      std::string box;
+      for (auto e : p.box) box += (box.empty() ? "" : " x ") + std::to_string(e);
+      line(1, std::string(d_.local_decl) + " float " + staged_name_[name] + "[" + std::to_string(p.elements()) + "];  // " +
+                  name + " tile: " + box);
+    }
+    auto pts = points();
+    bool reduce = st_->is_reduction();
+    std::vector<std::string> accs;
+    for (auto& p : pts) {
+      accs.push_back(fresh("acc" + point_suffix(p)));
+      if (reduce) line(1, "float " + accs.back() + " = " + float_literal(identity(st_->combine)) + ";");
+    }
+    int depth = 1;
+    std::map<std::string, std::string> last_level;
+    for (auto& l : sn.outer) {
+      if (!l.reduce) continue;
+      std::string v = fresh(l.axis + "_o" + std::to_string(l.level));
+      std::string from = l.level == 0 ? "0" : last_level.at(l.axis);
+      std::string end = l.level == 0 || l.extent % l.block == 0
+                            ? (l.level == 0 ? std::to_string(l.extent) : from + " + " + std::to_string(l.block))
+                            : "TT_MIN(" + from + " + " + std::to_string(l.block) + ", " + std::to_string(l.extent) + ")";
+      line(depth++, "for (" + index_ + " " + v + " = " + from + "; " + v + " < " + end + "; " + v + " += " +
+                        std::to_string(l.step) + ") {");
+      last_level[l.axis] = v;
+      reduce_outer_[l.axis] = v;
+    }
+    if (!sn.packs.empty()) {
+      line(depth, std::string(d_.barrier) + "  // the tile of the last step is no longer read");
+      for (auto& p : sn.packs) stage_tile(depth, p, items);
+      line(depth, d_.barrier);
+    }
+    for (size_t r = 0; r < sn.reduce_inner.size(); ++r) {
+      const Loop& l = sn.reduce_inner[r];
+      std::string v = fresh(l.axis);
+      reduce_var_[l.axis] = v;
+      auto outer = last_level.find(l.axis);
+      std::string from = outer == last_level.end() ? "0" : outer->second;
+      std::string end = outer == last_level.end() ? std::to_string(l.extent)
+                        : l.extent % l.block == 0 ? from + " + " + std::to_string(l.block)
+                                                  : "TT_MIN(" + from + " + " + std::to_string(l.block) + ", " + std::to_string(l.extent) + ")";
+      if (r + 1 == sn.reduce_inner.size() && sn.unroll > 0) line(depth, "#pragma unroll " + std::to_string(sn.unroll));
+      line(depth++, "for (" + index_ + " " + v + " = " + from + "; " + v + " < " + end + "; ++" + v + ") {");
+    }
+    Block blk;
+    std::vector<std::string> updates;
+    for (size_t i = 0; i < pts.size(); ++i) {
+      std::string v = value(sn.body, pts[i], blk, "");
+      updates.push_back(reduce ? accs[i] + " = " + combine(st_->combine, accs[i], v) + ";"
+                               : "const float " + accs[i] + " = " + v + ";");
+    }
+    for (auto& l : blk.loads) line(depth, l);
+    for (auto& u : updates) line(depth, u);
+    while (depth > 1) line(--depth, "}");
+    // The results, through the fused epilogue, into the stored tensor. Staged tiles are
+    // stale here: the epilogue reads global memory.
+    staged_.clear();
+    const auto& out = w_.buffers[sn.store];
+    Block eblk;
+    std::vector<std::string> stores;
+    for (size_t i = 0; i < pts.size(); ++i) {
+      std::string v = sn.epilogue >= 0 ? value(sn.epilogue_body, pts[i], eblk, accs[i]) : accs[i];
+      Expr target;
+      target.kind = Expr::Kind::Access;
+      target.name = out.name;
+      for (auto& a : st_->axes)
+        if (!a.reduce) {
+          ir::IndexExpr ix;
+          ix.terms.push_back({a.name, 1});
+          target.indices.push_back(ix);
+        }
+      std::string cond = inside(pts[i]);
+      std::string store = element(target, pts[i]) + " = " + v + ";";
+      stores.push_back(cond.empty() ? store : "if (" + cond + ") " + store);
+    }
+    for (auto& l : eblk.loads) line(1, l);
+    for (auto& s : stores) line(1, s);
+
+    std::string body = out_.str();
+    out_.str("");
+    out_ << "// stage " << st_->name << ": " << groups << " work-group(s) of " << items << " item(s)";
+    for (auto& [n, a] : spatial_) out_ << "; " << n << ": " << a.group << " per group, " << a.reg << " per item";
+    out_ << "\n";
+    std::string params;
+    int arg = 0;
+    for (auto& b : w_.buffers) {
+      if (b.role == ir::Buffer::Role::Temp) continue;
+      bool input = b.role == ir::Buffer::Role::Input;
+      params += std::string(arg++ ? ",\n    " : "") + d_.global_ptr + (input ? "const " : "") + "float* " + d_.restrict_kw +
+                " " + tensor_[b.name];
+    }
+    params += std::string(arg ? ",\n    " : "") + d_.global_ptr + "float* " + d_.restrict_kw + " tt_ws";
+    if (cuda_)
+      out_ << d_.kernel << " void __launch_bounds__(" << items << ") " << kernel << "(\n    " << params << ") {\n";
+    else
+      out_ << d_.kernel << " __attribute__((reqd_work_group_size(" << items << ", 1, 1))) void " << kernel << "(\n    "
+           << params << ") {\n";
+    out_ << body << "}\n\n";
+    return Launch{kernel, groups, items};
+  }
+};
+
+}  // namespace
+
+std::string emit_gpu_kernel(const ir::Workload& w, const ir::LoopNest& nest, const std::string& config_json,
+                            GpuDialect dialect) {
+  return Emitter(w, nest, dialect).run(config_json);
+}
+
+std::vector<Launch> read_launches(const std::string& source) {
+  std::vector<Launch> out;
+  if (source.rfind(kLaunchTag, 0) == 0) {
+    auto j = nlohmann::json::parse(source.substr(std::string(kLaunchTag).size(), source.find('\n') - std::string(kLaunchTag).size()),
+                                   nullptr, false);
+    if (j.is_array())
+      for (auto& l : j)
+        if (l.is_object() && l.contains("kernel") && l.contains("groups") && l.contains("items"))
+          out.push_back({l["kernel"].get<std::string>(), l["groups"].get<std::int64_t>(), l["items"].get<std::int64_t>()});
+  }
+  if (out.empty()) throw_error(ErrorKind::InvalidInput, "the source records no kernel launches (first line '" + std::string(kLaunchTag) + "...')");
+  return out;
+}
+
+void write_gpu_artifact(const std::string& path, const GpuArtifact& artifact) {
+  nlohmann::json launches = nlohmann::json::array();
+  for (auto& l : artifact.launches) launches.push_back({{"kernel", l.kernel}, {"groups", l.groups}, {"items", l.items}});
+  std::ofstream out(path, std::ios::binary);
+  out << kArtifactMagic << launches.dump() << "\n" << artifact.binary;
+  if (!out) throw_error(ErrorKind::Io, "cannot write " + path);
+}
+
+GpuArtifact read_gpu_artifact(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  std::string text = s.str();
+  std::string magic = kArtifactMagic;
+  auto eol = text.find('\n', magic.size());
+  if (!in || text.rfind(magic, 0) != 0 || eol == std::string::npos)
+    throw_error(ErrorKind::Io, "cannot read kernel artifact " + path + ": missing or not a tiletune GPU artifact");
+  GpuArtifact a;
+  try {
+    a.launches = read_launches(kLaunchTag + text.substr(magic.size(), eol - magic.size()) + "\n");
+  } catch (const Error& e) {
+    throw_error(ErrorKind::Io, "kernel artifact " + path + ": " + e.what());
+  }
+  a.binary = text.substr(eol + 1);
+  return a;
+}
+
+}  // namespace tiletune::codegen

@@ -1,0 +1,42 @@
+// codegen/gpu_kernel.hpp — internal to codegen/: what the work-group backends (OpenCL, CUDA)
+// share: one emitter for both C dialects, and the artifact that carries a built program with
+// the launches it needs.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/loop_nest.hpp"
+
+namespace tiletune::codegen {
+
+enum class GpuDialect { OpenCL, Cuda };
+
+//! One kernel launch: a 1-D grid of `groups` work-groups of `items` work-items each.
+struct Launch {
+  std::string kernel;
+  std::int64_t groups = 1;
+  std::int64_t items = 1;
+};
+
+//! Source of one kernel per stage (launched in stage order), each taking every tensor (inputs,
+//! then outputs) and the workspace. A spatial axis tiled {G, r} gives work-groups of G points
+//! and work-items of r points (the register tile); tiled {r}, work-groups of one item of r
+//! points. Reduction loops run in each item in the config's order; a pack stages the input
+//! tile a work-group reads in one step of them in local memory. The first line records the
+//! launches (read_launches).
+std::string emit_gpu_kernel(const ir::Workload& w, const ir::LoopNest& nest, const std::string& config_json,
+                            GpuDialect dialect);
+
+//! The launches recorded in emitted source; Error(InvalidInput) if there are none.
+std::vector<Launch> read_launches(const std::string& source);
+
+//! A built program: its launches and the device binary, in one file.
+struct GpuArtifact {
+  std::vector<Launch> launches;
+  std::string binary;
+};
+void write_gpu_artifact(const std::string& path, const GpuArtifact& artifact);
+GpuArtifact read_gpu_artifact(const std::string& path);  //!< Error(Io) if unreadable or malformed
+
+}  // namespace tiletune::codegen

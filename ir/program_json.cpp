@@ -1,0 +1,116 @@
+#include "ir/program_json.hpp"
+
+#include <nlohmann/json.hpp>
+
+namespace tiletune::ir {
+
+namespace {
+
+using nlohmann::json;
+
+const char* kind_name(Expr::Kind k) {
+  switch (k) {
+    case Expr::Kind::Const: return "const";
+    case Expr::Kind::Size: return "const";
+    case Expr::Kind::Access: return "load";
+    case Expr::Kind::Neg: return "neg";
+    case Expr::Kind::Add: return "add";
+    case Expr::Kind::Sub: return "sub";
+    case Expr::Kind::Mul: return "mul";
+    case Expr::Kind::Div: return "div";
+    case Expr::Kind::Call: return "call";
+    case Expr::Kind::Lt: return "lt";
+    case Expr::Kind::Le: return "le";
+    case Expr::Kind::Gt: return "gt";
+    case Expr::Kind::Ge: return "ge";
+    case Expr::Kind::Eq: return "eq";
+    case Expr::Kind::Ne: return "ne";
+  }
+  return "?";
+}
+
+json index_json(const IndexExpr& ix) {
+  json terms = json::array();
+  for (auto& t : ix.terms) terms.push_back({t.var, t.coeff});
+  return {{"terms", terms}, {"constant", ix.constant}};
+}
+
+json expr_json(const Workload& w, const Expr& e) {
+  json j = {{"op", kind_name(e.kind)}};
+  switch (e.kind) {
+    case Expr::Kind::Const: j["value"] = e.value; break;
+    case Expr::Kind::Size: j["value"] = static_cast<double>(w.sizes.at(e.name)); break;
+    case Expr::Kind::Access: {
+      j["tensor"] = e.name;
+      j["index"] = json::array();
+      for (auto& ix : e.indices) j["index"].push_back(index_json(ix));
+      break;
+    }
+    case Expr::Kind::Call: j["fn"] = e.name; [[fallthrough]];
+    default: {
+      j["args"] = json::array();
+      for (auto& a : e.args) j["args"].push_back(expr_json(w, a));
+    }
+  }
+  return j;
+}
+
+json loops_json(const std::vector<Loop>& loops) {
+  json out = json::array();
+  for (auto& l : loops)
+    out.push_back({{"axis", l.axis}, {"level", l.level}, {"step", l.step}, {"block", l.block},
+                   {"extent", l.extent}, {"reduce", l.reduce}, {"parallel", l.parallel}});
+  return out;
+}
+
+const char* role_name(Buffer::Role r) {
+  return r == Buffer::Role::Input ? "input" : r == Buffer::Role::Output ? "output" : "temp";
+}
+
+}  // namespace
+
+std::string program_to_json(const Workload& w, const LoopNest& nest, const std::string& config_json) {
+  json buffers = json::array();
+  int argument = 0;
+  for (size_t b = 0; b < w.buffers.size(); ++b)
+    buffers.push_back({{"name", w.buffers[b].name},
+                       {"role", role_name(w.buffers[b].role)},
+                       {"argument", w.buffers[b].role == Buffer::Role::Temp ? -1 : argument++},
+                       {"shape", w.buffers[b].shape},
+                       {"workspace_offset", nest.workspace_offset[b]}});
+  json stages = json::array();
+  for (auto& sn : nest.stages) {
+    const Stage& st = w.stages[sn.stage];
+    json axes = json::array();
+    for (auto& a : st.axes) axes.push_back({{"name", a.name}, {"extent", a.extent}, {"reduce", a.reduce}});
+    json packs = json::array();
+    for (auto& p : sn.packs) packs.push_back(w.buffers[p.buffer].name);
+    stages.push_back({{"name", st.name},
+                      {"output", w.buffers[st.output].name},
+                      {"store", w.buffers[sn.store].name},
+                      {"combine", combine_token(st.combine)},
+                      {"axes", axes},
+                      {"body", expr_json(w, sn.body)},
+                      {"epilogue_body", sn.epilogue >= 0 ? expr_json(w, sn.epilogue_body) : json(nullptr)},
+                      {"outer", loops_json(sn.outer)},
+                      {"reduce_inner", loops_json(sn.reduce_inner)},
+                      {"reg", loops_json(sn.reg)},
+                      {"vector_axis", sn.vector_axis},
+                      {"lanes", sn.lanes},
+                      {"unroll", sn.unroll},
+                      {"packs", packs}});
+  }
+  json config = json::parse(config_json, nullptr, false);
+  return json{{"abi", 1},
+              {"op", w.op.name},
+              {"workload", w.key},
+              {"sizes", w.sizes},
+              {"config", config.is_discarded() ? json(nullptr) : config},
+              {"buffers", buffers},
+              {"workspace_floats", nest.workspace_floats},
+              {"fuse_rows", nest.fuse_rows},
+              {"stages", stages}}
+      .dump(2);
+}
+
+}  // namespace tiletune::ir

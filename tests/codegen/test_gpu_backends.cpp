@@ -1,0 +1,168 @@
+// The work-group backends: OpenCL kernels run and are checked on PoCL (this machine's CPU);
+// CUDA kernels are compiled for sm_80 and sm_90 everywhere and run where there is a GPU.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "codegen/backend.hpp"
+#include "codegen/gpu_kernel.hpp"
+#include "helpers.hpp"
+#include "ir/loop_nest.hpp"
+#include "random_schedules.hpp"
+#include "support/subprocess.hpp"
+#include "tuner/space.hpp"
+
+using namespace tiletune;
+using tiletune::test::library_workload;
+using tiletune::test::TempDir;
+
+namespace {
+
+ir::Schedule from_json(const std::string& text) { return ir::Schedule::from_json(text); }
+
+bool have_nvcc() {
+  return std::filesystem::exists("/usr/local/cuda/bin/nvcc") || run_process({"nvcc", "--version"}, 30).ok();
+}
+
+}  // namespace
+
+TEST_CASE("opencl: random schedules of every library op compute the reference results on the OpenCL device") {
+  auto be = codegen::make_backend("opencl");
+  INFO("OpenCL device: " << be->target().fingerprint_json);
+  CHECK(be->target().traits.groups());
+  test::random_schedules_of_every_op_are_correct(3, 40, "opencl");
+}
+
+TEST_CASE("opencl: staged inputs, two-level tiles and tails match the naive schedule") {
+  auto be = codegen::make_backend("opencl");
+  auto w = library_workload("matmul", "M=37,N=29,K=13");
+  auto s = from_json(R"({"version":1,"stages":[{"stage":"C","tile":{"m":[16,4],"n":[8,2],"k":[4]},
+      "order":["m.0","n.0","k.0","m.1","n.1"],"unroll":2,"pack":["A","B"]}]})");
+  REQUIRE(ir::check_schedule(w, s, be->target().traits) == "");
+  auto conv = library_workload("conv2d", "N=1,C=3,H=9,W=11,K=5,R=3,S=3");
+  auto c = from_json(R"({"version":1,"stages":[{"stage":"O","tile":{"n":[1,1],"k":[4,2],"y":[4,1],"x":[8,4],
+      "c":[2],"r":[3],"s":[1]},"order":["n.0","k.0","y.0","x.0","c.0","r.0","s.0","n.1","k.1","y.1","x.1"],"pack":["I","F"]}]})");
+  REQUIRE(ir::check_schedule(conv, c, be->target().traits) == "");
+  test::all_correct(*be, w, {s});
+  test::all_correct(*be, conv, {c});
+}
+
+TEST_CASE("opencl: the schedule space respects the device's work-group limits") {
+  auto be = codegen::make_backend("opencl");
+  ir::TargetTraits t = be->target().traits;
+  auto w = library_workload("matmul", "M=64,N=64,K=64");
+  // Groups over the limit, a third tile level, fused rows and CPU knobs are refused with a reason.
+  t.max_group_size = 16;
+  CHECK(ir::check_schedule(w, from_json(R"({"version":1,"stages":[{"stage":"C","tile":{"m":[8,1],"n":[8,1],"k":[4]},
+      "order":["m.0","n.0","k.0","m.1","n.1"]}]})"), t).find("exceed the device's 16") != std::string::npos);
+  CHECK(ir::check_schedule(w, from_json(R"({"version":1,"stages":[{"stage":"C","tile":{"m":[16,4,1],"n":[4,1],"k":[4]},
+      "order":["m.0","n.0","k.0","m.1","m.2","n.1"]}]})"), t).find("at most 2 tile levels") != std::string::npos);
+  CHECK(ir::check_schedule(w, from_json(R"({"version":1,"stages":[{"stage":"C","tile":{"m":[4,1],"n":[4,1],"k":[4]},
+      "order":["m.0","n.0","k.0","m.1","n.1"],"parallel":1}]})"), t).find("parallel must be 0") != std::string::npos);
+  t.local_bytes = 64;
+  CHECK(ir::check_schedule(w, from_json(R"({"version":1,"stages":[{"stage":"C","tile":{"m":[4,1],"n":[4,1],"k":[8]},
+      "order":["m.0","n.0","k.0","m.1","n.1"],"pack":["A"]}]})"), t).find("bytes of local memory") != std::string::npos);
+  tuner::Space space(w, be->target().traits);
+  tuner::Rng rng(3);
+  for (int i = 0; i < 50; ++i) {
+    ir::Schedule s = space.sample(rng);
+    CHECK(ir::check_schedule(w, s, be->target().traits) == "");
+    CHECK(s.fuse_rows == 0);
+    CHECK(s.stages[0].vectorize.empty());
+    s = space.mutate(s, rng);
+    CHECK(ir::check_schedule(w, s, be->target().traits) == "");
+  }
+}
+
+TEST_CASE("opencl: the generated source is readable and records its launches") {
+  auto be = codegen::make_backend("opencl");
+  auto w = library_workload("softmax", "N=8,D=33");
+  tuner::Space space(w, be->target().traits);
+  tuner::Rng rng(1);
+  ir::Schedule s = space.sample(rng);
+  std::string src = be->emit(w, ir::lower(w, s, be->target().traits), s.to_json());
+  CHECK(src.rfind("// tt-launch: [", 0) == 0);
+  CHECK(src.find("__kernel") != std::string::npos);
+  CHECK(src.find("// stage ") != std::string::npos);
+  auto launches = codegen::read_launches(src);
+  CHECK(!launches.empty());
+  CHECK(test::error_of([] { codegen::read_launches("__kernel void f() {}"); }).find("no kernel launches") != std::string::npos);
+}
+
+TEST_CASE("opencl: a missing device or a damaged artifact is a clear error") {
+  codegen::BackendOptions o;
+  o.device = "no such device";
+  auto be = codegen::make_backend("opencl", o);
+  ErrorKind kind{};
+  CHECK(test::error_of([&] { be->target(); }, &kind).find("no OpenCL device named like 'no such device'") != std::string::npos);
+  CHECK(kind == ErrorKind::Unavailable);
+  TempDir dir;
+  std::ofstream(dir.file("bad.bin")) << "not an artifact";
+  auto ok = codegen::make_backend("opencl");
+  CHECK(test::error_of([&] { ok->load(dir.file("bad.bin"), {}); }, &kind).find("not a tiletune GPU artifact") != std::string::npos);
+  CHECK(kind == ErrorKind::Io);
+}
+
+TEST_CASE("cuda: kernels of every library op compile for sm_80 and sm_90") {
+  if (!have_nvcc()) {
+    MESSAGE("skipped: no nvcc under /usr/local/cuda/bin or on PATH");
+    return;
+  }
+  TempDir dir;
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"matmul", "M=37,N=67,K=23"},        {"matmul_bias_relu", "M=29,N=41,K=19"},
+      {"batch_matmul", "G=3,M=13,N=35,K=7"}, {"conv2d", "N=1,C=3,H=11,W=19,K=5,R=3,S=3"},
+      {"depthwise_conv2d", "N=2,C=3,H=9,W=21,R=3,S=3"}, {"softmax", "N=7,D=43"},
+      {"layernorm", "N=5,D=37"},           {"row_sum", "N=11,D=53"},
+      {"gelu", "N=3,D=71"}};
+  for (const char* arch : {"sm_80", "sm_90"}) {
+    codegen::BackendOptions o;
+    o.device = arch;
+    auto be = codegen::make_backend("cuda", o);
+    CHECK(be->target().fingerprint_json.find(arch) != std::string::npos);
+    int built = 0;
+    for (auto& [op, sizes] : cases) {
+      CAPTURE(arch);
+      CAPTURE(op);
+      auto w = library_workload(op, sizes);
+      tuner::Space space(w, be->target().traits);
+      tuner::Rng rng(7);
+      for (ir::Schedule s : {ir::naive_schedule(w), space.sample(rng)}) {
+        std::string src = dir.file(op + "-" + std::to_string(built) + ".cu");
+        std::ofstream(src) << be->emit(w, ir::lower(w, s, be->target().traits), s.to_json());
+        std::string log = be->build(src, dir.file(op + "-" + std::to_string(built++) + ".bin"));
+        CHECK_MESSAGE(log.empty(), log);
+      }
+    }
+    CHECK(built == 18);
+  }
+}
+
+TEST_CASE("cuda: without a GPU running is a clear 'no CUDA device' error; with one, kernels compute the reference") {
+  if (!have_nvcc()) {
+    MESSAGE("skipped: no nvcc under /usr/local/cuda/bin or on PATH");
+    return;
+  }
+  auto local = codegen::make_backend("cuda");
+  ErrorKind kind{};
+  std::string why = test::error_of([&] { local->target(); }, &kind);
+  if (why.empty()) {
+    MESSAGE("CUDA device found: " << local->target().fingerprint_json);
+    test::random_schedules_of_every_op_are_correct(2, 50, "cuda");
+    return;
+  }
+  MESSAGE("no CUDA device here, so kernels are not run: " << why);
+  CHECK(why.find("no CUDA device") != std::string::npos);
+  CHECK(kind == ErrorKind::Unavailable);
+  // Built for a given arch, the measuring worker reports the missing device for the candidate.
+  codegen::BackendOptions o;
+  o.device = "sm_80";
+  auto be = codegen::make_backend("cuda", o);
+  auto w = library_workload("matmul", "M=8,N=8,K=8");
+  measure::MeasureOptions mo;
+  mo.cache_dir = test::kernel_cache();
+  measure::Measurer m(*be, w, mo);
+  why = test::error_of([&] { m.measure({ir::naive_schedule(w)}); });
+  CHECK(why.find("no CUDA device") != std::string::npos);
+}

@@ -1,0 +1,135 @@
+// Backend plug-ins: the example under examples/ built out of tree against the installed header
+// only, loaded and tuned through end to end; broken plug-ins are clear errors, never crashes.
+#include <doctest/doctest.h>
+
+#include <fstream>
+
+#include "codegen/backend.hpp"
+#include "helpers.hpp"
+#include "support/subprocess.hpp"
+
+using namespace tiletune;
+using tiletune::test::TempDir;
+
+namespace {
+
+const std::string kSource = TILETUNE_SOURCE_DIR;
+const std::string kBinary = TILETUNE_BINARY_DIR;
+
+void must(const ProcessResult& r, const std::string& what) { REQUIRE_MESSAGE(r.ok(), what << ": " << r.output); }
+
+//! Installs the plug-in header into a prefix and builds examples/scalar_c_backend against it.
+std::string build_example(const TempDir& dir) {
+  std::string prefix = dir.file("prefix"), build = dir.file("build");
+  must(run_process({"cmake", "--install", kBinary, "--component", "plugin-header", "--prefix", prefix}, 120),
+       "installing the header");
+  REQUIRE(std::ifstream(prefix + "/include/tiletune/backend_plugin.h").good());
+  must(run_process({"cmake", "-S", kSource + "/examples/scalar_c_backend", "-B", build, "-DCMAKE_PREFIX_PATH=" + prefix}, 120),
+       "configuring the example");
+  must(run_process({"cmake", "--build", build}, 300), "building the example");
+  return build + "/libtiletune_scalar_c.so";
+}
+
+//! A plug-in with one thing wrong, chosen by a macro: what tiletune must refuse clearly.
+const char* kBrokenPlugin = R"(
+#include <stdio.h>
+#include <string.h>
+#include "tiletune/backend_plugin.h"
+static void* create(const char* o, char* err, size_t n) { snprintf(err, n, "no device attached"); return NULL; }
+static void destroy(void* b) {}
+static int describe(void* b, tt_target* t, char* err, size_t n) { return 1; }
+static char* emit(void* b, const char* p, char* err, size_t n) { return NULL; }
+static void free_text(char* t) {}
+static int build(void* b, const char* s, const char* a, char* log, size_t n) { return 1; }
+static void* load(void* b, const char* a, const int64_t* f, int32_t c, int64_t w, char* err, size_t n) { return NULL; }
+static int run(void* k, float* const* t, float* w, uint32_t f, double* s, char* err, size_t n) { return 1; }
+static void unload(void* k) {}
+#ifndef NO_ENTRY
+int tt_plugin_init(uint32_t host, tt_plugin* out, char* err, size_t n) {
+#ifdef INIT_FAILS
+  snprintf(err, n, "licence check failed");
+  return 1;
+#endif
+  tt_plugin p = {TT_PLUGIN_ABI_VERSION, sizeof(tt_plugin), "broken", "a broken plug-in", ".c",
+                 create, destroy, describe, emit, free_text, build, load, run, unload};
+#ifdef WRONG_ABI
+  p.abi_version = 99;
+#endif
+#ifdef NO_RUN
+  p.run = NULL;
+#endif
+#ifdef BAD_NAME
+  p.name = "Bad Name!";
+#endif
+  *out = p;
+  return 0;
+}
+#endif
+)";
+
+std::string broken_plugin(const TempDir& dir, const std::string& variant) {
+  std::string src = dir.file("broken.c"), out = dir.file("broken-" + variant + ".so");
+  std::ofstream(src) << kBrokenPlugin;
+  std::vector<std::string> argv{"cc", "-shared", "-fPIC", "-I" + kSource + "/include", "-o", out, src};
+  if (!variant.empty()) argv.push_back("-D" + variant);
+  must(run_process(argv, 120), "compiling the broken plug-in");
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("plug-ins: the example built out of tree tunes an op end to end through --backend-plugin") {
+  TempDir dir;
+  std::string plugin = build_example(dir);
+  std::string db = dir.file("t.db");
+  auto cli = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), kBinary + "/tiletune");
+    args.insert(args.end(), {"--backend-plugin", plugin, "--backend", "scalar-c", "--db", db, "--cache", dir.file("cache")});
+    return run_process(args, 300);
+  };
+  auto tune = cli({"tune", "matmul_bias_relu", "-s", "M=19,N=23,K=7", "--trials", "6", "--batch", "3",
+                   "--strategy", "random", "--min-time", "0.01"});
+  CHECK_MESSAGE(tune.exit_code == 0, tune.output);
+  CHECK_MESSAGE(tune.output.find("6/6") != std::string::npos, tune.output);
+  CHECK_MESSAGE(tune.output.find("  6    6       0  ") != std::string::npos, tune.output);  // 6 records, 6 new, 0 failed
+  auto show = cli({"show", "matmul_bias_relu", "-s", "M=19,N=23,K=7"});
+  CHECK_MESSAGE(show.exit_code == 0, show.output);
+  CHECK(show.output.find("tt_kernel") != std::string::npos);
+  // Registered beside the in-tree backends, with its origin (what a measuring worker loads).
+  CHECK(codegen::load_backend_plugin(plugin) == "scalar-c");
+  CHECK(codegen::load_backend_plugin(plugin) == "scalar-c");
+  CHECK(codegen::backend_origin("scalar-c") == plugin);
+  CHECK(codegen::backend_origin("cpu") == "");
+  auto be = codegen::make_backend("scalar-c");
+  CHECK(be->target().backend == "scalar-c");
+  CHECK(be->target().traits.vector_lanes == 1);
+}
+
+TEST_CASE("plug-ins: a missing file, no entry point, another ABI, a failing init or a missing function are clear errors") {
+  TempDir dir;
+  auto refused = [&](const std::string& path, const std::string& why) {
+    ErrorKind kind{};
+    std::string msg = test::error_of([&] { codegen::load_backend_plugin(path); }, &kind);
+    CHECK_MESSAGE(msg.find(why) != std::string::npos, msg);
+    CHECK(msg.find("backend plug-in " + path) != std::string::npos);
+    CHECK(kind == ErrorKind::InvalidInput);
+  };
+  refused(dir.file("missing.so"), "cannot be loaded");
+  refused(broken_plugin(dir, "NO_ENTRY"), "has no entry point tt_plugin_init");
+  refused(broken_plugin(dir, "WRONG_ABI"), "built for plug-in ABI version 99; this tiletune speaks version 1");
+  refused(broken_plugin(dir, "INIT_FAILS"), "failed to initialise: licence check failed");
+  refused(broken_plugin(dir, "NO_RUN"), "leaves run unset");
+  refused(broken_plugin(dir, "BAD_NAME"), "names itself 'Bad Name!'");
+  // Loads, but its instances cannot be made: the error says why, at make_backend.
+  std::string ok = broken_plugin(dir, "");
+  CHECK(codegen::load_backend_plugin(ok) == "broken");
+  CHECK(test::error_of([] { codegen::make_backend("broken"); }).find("failed to initialise: no device attached") != std::string::npos);
+  // The command line turns each into a message and the usage exit code.
+  auto r = run_process({kBinary + "/tiletune", "tune", "matmul", "-s", "M=8,N=8,K=8", "--backend-plugin",
+                        broken_plugin(dir, "WRONG_ABI"), "--db", dir.file("t.db")}, 60);
+  CHECK(r.exit_code == 2);
+  CHECK_MESSAGE(r.output.find("ABI version 99") != std::string::npos, r.output);
+  r = run_process({kBinary + "/tiletune", "serve", "--backend-plugin", dir.file("missing.so"), "--db", dir.file("t.db")}, 60);
+  CHECK(r.exit_code == 2);
+  CHECK_MESSAGE(r.output.find("cannot be loaded") != std::string::npos, r.output);
+}
