@@ -65,12 +65,12 @@ double identity(Combine c) {
   }
 }
 
-std::string combine(Combine c, const std::string& a, const std::string& b) {
+std::string combine(Combine c, const std::string& a, const std::string& b, bool vec) {
   switch (c) {
     case Combine::Add: return a + " + " + b;
     case Combine::Mul: return a + " * " + b;
-    case Combine::Max: return "TT_MAX(" + a + ", " + b + ")";
-    case Combine::Min: return "TT_MIN(" + a + ", " + b + ")";
+    case Combine::Max: return std::string(vec ? "fmax(" : "TT_MAX(") + a + ", " + b + ")";
+    case Combine::Min: return std::string(vec ? "fmin(" : "TT_MIN(") + a + ", " + b + ")";
     default: return b;
   }
 }
@@ -95,7 +95,7 @@ struct SpatialAxis {
   bool tail = false;                    //!< some points of the last group are past the extent
   std::string start;                    //!< the item's first point
   std::string group_start;
-  std::vector<std::string> clamped;     //!< per register offset, when tail
+  std::map<std::int64_t, std::string> clamped;  //!< per register offset (per vector when vectorized), when tail
 };
 
 class Emitter {
@@ -142,8 +142,28 @@ class Emitter {
   std::map<std::string, std::string> reduce_outer_;  //!< innermost tile-loop variable of each reduction axis
   std::map<std::string, const ir::Pack*> staged_;
   std::map<std::string, std::string> staged_name_;
+  std::string vec_axis_;  //!< the spatial axis computed in vectors; "" for none
+  std::int64_t lanes_ = 1;
 
   void line(int depth, const std::string& text) { out_ << std::string(2 * depth, ' ') << text << "\n"; }
+
+  std::string vector_type() const { return lanes_ > 1 ? "float" + std::to_string(lanes_) : "float"; }
+  //! A lane-invariant value as a whole vector.
+  std::string widen(const std::string& v) const { return lanes_ > 1 ? "(" + vector_type() + ")(" + v + ")" : v; }
+  bool along_vector(const Expr& access) const {
+    if (lanes_ <= 1) return false;
+    for (auto& ix : access.indices)
+      if (ix.coeff_of(vec_axis_) != 0) return true;
+    return false;
+  }
+  //! True if `e` reads nothing that moves along the vector axis (nor the accumulator).
+  bool lane_invariant(const Expr& e) const {
+    if (lanes_ <= 1) return false;
+    if (e.kind == Expr::Kind::Access) return e.name != st_->name && !along_vector(e);
+    for (auto& a : e.args)
+      if (!lane_invariant(a)) return false;
+    return true;
+  }
 
   std::string fresh(const std::string& base) {
     // Every user name gets a suffix, so no name meets a keyword of either dialect.
@@ -160,7 +180,7 @@ class Emitter {
     if (sp == spatial_.end()) {
       l.add(reduce_var_.at(axis), 1);
     } else if (sp->second.tail) {
-      l.add(sp->second.clamped[offset], 1);
+      l.add(sp->second.clamped.at(offset), 1);
     } else {
       l.add(sp->second.start, 1);
       l.constant = offset;
@@ -202,6 +222,12 @@ class Emitter {
   }
 
   std::string element(const Expr& access, const std::map<std::string, std::int64_t>& point) const {
+    auto [base, flat] = address(access, point);
+    return base + "[" + flat + "]";
+  }
+
+  //! The tensor (or staged tile) an access reads and the flat index into it.
+  std::pair<std::string, std::string> address(const Expr& access, const std::map<std::string, std::int64_t>& point) const {
     const auto& shape = w_.buffers[w_.buffer_index(access.name)].shape;
     auto staged = staged_.find(access.name);
     Linear flat;
@@ -217,7 +243,7 @@ class Emitter {
         stride *= shape[d];
       }
     }
-    return (staged != staged_.end() ? staged_name_.at(access.name) : tensor_.at(access.name)) + "[" + flat.str() + "]";
+    return {staged != staged_.end() ? staged_name_.at(access.name) : tensor_.at(access.name), flat.str()};
   }
 
   struct Block {
@@ -233,12 +259,14 @@ class Emitter {
       case Expr::Kind::Size: return float_literal(static_cast<double>(w_.sizes.at(e.name)));
       case Expr::Kind::Access: {
         if (!acc.empty() && e.name == st_->name) return acc;
-        std::string addr = element(e, point);
-        auto it = blk.names.find(addr);
+        auto [base, flat] = address(e, point);
+        bool vec = along_vector(e);
+        std::string load = vec ? "vload" + std::to_string(lanes_) + "(0, " + base + " + " + flat + ")" : base + "[" + flat + "]";
+        auto it = blk.names.find(load);
         if (it != blk.names.end()) return it->second;
         std::string name = "v_" + tensor_.at(e.name) + std::to_string(blk.per_tensor[e.name]++);
-        blk.loads.push_back("const float " + name + " = " + addr + ";");
-        blk.names[addr] = name;
+        blk.loads.push_back("const " + (vec ? vector_type() : std::string("float")) + " " + name + " = " + load + ";");
+        blk.names[load] = name;
         return name;
       }
       case Expr::Kind::Neg: return "(-" + arg(0) + ")";
@@ -247,7 +275,9 @@ class Emitter {
       case Expr::Kind::Mul: return "(" + arg(0) + " * " + arg(1) + ")";
       case Expr::Kind::Div: return "(" + arg(0) + " / " + arg(1) + ")";
       case Expr::Kind::Call: {
-        std::string s = d_.functions.at(e.name) + "(";
+        // fmax/fmin take a vector and a scalar alike (max(v, 0.0f) in a vectorized epilogue).
+        std::string fn = lanes_ > 1 && (e.name == "max" || e.name == "min") ? "f" + e.name : d_.functions.at(e.name);
+        std::string s = fn + "(";
         for (size_t i = 0; i < e.args.size(); ++i) s += (i ? ", " : "") + arg(i);
         return s + ")";
       }
@@ -265,8 +295,9 @@ class Emitter {
     std::vector<std::map<std::string, std::int64_t>> pts{{}};
     for (auto& l : sn_->reg) {
       std::vector<std::map<std::string, std::int64_t>> next;
+      std::int64_t step = l.axis == vec_axis_ ? lanes_ : 1;
       for (auto& p : pts)
-        for (std::int64_t i = 0; i < l.block; ++i) {
+        for (std::int64_t i = 0; i < l.block; i += step) {
           auto q = p;
           q[l.axis] = i;
           next.push_back(q);
@@ -278,7 +309,7 @@ class Emitter {
 
   std::string point_suffix(const std::map<std::string, std::int64_t>& p) const {
     std::string s;
-    for (auto& l : sn_->reg) s += "_" + std::to_string(p.at(l.axis));
+    for (auto& l : sn_->reg) s += "_" + std::to_string(p.at(l.axis) / (l.axis == vec_axis_ ? lanes_ : 1));
     return s;
   }
 
@@ -345,11 +376,13 @@ class Emitter {
     for (auto& [n, a] : spatial_) {
       if (!a.tail) continue;
       // Points past the end are computed on the last valid index (never stored): every load
-      // stays in bounds and the register tile needs no branches.
-      for (std::int64_t i = 0; i < a.reg; ++i) {
-        a.clamped.push_back(fresh(a.name + "_" + std::to_string(i)));
-        line(depth, "const " + index_ + " " + a.clamped.back() + " = TT_MIN(" + a.start + " + " + std::to_string(i) + ", " +
-                        std::to_string(a.extent - 1) + ");");
+      // stays in bounds and the register tile needs no branches. A vector axis clamps whole
+      // vectors (its extent is a multiple of the lanes).
+      std::int64_t step = n == vec_axis_ ? lanes_ : 1;
+      for (std::int64_t i = 0; i < a.reg; i += step) {
+        a.clamped[i] = fresh(a.name + "_" + std::to_string(i));
+        line(depth, "const " + index_ + " " + a.clamped[i] + " = TT_MIN(" + a.start + " + " + std::to_string(i) + ", " +
+                        std::to_string(a.extent - step) + ");");
       }
     }
   }
@@ -387,6 +420,9 @@ class Emitter {
   Launch stage(const ir::StageNest& sn, const std::string& kernel) {
     sn_ = &sn;
     st_ = &w_.stages[sn.stage];
+    vec_axis_ = sn.vector_reduce || sn.lanes <= 1 ? "" : sn.vector_axis;
+    lanes_ = vec_axis_.empty() ? 1 : sn.lanes;
+    if (lanes_ > 1 && cuda_) throw_error(ErrorKind::InvalidInput, "the CUDA emitter does not vectorize");
     used_.clear();
     tensor_.clear();
     reduce_var_.clear();
@@ -419,7 +455,7 @@ class Emitter {
     std::vector<std::string> accs;
     for (auto& p : pts) {
       accs.push_back(fresh("acc" + point_suffix(p)));
-      if (reduce) line(1, "float " + accs.back() + " = " + float_literal(identity(st_->combine)) + ";");
+      if (reduce) line(1, vector_type() + " " + accs.back() + " = " + widen(float_literal(identity(st_->combine))) + ";");
     }
     int depth = 1;
     std::map<std::string, std::string> last_level;
@@ -456,8 +492,9 @@ class Emitter {
     std::vector<std::string> updates;
     for (size_t i = 0; i < pts.size(); ++i) {
       std::string v = value(sn.body, pts[i], blk, "");
-      updates.push_back(reduce ? accs[i] + " = " + combine(st_->combine, accs[i], v) + ";"
-                               : "const float " + accs[i] + " = " + v + ";");
+      if (lane_invariant(sn.body)) v = widen(v);
+      updates.push_back(reduce ? accs[i] + " = " + combine(st_->combine, accs[i], v, lanes_ > 1) + ";"
+                               : "const " + vector_type() + " " + accs[i] + " = " + v + ";");
     }
     for (auto& l : blk.loads) line(depth, l);
     for (auto& u : updates) line(depth, u);
@@ -481,6 +518,10 @@ class Emitter {
         }
       std::string cond = inside(pts[i]);
       std::string store = element(target, pts[i]) + " = " + v + ";";
+      if (lanes_ > 1) {
+        auto [base, flat] = address(target, pts[i]);
+        store = "vstore" + std::to_string(lanes_) + "(" + v + ", 0, " + base + " + " + flat + ");";
+      }
       stores.push_back(cond.empty() ? store : "if (" + cond + ") " + store);
     }
     for (auto& l : eblk.loads) line(1, l);

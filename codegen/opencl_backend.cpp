@@ -19,7 +19,7 @@ namespace tiletune::codegen {
 namespace {
 
 //! Bumped whenever the emitted code changes meaning or speed.
-constexpr const char* kCodegenVersion = "opencl-1";
+constexpr const char* kCodegenVersion = "opencl-2";
 //! No fast-relaxed math: softmax's max starts at -INFINITY and results are checked.
 constexpr const char* kBuildOptions = "-cl-mad-enable -cl-no-signed-zeros";
 
@@ -265,7 +265,10 @@ class OpenClBackend : public Backend {
     target_.key = hash_hex(target_.fingerprint_json);
     target_.family = hash_hex(nlohmann::json({{"backend", "opencl"}, {"device", device}}).dump());
     target_.traits.threads = static_cast<int>(std::max<cl_uint>(units, 1));
-    target_.traits.vector_lanes = 1;  // the work-group emitter writes scalar code per work-item
+    // Vector types of the device's preferred width (vloadN/vstoreN along the innermost axis).
+    auto width = device_value<cl_uint>(d, CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT);
+    target_.traits.vector_lanes = width >= 16 ? 16 : width >= 8 ? 8 : width >= 4 ? 4 : width >= 2 ? 2 : 1;
+    target_.traits.vector_registers = 32;
     target_.traits.max_group_size = static_cast<int>(std::min<size_t>(group, 1024));
     target_.traits.local_bytes = static_cast<std::int64_t>(local);
     if (cache > 0) target_.traits.l2_bytes = static_cast<std::int64_t>(cache);

@@ -160,6 +160,13 @@ std::string plan_local(const Workload& w, const Schedule& s, int i, const std::s
   return "";
 }
 
+bool uses_select_or_compare(const Expr& e) {
+  if (e.kind >= Expr::Kind::Lt || (e.kind == Expr::Kind::Call && e.name == "select")) return true;
+  for (auto& a : e.args)
+    if (uses_select_or_compare(a)) return true;
+  return false;
+}
+
 //! The limits a work-group device puts on a stage's schedule.
 std::string check_groups(const Workload& w, const Schedule& s, const TargetTraits& t, int i) {
   const Stage& st = w.stages[i];
@@ -176,6 +183,18 @@ std::string check_groups(const Workload& w, const Schedule& s, const TargetTrait
   if (items > t.max_group_size)
     return "work-groups of " + std::to_string(items) + " items exceed the device's " + std::to_string(t.max_group_size);
   if (ss.parallel != 0) return "on a work-group device every spatial tile runs in parallel: parallel must be 0";
+  if (!ss.vectorize.empty()) {
+    // Vectors along the innermost left-hand axis only, whole vectors only: a point past the
+    // end is computed on the last whole vector and not stored.
+    for (auto& a : st.axes)
+      if (a.name == ss.vectorize && (a.reduce || a.extent % t.vector_lanes != 0))
+        return "on a work-group device only a left-hand axis whose extent is a multiple of " +
+               std::to_string(t.vector_lanes) + " lanes is vectorized";
+    Expr body = effective_body(w, s, st.rhs);
+    if (uses_select_or_compare(body) ||
+        (ss.fuse_epilogue && uses_select_or_compare(effective_body(w, s, w.stages[i + 1].rhs))))
+      return "on a work-group device a body with comparisons or select is not vectorized";
+  }
   std::int64_t local = 0;
   std::set<std::string> staged;
   for (auto& tensor : ss.pack) {

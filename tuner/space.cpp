@@ -92,6 +92,8 @@ void Space::sample_group_loops(ir::StageSchedule& ss, int stage, Rng& rng) const
   const ir::Stage& st = w_.stages[stage];
   ss.tile.clear();
   ss.vectorize.clear();
+  auto vectorizable = ir::vectorizable_axes(w_, stage);
+  if (t_.vector_lanes > 1 && !vectorizable.empty() && coin(rng, 0.6)) ss.vectorize = vectorizable.front();
   std::int64_t items = 1, points = 1;
   std::int64_t max_items = std::min(t_.max_group_size, 256);
   std::vector<const ir::Axis*> axes;
@@ -108,6 +110,8 @@ void Space::sample_group_loops(ir::StageSchedule& ss, int stage, Rng& rng) const
     std::vector<std::int64_t> regs, counts;
     for (std::int64_t r : {1, 1, 2, 4, 8})
       if (points * r <= 64 && r <= a->extent) regs.push_back(r);
+    if (a->name == ss.vectorize) regs = {t_.vector_lanes, t_.vector_lanes, 2 * t_.vector_lanes};
+    if (regs.empty()) regs = {1};
     std::int64_t reg = pick(regs, rng);
     for (std::int64_t n : {1, 2, 4, 8, 16, 32, 64, 128, 256})
       if (items * n <= max_items && reg * n < 2 * a->extent) counts.push_back(n);

@@ -34,7 +34,7 @@ TEST_CASE("opencl: random schedules of every library op compute the reference re
   test::random_schedules_of_every_op_are_correct(3, 40, "opencl");
 }
 
-TEST_CASE("opencl: staged inputs, two-level tiles and tails match the naive schedule") {
+TEST_CASE("opencl: staged inputs, two-level tiles, vector types and tails match the naive schedule") {
   auto be = codegen::make_backend("opencl");
   auto w = library_workload("matmul", "M=37,N=29,K=13");
   auto s = from_json(R"({"version":1,"stages":[{"stage":"C","tile":{"m":[16,4],"n":[8,2],"k":[4]},
@@ -46,6 +46,20 @@ TEST_CASE("opencl: staged inputs, two-level tiles and tails match the naive sche
   REQUIRE(ir::check_schedule(conv, c, be->target().traits) == "");
   test::all_correct(*be, w, {s});
   test::all_correct(*be, conv, {c});
+  // Vector types along n with a tail of whole vectors, staged inputs and a fused epilogue.
+  int lanes = be->target().traits.vector_lanes;
+  if (lanes > 1) {
+    std::string l = std::to_string(lanes), l2 = std::to_string(2 * lanes);
+    auto mbr = library_workload("matmul_bias_relu", "M=13,N=" + std::to_string(5 * lanes) + ",K=11");
+    auto v = from_json(R"({"version":1,"stages":[{"stage":"acc","tile":{"m":[6,3],"n":[)" + l2 + "," + l +
+                       R"(],"k":[4]},"order":["m.0","n.0","k.0","m.1","n.1"],"vectorize":"n","pack":["A","B"],
+                       "fuse_epilogue":true},{"stage":"C"}]})");
+    REQUIRE(ir::check_schedule(mbr, v, be->target().traits) == "");
+    std::string src = be->emit(mbr, ir::lower(mbr, v, be->target().traits), v.to_json());
+    CHECK(src.find("vload" + l) != std::string::npos);
+    CHECK(src.find("vstore" + l) != std::string::npos);
+    test::all_correct(*be, mbr, {v});
+  }
 }
 
 TEST_CASE("opencl: the schedule space respects the device's work-group limits") {
@@ -65,14 +79,23 @@ TEST_CASE("opencl: the schedule space respects the device's work-group limits") 
       "order":["m.0","n.0","k.0","m.1","n.1"],"pack":["A"]}]})"), t).find("bytes of local memory") != std::string::npos);
   tuner::Space space(w, be->target().traits);
   tuner::Rng rng(3);
+  int vectorized = 0;
   for (int i = 0; i < 50; ++i) {
     ir::Schedule s = space.sample(rng);
     CHECK(ir::check_schedule(w, s, be->target().traits) == "");
     CHECK(s.fuse_rows == 0);
-    CHECK(s.stages[0].vectorize.empty());
+    vectorized += !s.stages[0].vectorize.empty();
     s = space.mutate(s, rng);
     CHECK(ir::check_schedule(w, s, be->target().traits) == "");
   }
+  if (be->target().traits.vector_lanes > 1) CHECK(vectorized > 0);
+  // Vectors only along an axis whose extent is whole vectors.
+  auto odd = library_workload("matmul", "M=8,N=33,K=8");
+  int lanes = be->target().traits.vector_lanes;
+  std::string n = std::to_string(lanes);
+  auto v = from_json(R"({"version":1,"stages":[{"stage":"C","tile":{"m":[2,1],"n":[)" + n + "," + n +
+                     R"(],"k":[4]},"order":["m.0","n.0","k.0","m.1","n.1"],"vectorize":"n"}]})");
+  if (lanes > 1) CHECK(ir::check_schedule(odd, v, be->target().traits).find("multiple of " + n + " lanes") != std::string::npos);
 }
 
 TEST_CASE("opencl: the generated source is readable and records its launches") {

@@ -256,4 +256,13 @@ TEST_CASE("api: a job for a remote target that no worker takes fails with a hint
   CHECK_THROWS_AS(cl.call("POST", "/v1/workers", {{"name", "bad"}, {"target", target}}), Error);
   auto local = cl.tune("matmul", "M=8,N=8,K=8", 2, "random");
   CHECK(cl.wait(local.id, 120).state == "done");
+  // A local backend without its device is refused at once (503) with the reason, never queued.
+  ErrorKind kind{};
+  std::string why = test::error_of(
+      [&] { cl.call("POST", "/v1/tune", {{"op", "matmul"}, {"sizes", "M=8,N=8,K=8"}, {"backend", "cuda"}, {"trials", 1}}); },
+      &kind);
+  if (!why.empty()) {
+    CHECK(kind == ErrorKind::Unavailable);
+    CHECK_MESSAGE(why.find("no CUDA device") != std::string::npos, why);
+  }
 }
