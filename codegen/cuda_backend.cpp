@@ -7,10 +7,8 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "codegen/backend.hpp"
 #include "codegen/gpu_kernel.hpp"
@@ -204,38 +202,21 @@ class CudaKernel : public Kernel {
   CUevent start_ = nullptr, end_ = nullptr;
 };
 
-class CudaBackend : public Backend {
+class CudaBackend : public WorkGroupBackend {
  public:
-  explicit CudaBackend(const BackendOptions& options) : options_(options) {
+  explicit CudaBackend(const BackendOptions& options) : WorkGroupBackend(options, "cuda", ".cu", GpuDialect::Cuda) {
     nvcc_ = !options.compiler.empty() ? options.compiler
             : std::filesystem::exists("/usr/local/cuda/bin/nvcc") ? "/usr/local/cuda/bin/nvcc"
                                                                    : "nvcc";
   }
 
-  std::string name() const override { return "cuda"; }
-  std::string source_extension() const override { return ".cu"; }
-  const TargetInfo& target() const override {
-    std::call_once(once_, [this] { describe(); });
-    return target_;
-  }
-
-  std::string emit(const ir::Workload& w, const ir::LoopNest& nest, const std::string& config_json) const override {
-    return emit_gpu_kernel(w, nest, config_json, GpuDialect::Cuda);
-  }
-
   std::string build(const std::string& source_path, const std::string& artifact_path) const override {
-    std::ifstream in(source_path);
-    std::stringstream text;
-    text << in.rdbuf();
     GpuArtifact artifact;
-    artifact.launches = read_launches(text.str());
+    artifact.launches = read_launches(read_text(source_path));
     std::string cubin = artifact_path + ".cubin";
     ProcessResult r = run_process({nvcc_, "-cubin", "-arch=" + arch(), "-O3", "-o", cubin, source_path}, 300);
     if (!r.ok()) return nvcc_ + " " + r.describe() + "\n" + r.output;
-    std::ifstream bin(cubin, std::ios::binary);
-    std::stringstream b;
-    b << bin.rdbuf();
-    artifact.binary = b.str();
+    artifact.binary = read_text(cubin);
     std::error_code ignored;
     std::filesystem::remove(cubin, ignored);
     if (artifact.binary.empty()) return nvcc_ + " wrote no cubin";
@@ -249,10 +230,7 @@ class CudaBackend : public Backend {
   }
 
  private:
-  BackendOptions options_;
   std::string nvcc_;
-  mutable std::once_flag once_;
-  mutable TargetInfo target_;
 
   std::string arch() const {
     const auto& fp = target().fingerprint_json;
@@ -261,10 +239,10 @@ class CudaBackend : public Backend {
 
   //! The device's compute capability and limits; with --device sm_XX, a device of that
   //! capability that need not be present (build only).
-  void describe() const {
+  void describe(TargetInfo& target) const override {
     nlohmann::json device;
     std::string arch;
-    ir::TargetTraits& t = target_.traits;
+    ir::TargetTraits& t = target.traits;
     t.vector_lanes = 1;
     t.max_group_size = 1024;
     t.local_bytes = 48 * 1024;
@@ -284,11 +262,9 @@ class CudaBackend : public Backend {
                                        : nvcc_ + " (version unknown)";
     while (!nvcc_id.empty() && (nvcc_id.back() == '\n' || nvcc_id.back() == '\r')) nvcc_id.pop_back();
     nlohmann::json fp = {{"backend", "cuda"}, {"device", device}, {"arch", arch}, {"nvcc", nvcc_id}, {"codegen", kCodegenVersion}};
-    target_.backend = "cuda";
-    target_.device = options_.device;
-    target_.fingerprint_json = fp.dump();
-    target_.key = hash_hex(target_.fingerprint_json);
-    target_.family = hash_hex(nlohmann::json({{"backend", "cuda"}, {"device", device}}).dump());
+    target.fingerprint_json = fp.dump();
+    target.key = hash_hex(target.fingerprint_json);
+    target.family = hash_hex(nlohmann::json({{"backend", "cuda"}, {"device", device}}).dump());
   }
 };
 

@@ -580,14 +580,19 @@ void write_gpu_artifact(const std::string& path, const GpuArtifact& artifact) {
   if (!out) throw_error(ErrorKind::Io, "cannot write " + path);
 }
 
-GpuArtifact read_gpu_artifact(const std::string& path) {
+std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream s;
   s << in.rdbuf();
-  std::string text = s.str();
+  if (!in) throw_error(ErrorKind::Io, "cannot read " + path);
+  return s.str();
+}
+
+GpuArtifact read_gpu_artifact(const std::string& path) {
+  std::string text = read_text(path);
   std::string magic = kArtifactMagic;
   auto eol = text.find('\n', magic.size());
-  if (!in || text.rfind(magic, 0) != 0 || eol == std::string::npos)
+  if (text.rfind(magic, 0) != 0 || eol == std::string::npos)
     throw_error(ErrorKind::Io, "cannot read kernel artifact " + path + ": missing or not a tiletune GPU artifact");
   GpuArtifact a;
   try {

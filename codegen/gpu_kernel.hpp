@@ -6,6 +6,9 @@
 #include <string>
 #include <vector>
 
+#include <mutex>
+
+#include "codegen/backend.hpp"
 #include "ir/loop_nest.hpp"
 
 namespace tiletune::codegen {
@@ -38,5 +41,40 @@ struct GpuArtifact {
 };
 void write_gpu_artifact(const std::string& path, const GpuArtifact& artifact);
 GpuArtifact read_gpu_artifact(const std::string& path);  //!< Error(Io) if unreadable or malformed
+
+//! Reads a whole file; Error(Io) if it cannot.
+std::string read_text(const std::string& path);
+
+//! What the OpenCL and CUDA backends share: the emitter in their dialect and a target that is
+//! described once, on first use (a measuring worker that only loads never pays for it).
+class WorkGroupBackend : public Backend {
+ public:
+  WorkGroupBackend(const BackendOptions& options, std::string name, std::string extension, GpuDialect dialect)
+      : options_(options), name_(std::move(name)), extension_(std::move(extension)), dialect_(dialect) {}
+  std::string name() const override { return name_; }
+  std::string source_extension() const override { return extension_; }
+  const TargetInfo& target() const override {
+    std::call_once(once_, [this] {
+      target_.backend = name_;
+      target_.device = options_.device;
+      describe(target_);
+    });
+    return target_;
+  }
+  std::string emit(const ir::Workload& w, const ir::LoopNest& nest, const std::string& config_json) const override {
+    return emit_gpu_kernel(w, nest, config_json, dialect_);
+  }
+
+ protected:
+  //! Fills the fingerprint, keys and traits; throws Error(Unavailable) without a device.
+  virtual void describe(TargetInfo& t) const = 0;
+  BackendOptions options_;
+
+ private:
+  std::string name_, extension_;
+  GpuDialect dialect_;
+  mutable std::once_flag once_;
+  mutable TargetInfo target_;
+};
 
 }  // namespace tiletune::codegen

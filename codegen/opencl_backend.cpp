@@ -4,10 +4,7 @@
 #include <CL/cl.h>
 
 #include <algorithm>
-#include <fstream>
-#include <mutex>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "codegen/backend.hpp"
 #include "codegen/gpu_kernel.hpp"
@@ -186,28 +183,13 @@ class ClKernel : public Kernel {
   }
 };
 
-class OpenClBackend : public Backend {
+class OpenClBackend : public WorkGroupBackend {
  public:
-  explicit OpenClBackend(const BackendOptions& options) : options_(options) {}
-
-  std::string name() const override { return "opencl"; }
-  std::string source_extension() const override { return ".cl"; }
-
-  const TargetInfo& target() const override {
-    std::call_once(once_, [this] { describe(); });
-    return target_;
-  }
-
-  std::string emit(const ir::Workload& w, const ir::LoopNest& nest, const std::string& config_json) const override {
-    return emit_gpu_kernel(w, nest, config_json, GpuDialect::OpenCL);
-  }
+  explicit OpenClBackend(const BackendOptions& options) : WorkGroupBackend(options, "opencl", ".cl", GpuDialect::OpenCL) {}
 
   std::string build(const std::string& source_path, const std::string& artifact_path) const override {
     target();
-    std::ifstream in(source_path);
-    std::stringstream text;
-    text << in.rdbuf();
-    std::string source = text.str();
+    std::string source = read_text(source_path);
     GpuArtifact artifact;
     artifact.launches = read_launches(source);
     const char* src = source.c_str();
@@ -235,12 +217,9 @@ class OpenClBackend : public Backend {
   }
 
  private:
-  BackendOptions options_;
-  mutable std::once_flag once_;
-  mutable TargetInfo target_;
-  mutable std::unique_ptr<Device> device_;
+  mutable std::unique_ptr<Device> device_;  //!< the context builds use, made by describe()
 
-  void describe() const {
+  void describe(TargetInfo& target) const override {
     device_ = std::make_unique<Device>(options_.device);
     cl_device_id d = device_->device;
     auto units = device_value<cl_uint>(d, CL_DEVICE_MAX_COMPUTE_UNITS);
@@ -259,19 +238,17 @@ class OpenClBackend : public Backend {
                          {"platform_version", platform_string(device_->platform, CL_PLATFORM_VERSION)},
                          {"build_options", kBuildOptions},
                          {"codegen", kCodegenVersion}};
-    target_.backend = "opencl";
-    target_.device = options_.device;
-    target_.fingerprint_json = fp.dump();
-    target_.key = hash_hex(target_.fingerprint_json);
-    target_.family = hash_hex(nlohmann::json({{"backend", "opencl"}, {"device", device}}).dump());
-    target_.traits.threads = static_cast<int>(std::max<cl_uint>(units, 1));
+    target.fingerprint_json = fp.dump();
+    target.key = hash_hex(target.fingerprint_json);
+    target.family = hash_hex(nlohmann::json({{"backend", "opencl"}, {"device", device}}).dump());
+    target.traits.threads = static_cast<int>(std::max<cl_uint>(units, 1));
     // Vector types of the device's preferred width (vloadN/vstoreN along the innermost axis).
     auto width = device_value<cl_uint>(d, CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT);
-    target_.traits.vector_lanes = width >= 16 ? 16 : width >= 8 ? 8 : width >= 4 ? 4 : width >= 2 ? 2 : 1;
-    target_.traits.vector_registers = 32;
-    target_.traits.max_group_size = static_cast<int>(std::min<size_t>(group, 1024));
-    target_.traits.local_bytes = static_cast<std::int64_t>(local);
-    if (cache > 0) target_.traits.l2_bytes = static_cast<std::int64_t>(cache);
+    target.traits.vector_lanes = width >= 16 ? 16 : width >= 8 ? 8 : width >= 4 ? 4 : width >= 2 ? 2 : 1;
+    target.traits.vector_registers = 32;
+    target.traits.max_group_size = static_cast<int>(std::min<size_t>(group, 1024));
+    target.traits.local_bytes = static_cast<std::int64_t>(local);
+    if (cache > 0) target.traits.l2_bytes = static_cast<std::int64_t>(cache);
   }
 };
 

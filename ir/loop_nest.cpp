@@ -67,29 +67,39 @@ Expr effective_body(const Workload& w, const Schedule& s, const Expr& e) {
   return out;
 }
 
+//! The accesses of input `tensor` in `body` (pointers into it), or why there are none to
+//! copy (`what`: "packed", "staged").
+std::string input_reads(const Workload& w, const std::string& tensor, const Expr& body, const std::string& what,
+                        std::vector<const Expr*>& reads) {
+  int b = w.buffer_index(tensor);
+  if (b < 0 || w.buffers[b].role != Buffer::Role::Input) return "only inputs can be " + what + ", not '" + tensor + "'";
+  std::vector<const Expr*> all;
+  collect_accesses(body, all);
+  for (const Expr* a : all)
+    if (a->name == tensor) reads.push_back(a);
+  if (reads.empty()) return "'" + tensor + "' is not read by this stage";
+  return "";
+}
+
 //! Where packing `tensor` in stage `i` puts its panels, or why it cannot be packed.
 std::string plan_pack(const Workload& w, const Schedule& s, int i, const std::string& tensor, Pack& pack) {
   const Stage& st = w.stages[i];
   const StageSchedule& ss = s.stages[i];
-  int b = w.buffer_index(tensor);
-  if (b < 0 || w.buffers[b].role != Buffer::Role::Input) return "only inputs can be packed, not '" + tensor + "'";
   Expr body = effective_body(w, s, st.rhs);
-  std::vector<const Expr*> acc;
-  collect_accesses(body, acc);
-  const Expr* first = nullptr;
-  for (const Expr* a : acc) {
-    if (a->name != tensor) continue;
-    if (!first) first = a;
+  std::vector<const Expr*> reads;
+  std::string why = input_reads(w, tensor, body, "packed", reads);
+  if (!why.empty()) return why;
+  const Expr* first = reads.front();
+  for (const Expr* a : reads)
     for (size_t d = 0; d < a->indices.size(); ++d)
       if (a->indices[d].plain_var().empty() || a->indices[d].plain_var() != first->indices[d].plain_var())
         return "'" + tensor + "' is packed only when every access indexes each dimension by one plain axis";
-  }
-  if (!first) return "'" + tensor + "' is not read by this stage";
+  int b = w.buffer_index(tensor);
   if (ss.fuse_epilogue) {
     Expr epilogue = effective_body(w, s, w.stages[i + 1].rhs);
-    std::vector<const Expr*> reads;
-    collect_accesses(epilogue, reads);
-    for (const Expr* a : reads)
+    std::vector<const Expr*> epilogue_reads;
+    collect_accesses(epilogue, epilogue_reads);
+    for (const Expr* a : epilogue_reads)
       if (a->name == tensor) return "'" + tensor + "' is read by the fused epilogue too and cannot be packed";
   }
   std::string vec = ss.vectorize;
@@ -135,21 +145,17 @@ std::int64_t group_span(const Stage& st, const StageSchedule& ss, const std::str
 std::string plan_local(const Workload& w, const Schedule& s, int i, const std::string& tensor, Pack& pack) {
   const Stage& st = w.stages[i];
   const StageSchedule& ss = s.stages[i];
-  int b = w.buffer_index(tensor);
-  if (b < 0 || w.buffers[b].role != Buffer::Role::Input) return "only inputs can be staged, not '" + tensor + "'";
   if (!st.is_reduction()) return "only a reduction stage stages inputs in local memory";
   Expr body = effective_body(w, s, st.rhs);
-  std::vector<const Expr*> acc;
-  collect_accesses(body, acc);
-  const Expr* first = nullptr;
-  for (const Expr* a : acc) {
-    if (a->name != tensor) continue;
-    if (!first) first = a;
+  std::vector<const Expr*> reads;
+  std::string why = input_reads(w, tensor, body, "staged", reads);
+  if (!why.empty()) return why;
+  const Expr* first = reads.front();
+  for (const Expr* a : reads)
     for (size_t d = 0; d < a->indices.size(); ++d)
       if (to_string(a->indices[d]) != to_string(first->indices[d]))
         return "'" + tensor + "' is staged only when every access of it reads the same element";
-  }
-  if (!first) return "'" + tensor + "' is not read by this stage";
+  int b = w.buffer_index(tensor);
   pack = Pack();
   pack.buffer = b;
   for (auto& ix : first->indices) {
