@@ -20,7 +20,7 @@ namespace tiletune::codegen {
 
 namespace {
 
-constexpr const char* kCodegenVersion = "cuda-1";
+constexpr const char* kCodegenVersion = "cuda-2";
 
 // The few driver API entry points used, declared here so that building needs no CUDA headers.
 using CUresult = int;
@@ -50,6 +50,7 @@ struct Driver {
   CUresult (*cuMemFree)(CUdeviceptr) = nullptr;
   CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void*, size_t) = nullptr;
   CUresult (*cuMemcpyDtoH)(void*, CUdeviceptr, size_t) = nullptr;
+  CUresult (*cuMemsetD32)(CUdeviceptr, unsigned, size_t) = nullptr;
   CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void*,
                              void**, void**) = nullptr;
   CUresult (*cuEventCreate)(CUevent*, unsigned) = nullptr;
@@ -99,6 +100,7 @@ const Driver& driver() {
     bind(d.cuMemFree, "cuMemFree_v2");
     bind(d.cuMemcpyHtoD, "cuMemcpyHtoD_v2");
     bind(d.cuMemcpyDtoH, "cuMemcpyDtoH_v2");
+    bind(d.cuMemsetD32, "cuMemsetD32_v2");
     bind(d.cuLaunchKernel, "cuLaunchKernel");
     bind(d.cuEventCreate, "cuEventCreate");
     bind(d.cuEventRecord, "cuEventRecord");
@@ -125,7 +127,13 @@ struct DeviceInfo {
 
 DeviceInfo device_info(const std::string& want) {
   const Driver& d = driver();
+  if (!want.empty() && want.find_first_not_of("0123456789") != std::string::npos)
+    throw_error(ErrorKind::InvalidInput, "CUDA --device is a device index or an arch like sm_80, not '" + want + "'");
   int index = want.empty() ? 0 : std::atoi(want.c_str());
+  int count = 0;
+  d.cuDeviceGetCount(&count);
+  if (index >= count)
+    throw_error(ErrorKind::Unavailable, "no CUDA device " + std::to_string(index) + " (the driver reports " + std::to_string(count) + ")");
   DeviceInfo info;
   d.check(d.cuDeviceGet(&info.device, index), "device " + std::to_string(index));
   char name[256] = {};
@@ -143,36 +151,24 @@ class CudaKernel : public Kernel {
  public:
   CudaKernel(const std::string& device, const GpuArtifact& artifact, const KernelShape& shape)
       : d_(driver()), info_(device_info(device)), launches_(artifact.launches), sizes_(shape.tensor_floats) {
-    d_.check(d_.cuDevicePrimaryCtxRetain(&context_, info_.device), "retaining the primary context");
-    d_.check(d_.cuCtxSetCurrent(context_), "making the context current");
-    d_.check(d_.cuModuleLoadData(&module_, artifact.binary.data()), "loading the cubin (built for another GPU?)");
-    for (auto& l : launches_) {
-      CUfunction f = nullptr;
-      d_.check(d_.cuModuleGetFunction(&f, module_, l.kernel.c_str()), "finding " + l.kernel);
-      functions_.push_back(f);
+    try {
+      open(artifact, shape);
+    } catch (...) {
+      release();  // the destructor does not run for a constructor that throws
+      throw;
     }
-    sizes_.push_back(shape.workspace_floats);
-    for (auto f : sizes_) {
-      CUdeviceptr p = 0;
-      d_.check(d_.cuMemAlloc(&p, static_cast<size_t>(std::max<std::int64_t>(f, 1)) * 4), "allocating " + std::to_string(f) + " floats");
-      buffers_.push_back(p);
-    }
-    sizes_.pop_back();  // the workspace is never copied
-    d_.check(d_.cuEventCreate(&start_, 0), "creating an event");
-    d_.check(d_.cuEventCreate(&end_, 0), "creating an event");
   }
-  ~CudaKernel() override {
-    for (auto b : buffers_) d_.cuMemFree(b);
-    if (start_) d_.cuEventDestroy(start_);
-    if (end_) d_.cuEventDestroy(end_);
-    if (module_) d_.cuModuleUnload(module_);
-    if (context_) d_.cuDevicePrimaryCtxRelease(info_.device);
-  }
+  ~CudaKernel() override { release(); }
 
   double run(float* const* tensors, float*, unsigned flags) override {
-    if (flags & kUpload)
+    d_.check(d_.cuCtxSetCurrent(context_), "making the context current");
+    if (flags & kUpload) {
       for (size_t t = 0; t < sizes_.size(); ++t)
         if (sizes_[t] > 0) d_.check(d_.cuMemcpyHtoD(buffers_[t], tensors[t], sizes_[t] * 4), "copying a tensor in");
+      // The workspace starts NaN, as on the CPU: a kernel that reads a temporary before
+      // writing it fails the result check.
+      d_.check(d_.cuMemsetD32(buffers_.back(), 0x7fc00000u, workspace_floats_), "filling the workspace");
+    }
     std::vector<void*> args;
     for (auto& b : buffers_) args.push_back(&b);
     d_.check(d_.cuEventRecord(start_, nullptr), "recording an event");
@@ -195,6 +191,40 @@ class CudaKernel : public Kernel {
   DeviceInfo info_;
   std::vector<Launch> launches_;
   std::vector<std::int64_t> sizes_;
+  size_t workspace_floats_ = 1;
+
+  void open(const GpuArtifact& artifact, const KernelShape& shape) {
+    d_.check(d_.cuDevicePrimaryCtxRetain(&context_, info_.device), "retaining the primary context");
+    d_.check(d_.cuCtxSetCurrent(context_), "making the context current");
+    d_.check(d_.cuModuleLoadData(&module_, artifact.binary.data()), "loading the cubin (built for another GPU?)");
+    for (auto& l : launches_) {
+      CUfunction f = nullptr;
+      d_.check(d_.cuModuleGetFunction(&f, module_, l.kernel.c_str()), "finding " + l.kernel);
+      functions_.push_back(f);
+    }
+    workspace_floats_ = static_cast<size_t>(std::max<std::int64_t>(shape.workspace_floats, 1));
+    std::vector<std::int64_t> floats = sizes_;
+    floats.push_back(shape.workspace_floats);  // the workspace is never copied
+    for (auto f : floats) {
+      CUdeviceptr p = 0;
+      d_.check(d_.cuMemAlloc(&p, static_cast<size_t>(std::max<std::int64_t>(f, 1)) * 4), "allocating " + std::to_string(f) + " floats");
+      buffers_.push_back(p);
+    }
+    d_.check(d_.cuEventCreate(&start_, 0), "creating an event");
+    d_.check(d_.cuEventCreate(&end_, 0), "creating an event");
+  }
+
+  void release() {
+    if (!context_) return;
+    d_.cuCtxSetCurrent(context_);
+    for (auto b : buffers_) d_.cuMemFree(b);
+    if (start_) d_.cuEventDestroy(start_);
+    if (end_) d_.cuEventDestroy(end_);
+    if (module_) d_.cuModuleUnload(module_);
+    d_.cuDevicePrimaryCtxRelease(info_.device);
+    context_ = nullptr;
+  }
+
   CUcontext context_ = nullptr;
   CUmodule module_ = nullptr;
   std::vector<CUfunction> functions_;
@@ -243,7 +273,7 @@ class CudaBackend : public WorkGroupBackend {
     nlohmann::json device;
     std::string arch;
     ir::TargetTraits& t = target.traits;
-    t.vector_lanes = 1;
+    t.vector_lanes = 4;  // float4 loads and stores (split vectors: the math stays scalar)
     t.max_group_size = 1024;
     t.local_bytes = 48 * 1024;
     if (options_.device.rfind("sm_", 0) == 0) {

@@ -100,7 +100,8 @@ struct SpatialAxis {
 
 class Emitter {
  public:
-  Emitter(const ir::Workload& w, const ir::LoopNest& nest, GpuDialect d) : w_(w), nest_(nest), d_(dialect_of(d)), cuda_(d == GpuDialect::Cuda) {
+  Emitter(const ir::Workload& w, const ir::LoopNest& nest, GpuDialect d, bool split)
+      : w_(w), nest_(nest), d_(dialect_of(d)), cuda_(d == GpuDialect::Cuda), split_vectors_(split || d == GpuDialect::Cuda) {
     std::int64_t largest = nest.workspace_floats;
     for (auto& b : w.buffers) largest = std::max(largest, b.elements());
     index_ = largest < (std::int64_t(1) << 31) ? "int" : cuda_ ? "long long" : "long";
@@ -129,6 +130,7 @@ class Emitter {
   const ir::LoopNest& nest_;
   const Dialect& d_;
   bool cuda_;
+  bool split_vectors_;
   std::string index_;
   std::ostringstream out_;
   std::set<std::string> used_;
@@ -143,7 +145,10 @@ class Emitter {
   std::map<std::string, const ir::Pack*> staged_;
   std::map<std::string, std::string> staged_name_;
   std::string vec_axis_;  //!< the spatial axis computed in vectors; "" for none
-  std::int64_t lanes_ = 1;
+  std::int64_t lanes_ = 1;  //!< lanes of vector arithmetic (1 with split vectors)
+  //! Split vectors (CUDA, which has no float4 arithmetic): scalar math on the register tile,
+  //! but loads and stores along the vector axis `split_` floats at a time where aligned.
+  std::int64_t split_ = 0;
 
   void line(int depth, const std::string& text) { out_ << std::string(2 * depth, ' ') << text << "\n"; }
 
@@ -156,6 +161,48 @@ class Emitter {
       if (ix.coeff_of(vec_axis_) != 0) return true;
     return false;
   }
+  //! The loads of one straight-line block, deduplicated by what they load.
+  struct Block {
+    std::vector<std::string> loads;
+    std::map<std::string, std::string> names;
+    std::map<std::string, int> per_tensor;
+  };
+
+  static constexpr const char* kLane = "xyzw";
+
+  //! Whether split vector loads of an access are aligned: its last index is the vector axis
+  //! plus a multiple of the split (nothing else), and whole vectors make every row (of the
+  //! tensor or of its staged tile). Work-item starts are multiples of the split (the register
+  //! tile along the vector axis is whole vectors) and so are workspace offsets.
+  bool split_aligned(const Expr& access) const {
+    if (access.indices.empty()) return false;
+    const ir::IndexExpr& last = access.indices.back();
+    if (last.terms.size() != 1 || last.terms[0].var != vec_axis_ || last.terms[0].coeff != 1 || last.constant % split_ != 0)
+      return false;
+    auto staged = staged_.find(access.name);
+    std::int64_t row = staged != staged_.end() ? staged->second->box.back()
+                                               : w_.buffers[w_.buffer_index(access.name)].shape.back();
+    return row % split_ == 0;
+  }
+
+  //! One lane of a vector load: the vector starts at the point's vector-aligned offset.
+  std::string split_load(const Expr& e, const std::map<std::string, std::int64_t>& point, Block& blk) {
+    std::int64_t lane = point.at(vec_axis_) % split_;
+    auto start = point;
+    start[vec_axis_] -= lane;
+    auto [base, flat] = address(e, start);
+    std::string type = "float" + std::to_string(split_);
+    std::string load = cuda_ ? "*reinterpret_cast<const " + type + "*>(" + base + " + " + flat + ")"
+                             : "vload" + std::to_string(split_) + "(0, " + base + " + " + flat + ")";
+    auto it = blk.names.find(load);
+    if (it == blk.names.end()) {
+      std::string name = fresh("v_" + tensor_.at(e.name) + std::to_string(blk.per_tensor[e.name]++));
+      blk.loads.push_back("const " + type + " " + name + " = " + load + ";");
+      it = blk.names.emplace(load, name).first;
+    }
+    return it->second + "." + kLane[lane];
+  }
+
   //! True if `e` reads nothing that moves along the vector axis (nor the accumulator).
   bool lane_invariant(const Expr& e) const {
     if (lanes_ <= 1) return false;
@@ -180,7 +227,9 @@ class Emitter {
     if (sp == spatial_.end()) {
       l.add(reduce_var_.at(axis), 1);
     } else if (sp->second.tail) {
-      l.add(sp->second.clamped.at(offset), 1);
+      std::int64_t within = split_ && axis == vec_axis_ ? offset % split_ : 0;  // a lane of a clamped vector
+      l.add(sp->second.clamped.at(offset - within), 1);
+      l.constant = within;
     } else {
       l.add(sp->second.start, 1);
       l.constant = offset;
@@ -246,12 +295,6 @@ class Emitter {
     return {staged != staged_.end() ? staged_name_.at(access.name) : tensor_.at(access.name), flat.str()};
   }
 
-  struct Block {
-    std::vector<std::string> loads;
-    std::map<std::string, std::string> names;
-    std::map<std::string, int> per_tensor;
-  };
-
   std::string value(const Expr& e, const std::map<std::string, std::int64_t>& point, Block& blk, const std::string& acc) {
     auto arg = [&](size_t i) { return value(e.args[i], point, blk, acc); };
     switch (e.kind) {
@@ -259,12 +302,13 @@ class Emitter {
       case Expr::Kind::Size: return float_literal(static_cast<double>(w_.sizes.at(e.name)));
       case Expr::Kind::Access: {
         if (!acc.empty() && e.name == st_->name) return acc;
+        if (split_ && split_aligned(e)) return split_load(e, point, blk);
         auto [base, flat] = address(e, point);
         bool vec = along_vector(e);
         std::string load = vec ? "vload" + std::to_string(lanes_) + "(0, " + base + " + " + flat + ")" : base + "[" + flat + "]";
         auto it = blk.names.find(load);
         if (it != blk.names.end()) return it->second;
-        std::string name = "v_" + tensor_.at(e.name) + std::to_string(blk.per_tensor[e.name]++);
+        std::string name = fresh("v_" + tensor_.at(e.name) + std::to_string(blk.per_tensor[e.name]++));
         blk.loads.push_back("const " + (vec ? vector_type() : std::string("float")) + " " + name + " = " + load + ";");
         blk.names[load] = name;
         return name;
@@ -311,6 +355,20 @@ class Emitter {
     std::string s;
     for (auto& l : sn_->reg) s += "_" + std::to_string(p.at(l.axis) / (l.axis == vec_axis_ ? lanes_ : 1));
     return s;
+  }
+
+  //! The access that stores a point of the stage into `tensor` (indexed by the left-hand axes).
+  Expr output_access(const std::string& tensor) const {
+    Expr target;
+    target.kind = Expr::Kind::Access;
+    target.name = tensor;
+    for (auto& a : st_->axes)
+      if (!a.reduce) {
+        ir::IndexExpr ix;
+        ix.terms.push_back({a.name, 1});
+        target.indices.push_back(ix);
+      }
+    return target;
   }
 
   //! The condition that a register point is inside the output ("" if always).
@@ -378,7 +436,7 @@ class Emitter {
       // Points past the end are computed on the last valid index (never stored): every load
       // stays in bounds and the register tile needs no branches. A vector axis clamps whole
       // vectors (its extent is a multiple of the lanes).
-      std::int64_t step = n == vec_axis_ ? lanes_ : 1;
+      std::int64_t step = n != vec_axis_ ? 1 : split_ ? split_ : lanes_;
       for (std::int64_t i = 0; i < a.reg; i += step) {
         a.clamped[i] = fresh(a.name + "_" + std::to_string(i));
         line(depth, "const " + index_ + " " + a.clamped[i] + " = TT_MIN(" + a.start + " + " + std::to_string(i) + ", " +
@@ -422,7 +480,11 @@ class Emitter {
     st_ = &w_.stages[sn.stage];
     vec_axis_ = sn.vector_reduce || sn.lanes <= 1 ? "" : sn.vector_axis;
     lanes_ = vec_axis_.empty() ? 1 : sn.lanes;
-    if (lanes_ > 1 && cuda_) throw_error(ErrorKind::InvalidInput, "the CUDA emitter does not vectorize");
+    split_ = 0;
+    if (lanes_ > 1 && split_vectors_) {
+      split_ = std::min<std::int64_t>(lanes_, 4);  // float4: 16 bytes, the widest load
+      lanes_ = 1;
+    }
     used_.clear();
     tensor_.clear();
     reduce_var_.clear();
@@ -447,8 +509,8 @@ class Emitter {
       staged_name_[name] = fresh("s_" + name);
       std::string box;
       for (auto e : p.box) box += (box.empty() ? "" : " x ") + std::to_string(e);
-      line(1, std::string(d_.local_decl) + " float " + staged_name_[name] + "[" + std::to_string(p.elements()) + "];  // " +
-                  name + " tile: " + box);
+      line(1, std::string(d_.local_decl) + (cuda_ ? " __align__(16)" : "") + " float " + staged_name_[name] + "[" +
+                  std::to_string(p.elements()) + "];  // " + name + " tile: " + box);
     }
     auto pts = points();
     bool reduce = st_->is_reduction();
@@ -478,7 +540,7 @@ class Emitter {
     }
     for (size_t r = 0; r < sn.reduce_inner.size(); ++r) {
       const Loop& l = sn.reduce_inner[r];
-      std::string v = fresh(l.axis);
+      std::string v = fresh(l.axis + "_");
       reduce_var_[l.axis] = v;
       auto outer = last_level.find(l.axis);
       std::string from = outer == last_level.end() ? "0" : outer->second;
@@ -502,25 +564,26 @@ class Emitter {
     // The results, through the fused epilogue, into the stored tensor. Staged tiles are
     // stale here: the epilogue reads global memory.
     staged_.clear();
-    const auto& out = w_.buffers[sn.store];
+    Expr target = output_access(w_.buffers[sn.store].name);
     Block eblk;
-    std::vector<std::string> stores;
+    std::vector<std::string> finals, stores;
+    for (size_t i = 0; i < pts.size(); ++i)
+      finals.push_back(sn.epilogue >= 0 ? value(sn.epilogue_body, pts[i], eblk, accs[i]) : accs[i]);
     for (size_t i = 0; i < pts.size(); ++i) {
-      std::string v = sn.epilogue >= 0 ? value(sn.epilogue_body, pts[i], eblk, accs[i]) : accs[i];
-      Expr target;
-      target.kind = Expr::Kind::Access;
-      target.name = out.name;
-      for (auto& a : st_->axes)
-        if (!a.reduce) {
-          ir::IndexExpr ix;
-          ix.terms.push_back({a.name, 1});
-          target.indices.push_back(ix);
-        }
       std::string cond = inside(pts[i]);
-      std::string store = element(target, pts[i]) + " = " + v + ";";
-      if (lanes_ > 1) {
-        auto [base, flat] = address(target, pts[i]);
-        store = "vstore" + std::to_string(lanes_) + "(" + v + ", 0, " + base + " + " + flat + ");";
+      auto [base, flat] = address(target, pts[i]);
+      std::string store = base + "[" + flat + "] = " + finals[i] + ";";
+      if (lanes_ > 1) store = "vstore" + std::to_string(lanes_) + "(" + finals[i] + ", 0, " + base + " + " + flat + ");";
+      if (split_ && split_aligned(target)) {
+        // The lanes of one vector are consecutive points (the vector axis is the last of the
+        // register tile): one store per vector, from its first point.
+        std::int64_t lane = pts[i].at(vec_axis_) % split_;
+        if (lane != 0) continue;
+        std::string lanes;
+        for (std::int64_t j = 0; j < split_; ++j) lanes += (j ? ", " : "") + finals[i + j];
+        std::string type = "float" + std::to_string(split_);
+        store = cuda_ ? "*reinterpret_cast<" + type + "*>(" + base + " + " + flat + ") = make_" + type + "(" + lanes + ");"
+                      : "vstore" + std::to_string(split_) + "((" + type + ")(" + lanes + "), 0, " + base + " + " + flat + ");";
       }
       stores.push_back(cond.empty() ? store : "if (" + cond + ") " + store);
     }
@@ -554,19 +617,26 @@ class Emitter {
 }  // namespace
 
 std::string emit_gpu_kernel(const ir::Workload& w, const ir::LoopNest& nest, const std::string& config_json,
-                            GpuDialect dialect) {
-  return Emitter(w, nest, dialect).run(config_json);
+                            GpuDialect dialect, bool split_vectors) {
+  return Emitter(w, nest, dialect, split_vectors).run(config_json);
 }
 
 std::vector<Launch> read_launches(const std::string& source) {
   std::vector<Launch> out;
   if (source.rfind(kLaunchTag, 0) == 0) {
-    auto j = nlohmann::json::parse(source.substr(std::string(kLaunchTag).size(), source.find('\n') - std::string(kLaunchTag).size()),
-                                   nullptr, false);
-    if (j.is_array())
-      for (auto& l : j)
-        if (l.is_object() && l.contains("kernel") && l.contains("groups") && l.contains("items"))
-          out.push_back({l["kernel"].get<std::string>(), l["groups"].get<std::int64_t>(), l["items"].get<std::int64_t>()});
+    size_t from = std::string(kLaunchTag).size();
+    auto j = nlohmann::json::parse(source.substr(from, source.find('\n') - from), nullptr, false);
+    try {
+      if (j.is_array())
+        for (auto& l : j) {
+          Launch launch{l.at("kernel").get<std::string>(), l.at("groups").get<std::int64_t>(), l.at("items").get<std::int64_t>()};
+          if (launch.groups < 1 || launch.items < 1 || launch.kernel.empty())
+            throw_error(ErrorKind::InvalidInput, "a kernel launch needs a name and positive groups and items");
+          out.push_back(launch);
+        }
+    } catch (const nlohmann::json::exception& e) {
+      throw_error(ErrorKind::InvalidInput, std::string("malformed kernel launches: ") + e.what());
+    }
   }
   if (out.empty()) throw_error(ErrorKind::InvalidInput, "the source records no kernel launches (first line '" + std::string(kLaunchTag) + "...')");
   return out;

@@ -26,10 +26,12 @@ struct Launch {
 //! then outputs) and the workspace. A spatial axis tiled {G, r} gives work-groups of G points
 //! and work-items of r points (the register tile); tiled {r}, work-groups of one item of r
 //! points. Reduction loops run in each item in the config's order; a pack stages the input
-//! tile a work-group reads in one step of them in local memory. The first line records the
-//! launches (read_launches).
+//! tile a work-group reads in one step of them in local memory. A vectorized axis computes in
+//! vector types (OpenCL); with `split_vectors` (always for CUDA, which has no vector arithmetic)
+//! the math stays scalar and only aligned loads and stores move 4 floats at a time. The first
+//! line records the launches (read_launches).
 std::string emit_gpu_kernel(const ir::Workload& w, const ir::LoopNest& nest, const std::string& config_json,
-                            GpuDialect dialect);
+                            GpuDialect dialect, bool split_vectors = false);
 
 //! The launches recorded in emitted source; Error(InvalidInput) if there are none.
 std::vector<Launch> read_launches(const std::string& source);

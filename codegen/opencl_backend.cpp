@@ -4,6 +4,7 @@
 #include <CL/cl.h>
 
 #include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "codegen/backend.hpp"
@@ -109,53 +110,48 @@ class ClKernel : public Kernel {
  public:
   ClKernel(const std::string& device_name, const GpuArtifact& artifact, const KernelShape& shape)
       : device_(device_name), launches_(artifact.launches) {
-    cl_int status = CL_SUCCESS;
-    queue_ = clCreateCommandQueue(device_.context, device_.device, CL_QUEUE_PROFILING_ENABLE, &status);
-    check(status, "clCreateCommandQueue");
-    const unsigned char* bin = reinterpret_cast<const unsigned char*>(artifact.binary.data());
-    size_t size = artifact.binary.size();
-    cl_int bin_status = CL_SUCCESS;
-    program_ = clCreateProgramWithBinary(device_.context, 1, &device_.device, &size, &bin, &bin_status, &status);
-    if (status != CL_SUCCESS || bin_status != CL_SUCCESS)
-      throw_error(ErrorKind::Io, "OpenCL rejects the kernel binary (status " + std::to_string(status) +
-                                     "): built for another device or driver?");
-    if (clBuildProgram(program_, 1, &device_.device, kBuildOptions, nullptr, nullptr) != CL_SUCCESS)
-      throw_error(ErrorKind::Io, "OpenCL cannot load the kernel binary: " + build_log(program_, device_.device));
-    for (auto f : shape.tensor_floats) buffers_.push_back(make_buffer(f));
-    buffers_.push_back(make_buffer(shape.workspace_floats));
-    sizes_ = shape.tensor_floats;
-    for (auto& l : launches_) {
-      cl_kernel k = clCreateKernel(program_, l.kernel.c_str(), &status);
-      check(status, "clCreateKernel " + l.kernel);
-      kernels_.push_back(k);
-      for (cl_uint a = 0; a < buffers_.size(); ++a) check(clSetKernelArg(k, a, sizeof(cl_mem), &buffers_[a]), "clSetKernelArg");
+    try {
+      open(artifact, shape);
+    } catch (...) {
+      release();  // the destructor does not run for a constructor that throws
+      throw;
     }
   }
-  ~ClKernel() override {
-    for (auto k : kernels_) clReleaseKernel(k);
-    for (auto b : buffers_) clReleaseMemObject(b);
-    if (program_) clReleaseProgram(program_);
-    if (queue_) clReleaseCommandQueue(queue_);
-  }
+  ~ClKernel() override { release(); }
 
   double run(float* const* tensors, float*, unsigned flags) override {
-    if (flags & kUpload)
+    if (flags & kUpload) {
       for (size_t t = 0; t < sizes_.size(); ++t)
         if (sizes_[t] > 0)
           check(clEnqueueWriteBuffer(queue_, buffers_[t], CL_TRUE, 0, sizes_[t] * 4, tensors[t], 0, nullptr, nullptr),
                 "clEnqueueWriteBuffer");
-    std::vector<cl_event> events(launches_.size());
+      // The workspace starts NaN, as on the CPU: a kernel that reads a temporary before
+      // writing it fails the result check.
+      const float nan = NAN;
+      check(clEnqueueFillBuffer(queue_, buffers_.back(), &nan, sizeof nan, 0, workspace_bytes_, 0, nullptr, nullptr),
+            "clEnqueueFillBuffer");
+      check(clFinish(queue_), "filling the workspace");
+    }
+    struct Events {
+      std::vector<cl_event> list;
+      ~Events() {
+        for (auto e : list) clReleaseEvent(e);
+      }
+    } events;
     for (size_t i = 0; i < launches_.size(); ++i) {
       size_t local = static_cast<size_t>(launches_[i].items);
       size_t global = static_cast<size_t>(launches_[i].groups) * local;
-      check(clEnqueueNDRangeKernel(queue_, kernels_[i], 1, nullptr, &global, &local, 0, nullptr, &events[i]),
+      cl_event e = nullptr;
+      check(clEnqueueNDRangeKernel(queue_, kernels_[i], 1, nullptr, &global, &local, 0, nullptr, &e),
             "launching " + launches_[i].kernel);
+      events.list.push_back(e);
     }
     check(clFinish(queue_), "running the kernels");
     cl_ulong start = 0, end = 0;
-    clGetEventProfilingInfo(events.front(), CL_PROFILING_COMMAND_START, sizeof start, &start, nullptr);
-    clGetEventProfilingInfo(events.back(), CL_PROFILING_COMMAND_END, sizeof end, &end, nullptr);
-    for (auto e : events) clReleaseEvent(e);
+    check(clGetEventProfilingInfo(events.list.front(), CL_PROFILING_COMMAND_START, sizeof start, &start, nullptr),
+          "reading the start time");
+    check(clGetEventProfilingInfo(events.list.back(), CL_PROFILING_COMMAND_END, sizeof end, &end, nullptr),
+          "reading the end time");
     if (flags & kDownload)
       for (size_t t = 0; t < sizes_.size(); ++t)
         if (sizes_[t] > 0)
@@ -173,6 +169,43 @@ class ClKernel : public Kernel {
   std::vector<cl_kernel> kernels_;
   std::vector<cl_mem> buffers_;
   std::vector<std::int64_t> sizes_;
+  size_t workspace_bytes_ = 4;
+
+  void open(const GpuArtifact& artifact, const KernelShape& shape) {
+    cl_int status = CL_SUCCESS;
+    queue_ = clCreateCommandQueue(device_.context, device_.device, CL_QUEUE_PROFILING_ENABLE, &status);
+    check(status, "clCreateCommandQueue");
+    const unsigned char* bin = reinterpret_cast<const unsigned char*>(artifact.binary.data());
+    size_t size = artifact.binary.size();
+    cl_int bin_status = CL_SUCCESS;
+    program_ = clCreateProgramWithBinary(device_.context, 1, &device_.device, &size, &bin, &bin_status, &status);
+    if (status != CL_SUCCESS || bin_status != CL_SUCCESS)
+      throw_error(ErrorKind::Io, "OpenCL rejects the kernel binary (status " + std::to_string(status) +
+                                     "): built for another device or driver?");
+    if (clBuildProgram(program_, 1, &device_.device, kBuildOptions, nullptr, nullptr) != CL_SUCCESS)
+      throw_error(ErrorKind::Io, "OpenCL cannot load the kernel binary: " + build_log(program_, device_.device));
+    for (auto f : shape.tensor_floats) buffers_.push_back(make_buffer(f));
+    buffers_.push_back(make_buffer(shape.workspace_floats));
+    workspace_bytes_ = static_cast<size_t>(std::max<std::int64_t>(shape.workspace_floats, 1)) * 4;
+    sizes_ = shape.tensor_floats;
+    for (auto& l : launches_) {
+      cl_kernel k = clCreateKernel(program_, l.kernel.c_str(), &status);
+      check(status, "clCreateKernel " + l.kernel);
+      kernels_.push_back(k);
+      for (cl_uint a = 0; a < buffers_.size(); ++a) check(clSetKernelArg(k, a, sizeof(cl_mem), &buffers_[a]), "clSetKernelArg");
+    }
+  }
+
+  void release() {
+    for (auto k : kernels_) clReleaseKernel(k);
+    for (auto b : buffers_) clReleaseMemObject(b);
+    if (program_) clReleaseProgram(program_);
+    if (queue_) clReleaseCommandQueue(queue_);
+    kernels_.clear();
+    buffers_.clear();
+    program_ = nullptr;
+    queue_ = nullptr;
+  }
 
   cl_mem make_buffer(std::int64_t floats) {
     cl_int status = CL_SUCCESS;
@@ -200,6 +233,20 @@ class OpenClBackend : public WorkGroupBackend {
       std::string log = build_log(program, device_->device);
       clReleaseProgram(program);
       return "OpenCL build failed:\n" + log;
+    }
+    // A kernel may allow smaller work-groups than the device (registers, local memory).
+    for (auto& l : artifact.launches) {
+      cl_kernel k = clCreateKernel(program, l.kernel.c_str(), &status);
+      size_t limit = 0;
+      if (status == CL_SUCCESS)
+        status = clGetKernelWorkGroupInfo(k, device_->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof limit, &limit, nullptr);
+      if (k) clReleaseKernel(k);
+      if (status != CL_SUCCESS || static_cast<std::int64_t>(limit) < l.items) {
+        clReleaseProgram(program);
+        return status != CL_SUCCESS ? "OpenCL: no kernel " + l.kernel + " in the program (status " + std::to_string(status) + ")"
+                                    : "kernel " + l.kernel + " allows work-groups of " + std::to_string(limit) +
+                                          " items on this device; the config needs " + std::to_string(l.items);
+      }
     }
     size_t size = 0;
     clGetProgramInfo(program, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, nullptr);

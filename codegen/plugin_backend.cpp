@@ -2,7 +2,9 @@
 // becomes a Backend in the same registry as the in-tree ones.
 #include <dlfcn.h>
 
+#include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -38,6 +40,9 @@ class PluginKernel : public Kernel {
     double seconds = 0;
     if (p_.run(kernel_, tensors, workspace, flags, &seconds, m.text, kMessageBytes) != 0)
       throw_error(ErrorKind::Internal, std::string(p_.name) + " plug-in: " + m.what("running the kernel failed"));
+    // A time that is not a positive number would rank the candidate first.
+    if (!(seconds > 0) || !std::isfinite(seconds))
+      throw_error(ErrorKind::Internal, std::string(p_.name) + " plug-in: run reported " + std::to_string(seconds) + " seconds");
     return seconds;
   }
 
@@ -62,6 +67,7 @@ class PluginBackend : public Backend {
 
   const TargetInfo& target() const override {
     std::call_once(once_, [this] {
+      std::lock_guard<std::mutex> lock(calls_);
       tt_target t{};
       Message m;
       if (p_.describe(self_, &t, m.text, kMessageBytes) != 0 || !t.fingerprint_json)
@@ -88,7 +94,9 @@ class PluginBackend : public Backend {
 
   std::string emit(const ir::Workload& w, const ir::LoopNest& nest, const std::string& config_json) const override {
     Message m;
-    char* text = p_.emit(self_, ir::program_to_json(w, nest, config_json).c_str(), m.text, kMessageBytes);
+    std::string program = ir::program_to_json(w, nest, config_json);
+    std::lock_guard<std::mutex> lock(calls_);
+    char* text = p_.emit(self_, program.c_str(), m.text, kMessageBytes);
     // A config the plug-in cannot express is an invalid config for this backend.
     if (!text) throw_error(ErrorKind::InvalidInput, name() + " plug-in cannot emit this config: " + m.what("emit failed"));
     std::string source(text);
@@ -104,6 +112,7 @@ class PluginBackend : public Backend {
 
   std::unique_ptr<Kernel> load(const std::string& artifact_path, const KernelShape& shape) const override {
     Message m;
+    std::lock_guard<std::mutex> lock(calls_);
     void* k = p_.load(self_, artifact_path.c_str(), shape.tensor_floats.data(), static_cast<std::int32_t>(shape.tensor_floats.size()),
                       shape.workspace_floats, m.text, kMessageBytes);
     if (!k) throw_error(ErrorKind::Io, name() + " plug-in cannot load " + artifact_path + ": " + m.what("load failed"));
@@ -116,6 +125,9 @@ class PluginBackend : public Backend {
   std::string device_;
   mutable std::once_flag once_;
   mutable TargetInfo target_;
+  //! The header promises an instance one caller at a time (build excepted); the daemon's
+  //! request threads and its job thread share one instance.
+  mutable std::mutex calls_;
 };
 
 //! Plug-ins stay loaded for the life of the process: their tables back registered backends.
@@ -131,24 +143,27 @@ std::map<std::string, Loaded>& plugins() {
 
 }  // namespace
 
-std::string load_backend_plugin(const std::string& path) {
+std::string load_backend_plugin(const std::string& given) {
   std::lock_guard<std::mutex> lock(plugins_mutex);
+  // One library, however it is named: ./x.so and /abs/x.so are the same plug-in.
+  std::error_code ec;
+  std::string path = std::filesystem::exists(given, ec) ? std::filesystem::canonical(given, ec).string() : given;
+  if (path.empty()) path = given;
   auto found = plugins().find(path);
   if (found != plugins().end()) return found->second.name;
-  auto fail = [&](const std::string& why) { throw_error(ErrorKind::InvalidInput, "backend plug-in " + path + ": " + why); };
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  void* handle = nullptr;
+  auto fail = [&](const std::string& why) {
+    if (handle) dlclose(handle);
+    throw_error(ErrorKind::InvalidInput, "backend plug-in " + given + ": " + why);
+  };
+  handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) fail(std::string("cannot be loaded: ") + dlerror());
   auto init = reinterpret_cast<tt_plugin_init_fn>(dlsym(handle, TT_PLUGIN_ENTRY));
-  if (!init) {
-    dlclose(handle);
-    fail(std::string("has no entry point ") + TT_PLUGIN_ENTRY + " (is it a tiletune backend plug-in?)");
-  }
+  if (!init) fail(std::string("has no entry point ") + TT_PLUGIN_ENTRY + " (is it a tiletune backend plug-in?)");
   Loaded loaded;
   Message m;
-  if (init(TT_PLUGIN_ABI_VERSION, &loaded.table, m.text, kMessageBytes) != 0) {
-    dlclose(handle);
+  if (init(TT_PLUGIN_ABI_VERSION, &loaded.table, m.text, kMessageBytes) != 0)
     fail("failed to initialise: " + m.what("tt_plugin_init returned an error"));
-  }
   const tt_plugin& t = loaded.table;
   if (t.abi_version != TT_PLUGIN_ABI_VERSION)
     fail("was built for plug-in ABI version " + std::to_string(t.abi_version) + "; this tiletune speaks version " +

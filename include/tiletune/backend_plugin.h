@@ -17,6 +17,8 @@
  *   tt_target stay valid until destroy; text returned by emit is freed with free_text.
  * - A plug-in instance (create) is used from one thread at a time, except build, which
  *   tiletune calls from several threads at once for different artifacts.
+ * - Every kernel (load) is unloaded before the instance that loaded it is destroyed.
+ * - run reports a positive, finite time; anything else fails the candidate.
  *
  * The program a plug-in emits code for is JSON (program_json in emit), documented in
  * README.md ("Add a backend"): the op's buffers, and per stage its axes, its right-hand side

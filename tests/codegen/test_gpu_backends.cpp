@@ -21,6 +21,27 @@ namespace {
 
 ir::Schedule from_json(const std::string& text) { return ir::Schedule::from_json(text); }
 
+//! The OpenCL backend emitting split vectors, the CUDA style (scalar math, float4 loads and
+//! stores), so that they are run and checked where there is no GPU.
+class SplitVectorBackend : public codegen::Backend {
+ public:
+  SplitVectorBackend() : inner_(codegen::make_backend("opencl")) {}
+  std::string name() const override { return "opencl-split"; }
+  std::string runtime() const override { return inner_->runtime(); }
+  const codegen::TargetInfo& target() const override { return inner_->target(); }
+  std::string source_extension() const override { return inner_->source_extension(); }
+  std::string build(const std::string& src, const std::string& out) const override { return inner_->build(src, out); }
+  std::unique_ptr<codegen::Kernel> load(const std::string& path, const codegen::KernelShape& shape) const override {
+    return inner_->load(path, shape);
+  }
+  std::string emit(const ir::Workload& w, const ir::LoopNest& nest, const std::string& config) const override {
+    return codegen::emit_gpu_kernel(w, nest, config, codegen::GpuDialect::OpenCL, true);
+  }
+
+ private:
+  std::unique_ptr<codegen::Backend> inner_;
+};
+
 bool have_nvcc() {
   return std::filesystem::exists("/usr/local/cuda/bin/nvcc") || run_process({"nvcc", "--version"}, 30).ok();
 }
@@ -59,6 +80,37 @@ TEST_CASE("opencl: staged inputs, two-level tiles, vector types and tails match 
     CHECK(src.find("vload" + l) != std::string::npos);
     CHECK(src.find("vstore" + l) != std::string::npos);
     test::all_correct(*be, mbr, {v});
+  }
+}
+
+TEST_CASE("split vectors (the CUDA style) with tails, staging and epilogues compute the reference results") {
+  SplitVectorBackend be;
+  int lanes = be.target().traits.vector_lanes;
+  if (lanes < 4) {
+    MESSAGE("skipped: the OpenCL device has " << lanes << " lanes");
+    return;
+  }
+  std::string l = std::to_string(lanes), l2 = std::to_string(2 * lanes);
+  auto mbr = library_workload("matmul_bias_relu", "M=13,N=" + std::to_string(5 * lanes) + ",K=11");
+  auto v = from_json(R"({"version":1,"stages":[{"stage":"acc","tile":{"m":[6,3],"n":[)" + l2 + "," + l +
+                     R"(],"k":[4]},"order":["m.0","n.0","k.0","m.1","n.1"],"vectorize":"n","pack":["A","B"],
+                     "fuse_epilogue":true},{"stage":"C"}]})");
+  std::string src = be.emit(mbr, ir::lower(mbr, v, be.target().traits), v.to_json());
+  CHECK(src.find("vload4(0, ") != std::string::npos);
+  CHECK(src.find("vstore4((float4)(") != std::string::npos);
+  CHECK(src.find(".w") != std::string::npos);
+  test::all_correct(be, mbr, {v});
+  // Random schedules (most vectorized) of ops whose accesses are aligned and of ones that are not.
+  for (auto [op, sizes] : std::vector<std::pair<std::string, std::string>>{
+           {"matmul", "M=7,N=" + std::to_string(3 * lanes) + ",K=9"},
+           {"conv2d", "N=1,C=2,H=6,W=" + std::to_string(lanes + 2) + ",K=3,R=3,S=3"},
+           {"softmax", "N=5,D=" + std::to_string(2 * lanes)}}) {
+    auto w = library_workload(op, sizes);
+    tuner::Space space(w, be.target().traits);
+    tuner::Rng rng(11);
+    std::vector<ir::Schedule> batch;
+    for (int i = 0; i < 4; ++i) batch.push_back(space.sample(rng));
+    test::all_correct(be, w, batch);
   }
 }
 
@@ -111,6 +163,10 @@ TEST_CASE("opencl: the generated source is readable and records its launches") {
   auto launches = codegen::read_launches(src);
   CHECK(!launches.empty());
   CHECK(test::error_of([] { codegen::read_launches("__kernel void f() {}"); }).find("no kernel launches") != std::string::npos);
+  CHECK(test::error_of([] { codegen::read_launches("// tt-launch: [{\"kernel\":1,\"groups\":1,\"items\":1}]\n"); })
+            .find("malformed kernel launches") != std::string::npos);
+  CHECK(test::error_of([] { codegen::read_launches("// tt-launch: [{\"kernel\":\"k\",\"groups\":0,\"items\":1}]\n"); })
+            .find("positive groups and items") != std::string::npos);
 }
 
 TEST_CASE("opencl: a missing device or a damaged artifact is a clear error") {

@@ -2,9 +2,11 @@
 // only, loaded and tuned through end to end; broken plug-ins are clear errors, never crashes.
 #include <doctest/doctest.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "codegen/backend.hpp"
+#include "measure/measure.hpp"
 #include "helpers.hpp"
 #include "support/subprocess.hpp"
 
@@ -35,14 +37,30 @@ const char* kBrokenPlugin = R"(
 #include <stdio.h>
 #include <string.h>
 #include "tiletune/backend_plugin.h"
+#include <stdlib.h>
+#ifdef ZERO_TIME
+/* Everything works except the timer: run reports 0 seconds. */
+static int instance;
+static void* create(const char* o, char* err, size_t n) { return &instance; }
+static int describe(void* b, tt_target* t, char* err, size_t n) {
+  t->fingerprint_json = "{\"device\":\"none\"}";
+  t->vector_lanes = 1; t->vector_registers = 16; t->threads = 1;
+  return 0;
+}
+static char* emit(void* b, const char* p, char* err, size_t n) { return strdup("nothing to compile"); }
+static int build(void* b, const char* s, const char* a, char* log, size_t n) { FILE* f = fopen(a, "w"); if (f) fclose(f); return !f; }
+static void* load(void* b, const char* a, const int64_t* f, int32_t c, int64_t w, char* err, size_t n) { return &instance; }
+static int run(void* k, float* const* t, float* w, uint32_t f, double* s, char* err, size_t n) { *s = 0; return 0; }
+#else
 static void* create(const char* o, char* err, size_t n) { snprintf(err, n, "no device attached"); return NULL; }
-static void destroy(void* b) {}
 static int describe(void* b, tt_target* t, char* err, size_t n) { return 1; }
 static char* emit(void* b, const char* p, char* err, size_t n) { return NULL; }
-static void free_text(char* t) {}
 static int build(void* b, const char* s, const char* a, char* log, size_t n) { return 1; }
 static void* load(void* b, const char* a, const int64_t* f, int32_t c, int64_t w, char* err, size_t n) { return NULL; }
 static int run(void* k, float* const* t, float* w, uint32_t f, double* s, char* err, size_t n) { return 1; }
+#endif
+static void destroy(void* b) {}
+static void free_text(char* t) { free(t); }
 static void unload(void* k) {}
 #ifndef NO_ENTRY
 int tt_plugin_init(uint32_t host, tt_plugin* out, char* err, size_t n) {
@@ -60,6 +78,9 @@ int tt_plugin_init(uint32_t host, tt_plugin* out, char* err, size_t n) {
 #endif
 #ifdef BAD_NAME
   p.name = "Bad Name!";
+#endif
+#ifdef ZERO_TIME
+  p.name = "zero-time";
 #endif
   *out = p;
   return 0;
@@ -98,7 +119,7 @@ TEST_CASE("plug-ins: the example built out of tree tunes an op end to end throug
   // Registered beside the in-tree backends, with its origin (what a measuring worker loads).
   CHECK(codegen::load_backend_plugin(plugin) == "scalar-c");
   CHECK(codegen::load_backend_plugin(plugin) == "scalar-c");
-  CHECK(codegen::backend_origin("scalar-c") == plugin);
+  CHECK(codegen::backend_origin("scalar-c") == std::filesystem::canonical(plugin).string());
   CHECK(codegen::backend_origin("cpu") == "");
   auto be = codegen::make_backend("scalar-c");
   CHECK(be->target().backend == "scalar-c");
@@ -124,6 +145,15 @@ TEST_CASE("plug-ins: a missing file, no entry point, another ABI, a failing init
   std::string ok = broken_plugin(dir, "");
   CHECK(codegen::load_backend_plugin(ok) == "broken");
   CHECK(test::error_of([] { codegen::make_backend("broken"); }).find("failed to initialise: no device attached") != std::string::npos);
+  // A plug-in whose timer reports 0 seconds fails its kernels instead of ranking them first.
+  CHECK(codegen::load_backend_plugin(broken_plugin(dir, "ZERO_TIME")) == "zero-time");
+  auto zero = codegen::make_backend("zero-time");
+  auto w = test::library_workload("matmul", "M=4,N=4,K=4");
+  measure::MeasureOptions mo;
+  mo.cache_dir = dir.file("cache");
+  measure::Measurer m(*zero, w, mo);
+  std::string why = test::error_of([&] { m.measure({ir::naive_schedule(w)}); });
+  CHECK_MESSAGE(why.find("zero-time plug-in: run reported 0") != std::string::npos, why);
   // The command line turns each into a message and the usage exit code.
   auto r = run_process({kBinary + "/tiletune", "tune", "matmul", "-s", "M=8,N=8,K=8", "--backend-plugin",
                         broken_plugin(dir, "WRONG_ABI"), "--db", dir.file("t.db")}, 60);
