@@ -5,7 +5,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "client/client.hpp"
 #include "codegen/backend.hpp"
+#include "server/daemon_harness.hpp"
 #include "measure/measure.hpp"
 #include "helpers.hpp"
 #include "support/subprocess.hpp"
@@ -124,6 +126,16 @@ TEST_CASE("plug-ins: the example built out of tree tunes an op end to end throug
   auto be = codegen::make_backend("scalar-c");
   CHECK(be->target().backend == "scalar-c");
   CHECK(be->target().traits.vector_lanes == 1);
+  // The daemon tunes through it as through any backend (serve --backend-plugin loads it first).
+  test::InProcessDaemon d(dir.file("d.db"));
+  client::Client cl(d.url(), "tok");
+  auto job = cl.call("POST", "/v1/tune", {{"op", "softmax"}, {"sizes", "N=5,D=9"}, {"backend", "scalar-c"}, {"trials", 3},
+                                          {"strategy", "random"}})["job"];
+  auto done = cl.wait(job["id"], 120);
+  CHECK_MESSAGE(done.state == "done", done.error);
+  auto best = cl.best("softmax", "N=5,D=9", "scalar-c");
+  REQUIRE(best.has_value());
+  CHECK(best->source.find("tt_kernel") != std::string::npos);
 }
 
 TEST_CASE("plug-ins: a missing file, no entry point, another ABI, a failing init or a missing function are clear errors") {
