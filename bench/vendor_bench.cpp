@@ -95,6 +95,8 @@ int main(int argc, char** argv) {
   app.add_option("--only", only, "run only cases whose label contains this");
   std::string strategy = tuner::TuneOptions().strategy;
   app.add_option("--strategy", strategy, "search strategy of the tuning")->capture_default_str();
+  bool no_seeds = false;
+  app.add_flag("--no-seeds", no_seeds, "do not measure the BLAS-like seed configs first (Space::seeds)");
   app.add_option("--db", db_path, "tuning database (reused: a rerun only times)")->capture_default_str();
   app.add_option("--cache", cache, "kernel cache folder");
   CLI11_PARSE(app, argc, argv);
@@ -106,7 +108,7 @@ int main(int argc, char** argv) {
     auto store = db::open_sqlite_store(db_path);
     double peak = bench::measure_fma_peak_gflops(threads);
     std::cout << "FMA peak measured now: " << fmt(peak) << " GFLOP/s on " << threads << " threads; trials per case: "
-              << trials << " (" << strategy << "); rounds: " << reps << " x 5 timed calls (medians, implementations alternating)\n\n";
+              << trials << " (" << strategy << (no_seeds ? ", no seeds" : ", seeds first") << "); rounds: " << reps << " x 5 timed calls (medians, implementations alternating)\n\n";
     std::vector<std::vector<std::string>> rows;
     for (const Case& c : kCases) {
       if (!only.empty() && c.label.find(only) == std::string::npos) continue;
@@ -114,6 +116,7 @@ int main(int argc, char** argv) {
       tuner::TuneOptions to;
       to.trials = trials;
       to.strategy = strategy;
+      to.seeds = !no_seeds;
       to.measure.cache_dir = cache;
       int before = static_cast<int>(store->count_records(w.key, backend->target().key));
       double tune_s = seconds([&] { tuner::tune(w, *backend, *store, to); });

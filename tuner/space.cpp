@@ -314,6 +314,109 @@ ir::Schedule Space::mutate(const ir::Schedule& s, Rng& rng) const {
   return s;
 }
 
+std::vector<ir::Schedule> Space::seeds() const {
+  std::vector<ir::Schedule> out;
+  if (t_.groups() || t_.vector_lanes <= 1 || w_.stages.empty() || !w_.stages[0].is_reduction()) return out;
+  const ir::Stage& st = w_.stages[0];
+  auto vectorizable = ir::vectorizable_axes(w_, 0);
+  if (vectorizable.empty()) return out;
+  const std::string v = vectorizable.front();
+  const ir::Axis* vec = nullptr;
+  for (auto& a : st.axes)
+    if (a.name == v) vec = &a;
+  if (vec->reduce) return out;
+  // Rows: the largest other spatial axis that no vector-read input depends on, so that one
+  // broadcast value meets every vector of the row.
+  std::vector<const ir::Expr*> reads;
+  ir::collect_accesses(st.rhs, reads);
+  auto in_vector_reads = [&](const std::string& axis) {
+    for (auto* r : reads) {
+      bool along = false, uses = false;
+      for (auto& ix : r->indices) {
+        along |= ix.coeff_of(v) != 0;
+        uses |= ix.coeff_of(axis) != 0;
+      }
+      if (along && uses) return true;
+    }
+    return false;
+  };
+  const ir::Axis* rows = nullptr;
+  const ir::Axis* deepest = nullptr;  // the longest reduction: blocked for L1
+  std::int64_t other_reduction = 1;
+  for (auto& a : st.axes) {
+    if (!a.reduce && a.name != v && !in_vector_reads(a.name) && (!rows || a.extent > rows->extent)) rows = &a;
+    if (a.reduce && (!deepest || a.extent > deepest->extent)) deepest = &a;
+  }
+  for (auto& a : st.axes)
+    if (a.reduce && &a != deepest) other_reduction *= a.extent;
+  const std::int64_t lanes = t_.vector_lanes;
+  const std::int64_t vectors_max = (vec->extent + lanes - 1) / lanes;
+  for (std::int64_t vectors : {2, 3, 4}) {
+    if (vectors > vectors_max && vectors > 2) continue;
+    std::int64_t nv = std::min(vectors, vectors_max);
+    std::int64_t reg_v = nv * lanes;
+    std::int64_t reg_rows = rows ? std::min<std::int64_t>((t_.vector_registers - 4) / nv, rows->extent) : 1;
+    reg_rows = std::min<std::int64_t>(reg_rows, 12);
+    // A row count that divides the axis saves the edge tile, if one is not much smaller.
+    if (rows)
+      for (std::int64_t r = reg_rows; r > reg_rows / 2; --r)
+        if (rows->extent % r == 0) {
+          reg_rows = r;
+          break;
+        }
+    // The vector input's panel for one reduction block: block * other reductions * reg_v floats
+    // in half of L1.
+    std::int64_t block = deepest->extent;
+    while (block > 4 && block * other_reduction * reg_v * 4 > t_.l1_bytes / 2) block /= 2;
+    for (bool pack : {false, true}) {
+      ir::Schedule s = ir::naive_schedule(w_);
+      ir::StageSchedule& ss = s.stages[0];
+      ss.tile.clear();
+      ss.order.clear();
+      std::vector<std::pair<std::int64_t, std::string>> spatial;  // (blocks, axis): most blocks first
+      for (auto& a : st.axes) {
+        if (a.reduce) {
+          ss.tile[a.name] = {&a == deepest ? block : a.extent};
+        } else if (a.name == v) {
+          std::int64_t outer = std::min(round_up(a.extent, reg_v), reg_v * 4);
+          ss.tile[a.name] = outer > reg_v ? std::vector<std::int64_t>{outer, reg_v} : std::vector<std::int64_t>{reg_v};
+        } else if (rows && a.name == rows->name) {
+          std::int64_t outer = std::min(round_up(a.extent, reg_rows), reg_rows * 8);
+          ss.tile[a.name] = outer > reg_rows ? std::vector<std::int64_t>{outer, reg_rows} : std::vector<std::int64_t>{reg_rows};
+        } else {
+          ss.tile[a.name] = {1};
+        }
+        if (!a.reduce) spatial.push_back({(a.extent + ss.tile[a.name][0] - 1) / ss.tile[a.name][0], a.name});
+      }
+      std::stable_sort(spatial.begin(), spatial.end(), [](auto& x, auto& y) { return x.first > y.first; });
+      // BLAS order: spatial blocks, then the reduction blocks, then the inner spatial levels.
+      for (auto& [blocks, axis] : spatial) ss.order.push_back(axis + ".0");
+      for (auto& a : st.axes)
+        if (a.reduce) ss.order.push_back(a.name + ".0");
+      for (auto& [blocks, axis] : spatial)
+        for (size_t l = 1; l < ss.tile[axis].size(); ++l) ss.order.push_back(axis + "." + std::to_string(l));
+      ss.vectorize = v;
+      ss.parallel = t_.threads > 1 ? std::min<int>(2, static_cast<int>(spatial.size())) : 0;
+      ss.unroll = 4;
+      ss.fuse_epilogue = ir::can_fuse_epilogue(w_, 0);
+      if (ss.fuse_epilogue && s.stages.size() > 1) {
+        std::string name = s.stages[1].stage;
+        s.stages[1] = ir::StageSchedule();
+        s.stages[1].stage = name;
+      }
+      if (pack)
+        for (auto& input : inputs_of(0)) {
+          ss.pack.push_back(input);
+          if (!check(s).empty()) ss.pack.pop_back();
+        }
+      if (pack && ss.pack.empty()) continue;
+      // Later stages that the recipe does not cover keep the naive schedule's loops.
+      if (check(s).empty()) out.push_back(s);
+    }
+  }
+  return out;
+}
+
 ir::Schedule Space::crossover(const ir::Schedule& a, const ir::Schedule& b, Rng& rng) const {
   for (int attempt = 0; attempt < 20; ++attempt) {
     ir::Schedule c = a;

@@ -26,6 +26,12 @@ class Space {
   ir::Schedule crossover(const ir::Schedule& a, const ir::Schedule& b, Rng& rng) const;
   //! "" if valid, else why not.
   std::string check(const ir::Schedule& s) const;
+  //! A few configs derived from the target's registers and caches the way a BLAS blocks a
+  //! GEMM (an outer-product register tile: rows of the input read by broadcast times vectors
+  //! of the input read along the SIMD axis; a reduction block whose panel fits L1; parallel
+  //! outer loops), for ops whose first stage is such a reduction; measured first, so that a
+  //! short search starts from a good kernel. Empty where the recipe does not apply.
+  std::vector<ir::Schedule> seeds() const;
 
   const ir::Workload& workload() const { return w_; }
   const ir::TargetTraits& traits() const { return t_; }

@@ -104,6 +104,8 @@ TuneSummary tune(const ir::Workload& w, const codegen::TargetInfo& target, measu
   if (on_progress) on_progress(progress);
 
   ir::Schedule naive = ir::naive_schedule(w);
+  std::vector<ir::Schedule> seeds;
+  if (options.seeds) seeds = space.seeds();
   auto start = std::chrono::steady_clock::now();
   auto out_of_time = [&] {
     return options.max_seconds > 0 &&
@@ -121,6 +123,8 @@ TuneSummary tune(const ir::Workload& w, const codegen::TargetInfo& target, measu
       batch.push_back(naive);  // the baseline every speedup is against
       taken.insert(naive.key());
     }
+    for (auto& s : seeds)
+      if (static_cast<int>(batch.size()) < n && taken.insert(s.key()).second) batch.push_back(s);
     auto proposed = search->propose(n - static_cast<int>(batch.size()), taken);
     batch.insert(batch.end(), proposed.begin(), proposed.end());
     if (batch.empty()) break;  // the space is exhausted

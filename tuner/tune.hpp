@@ -20,6 +20,7 @@ struct TuneOptions {
   //! Set by another thread to stop after the batch in flight (its records are stored).
   const std::atomic<bool>* cancel = nullptr;
   int prior_records = 20000;  //!< model-guided strategies: most recent records of other workloads learned from
+  bool seeds = true;          //!< measure Space::seeds() in the first batch
   measure::MeasureOptions measure;
 };
 

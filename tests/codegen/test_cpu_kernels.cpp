@@ -234,3 +234,33 @@ TEST_CASE("backend registry: unknown backends are refused with the list of known
 TEST_CASE("library ops: random valid schedules compute the reference results") {
   test::random_schedules_of_every_op_are_correct(5, 1);
 }
+
+TEST_CASE("seed configs: BLAS-like schedules of the reductions are valid and compute the reference results, tails included") {
+  auto be = cpu();
+  int seeded = 0;
+  for (auto [op, sizes] : std::vector<std::pair<std::string, std::string>>{
+           {"matmul", "M=37,N=67,K=23"}, {"matmul", "M=1,N=17,K=1"}, {"matmul_bias_relu", "M=29,N=41,K=19"},
+           {"batch_matmul", "G=3,M=13,N=35,K=7"}, {"conv2d", "N=1,C=3,H=11,W=19,K=5,R=3,S=3"},
+           {"depthwise_conv2d", "N=2,C=3,H=9,W=21,R=3,S=3"}, {"row_sum", "N=11,D=53"}, {"softmax", "N=7,D=43"}}) {
+    CAPTURE(op);
+    auto w = library_workload(op, sizes);
+    tuner::Space space(w, be->target().traits);
+    auto seeds = space.seeds();
+    for (auto& s : seeds) CHECK(ir::check_schedule(w, s, be->target().traits) == "");
+    if (!seeds.empty()) test::all_correct(*be, w, seeds);
+    seeded += !seeds.empty();
+  }
+  CHECK(seeded >= 5);  // matmul (both), matmul_bias_relu, batch_matmul, conv2d
+  // Outer-product form: conv2d's rows are output channels (F is broadcast), its vectors along x.
+  auto conv = library_workload("conv2d", "N=1,C=64,H=58,W=58,K=64,R=3,S=3");
+  auto seeds = tuner::Space(conv, be->target().traits).seeds();
+  REQUIRE(!seeds.empty());
+  CHECK(seeds[0].stages[0].vectorize == "x");
+  CHECK(seeds[0].stages[0].tile.at("k").back() > 1);
+  CHECK(64 % seeds[0].stages[0].tile.at("k").back() == 0);
+  // Not for work-group devices or scalar targets.
+  ir::TargetTraits gpu = be->target().traits;
+  gpu.max_group_size = 256;
+  gpu.vector_lanes = 1;
+  CHECK(tuner::Space(conv, gpu).seeds().empty());
+}
