@@ -314,9 +314,42 @@ ir::Schedule Space::mutate(const ir::Schedule& s, Rng& rng) const {
   return s;
 }
 
+std::vector<ir::Schedule> Space::row_seeds() const {
+  // Row-wise ops of several stages (softmax, layernorm): elementwise stages inlined, every
+  // stage in SIMD vectors along its last axis, all of them inside one parallel loop over
+  // blocks of rows, so that a row block is read from memory once.
+  std::vector<ir::Schedule> out;
+  for (std::int64_t vectors : {2, 4})
+    for (std::int64_t rows : {8, 32}) {
+      ir::Schedule s = ir::naive_schedule(w_);
+      for (size_t i = 0; i < w_.stages.size(); ++i) {
+        int stage = static_cast<int>(i);
+        ir::StageSchedule& ss = s.stages[i];
+        if (ir::can_inline(w_, stage)) {
+          ss = ir::StageSchedule();
+          ss.stage = w_.stages[i].name;
+          ss.inline_stage = true;
+          continue;
+        }
+        auto axes = ir::vectorizable_axes(w_, stage);
+        if (axes.empty()) continue;
+        ss.vectorize = axes.front();
+        for (auto& a : w_.stages[i].axes) {
+          std::int64_t reg = a.name == ss.vectorize ? std::min(vectors * t_.vector_lanes, round_up(a.extent, t_.vector_lanes)) : 1;
+          ss.tile[a.name] = {reg};
+        }
+        ss.unroll = 0;
+      }
+      s.fuse_rows = rows;
+      if (check(s).empty()) out.push_back(s);
+    }
+  return out;
+}
+
 std::vector<ir::Schedule> Space::seeds() const {
   std::vector<ir::Schedule> out;
-  if (t_.groups() || t_.vector_lanes <= 1 || w_.stages.empty() || !w_.stages[0].is_reduction()) return out;
+  if (t_.groups() || t_.vector_lanes <= 1 || w_.stages.empty()) return out;
+  if (!w_.stages[0].is_reduction() || w_.stages.size() > 2) return w_.stages.size() > 1 ? row_seeds() : out;
   const ir::Stage& st = w_.stages[0];
   auto vectorizable = ir::vectorizable_axes(w_, 0);
   if (vectorizable.empty()) return out;

@@ -30,8 +30,11 @@ class Space {
   //! GEMM (an outer-product register tile: rows of the input read by broadcast times vectors
   //! of the input read along the SIMD axis; a reduction block whose panel fits L1; parallel
   //! outer loops), for ops whose first stage is such a reduction; measured first, so that a
-  //! short search starts from a good kernel. Empty where the recipe does not apply.
+  //! short search starts from a good kernel. Ops of several row-wise stages get row_seeds().
+  //! Empty where no recipe applies.
   std::vector<ir::Schedule> seeds() const;
+  //! seeds() of row-wise ops of several stages (softmax, layernorm): one pass over row blocks.
+  std::vector<ir::Schedule> row_seeds() const;
 
   const ir::Workload& workload() const { return w_; }
   const ir::TargetTraits& traits() const { return t_; }

@@ -241,7 +241,8 @@ TEST_CASE("seed configs: BLAS-like schedules of the reductions are valid and com
   for (auto [op, sizes] : std::vector<std::pair<std::string, std::string>>{
            {"matmul", "M=37,N=67,K=23"}, {"matmul", "M=1,N=17,K=1"}, {"matmul_bias_relu", "M=29,N=41,K=19"},
            {"batch_matmul", "G=3,M=13,N=35,K=7"}, {"conv2d", "N=1,C=3,H=11,W=19,K=5,R=3,S=3"},
-           {"depthwise_conv2d", "N=2,C=3,H=9,W=21,R=3,S=3"}, {"row_sum", "N=11,D=53"}, {"softmax", "N=7,D=43"}}) {
+           {"depthwise_conv2d", "N=2,C=3,H=9,W=21,R=3,S=3"}, {"row_sum", "N=11,D=53"}, {"softmax", "N=7,D=43"},
+           {"layernorm", "N=37,D=19"}}) {
     CAPTURE(op);
     auto w = library_workload(op, sizes);
     tuner::Space space(w, be->target().traits);
@@ -250,7 +251,13 @@ TEST_CASE("seed configs: BLAS-like schedules of the reductions are valid and com
     if (!seeds.empty()) test::all_correct(*be, w, seeds);
     seeded += !seeds.empty();
   }
-  CHECK(seeded >= 5);  // matmul (both), matmul_bias_relu, batch_matmul, conv2d
+  CHECK(seeded >= 7);  // matmul (both), matmul_bias_relu, batch_matmul, conv2d, softmax, layernorm
+  // Row-wise ops: one pass over row blocks, elementwise stages inlined.
+  auto softmax = library_workload("softmax", "N=64,D=1024");
+  auto rows = tuner::Space(softmax, be->target().traits).seeds();
+  REQUIRE(!rows.empty());
+  CHECK(rows[0].fuse_rows > 0);
+  CHECK(rows[0].stages[1].inline_stage);
   // Outer-product form: conv2d's rows are output channels (F is broadcast), its vectors along x.
   auto conv = library_workload("conv2d", "N=1,C=64,H=58,W=58,K=64,R=3,S=3");
   auto seeds = tuner::Space(conv, be->target().traits).seeds();
