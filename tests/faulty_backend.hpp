@@ -5,23 +5,17 @@
 #include <string>
 
 #include "codegen/backend.hpp"
+#include "forwarding_backend.hpp"
 
 namespace tiletune::test {
 
 //! Emits the CPU backend's source with a fault chosen per config: "crash", "abort", "hang",
 //! "wrong", "build" or "" (none).
-class FaultyBackend : public codegen::Backend {
+class FaultyBackend : public ForwardingBackend {
  public:
   explicit FaultyBackend(std::function<std::string(const std::string&)> fault)
-      : inner_(codegen::make_backend("cpu")), fault_(std::move(fault)) {}
+      : ForwardingBackend(codegen::make_backend("cpu")), fault_(std::move(fault)) {}
   std::string name() const override { return "faulty"; }
-  std::string runtime() const override { return inner_->runtime(); }
-  const codegen::TargetInfo& target() const override { return inner_->target(); }
-  std::string source_extension() const override { return inner_->source_extension(); }
-  std::string build(const std::string& src, const std::string& out) const override { return inner_->build(src, out); }
-  std::unique_ptr<codegen::Kernel> load(const std::string& path, const codegen::KernelShape& shape) const override {
-    return inner_->load(path, shape);
-  }
 
   std::string emit(const ir::Workload& w, const ir::LoopNest& nest, const std::string& config) const override {
     std::string src = inner_->emit(w, nest, config);
@@ -39,7 +33,6 @@ class FaultyBackend : public codegen::Backend {
   }
 
  private:
-  std::unique_ptr<codegen::Backend> inner_;
   std::function<std::string(const std::string&)> fault_;
 };
 

@@ -7,6 +7,7 @@
 
 #include "codegen/backend.hpp"
 #include "codegen/gpu_kernel.hpp"
+#include "forwarding_backend.hpp"
 #include "helpers.hpp"
 #include "ir/loop_nest.hpp"
 #include "random_schedules.hpp"
@@ -23,23 +24,13 @@ ir::Schedule from_json(const std::string& text) { return ir::Schedule::from_json
 
 //! The OpenCL backend emitting split vectors, the CUDA style (scalar math, float4 loads and
 //! stores), so that they are run and checked where there is no GPU.
-class SplitVectorBackend : public codegen::Backend {
+class SplitVectorBackend : public test::ForwardingBackend {
  public:
-  SplitVectorBackend() : inner_(codegen::make_backend("opencl")) {}
+  SplitVectorBackend() : ForwardingBackend(codegen::make_backend("opencl")) {}
   std::string name() const override { return "opencl-split"; }
-  std::string runtime() const override { return inner_->runtime(); }
-  const codegen::TargetInfo& target() const override { return inner_->target(); }
-  std::string source_extension() const override { return inner_->source_extension(); }
-  std::string build(const std::string& src, const std::string& out) const override { return inner_->build(src, out); }
-  std::unique_ptr<codegen::Kernel> load(const std::string& path, const codegen::KernelShape& shape) const override {
-    return inner_->load(path, shape);
-  }
   std::string emit(const ir::Workload& w, const ir::LoopNest& nest, const std::string& config) const override {
     return codegen::emit_gpu_kernel(w, nest, config, codegen::GpuDialect::OpenCL, true);
   }
-
- private:
-  std::unique_ptr<codegen::Backend> inner_;
 };
 
 bool have_nvcc() {
