@@ -246,8 +246,8 @@ class CudaBackend : public WorkGroupBackend {
     std::string cubin = artifact_path + ".cubin";
     ProcessResult r = run_process({nvcc_, "-cubin", "-arch=" + arch(), "-O3", "-o", cubin, source_path}, 300);
     if (!r.ok()) return nvcc_ + " " + r.describe() + "\n" + r.output;
-    artifact.binary = read_text(cubin);
     std::error_code ignored;
+    if (std::filesystem::exists(cubin, ignored)) artifact.binary = read_text(cubin);
     std::filesystem::remove(cubin, ignored);
     if (artifact.binary.empty()) return nvcc_ + " wrote no cubin";
     write_gpu_artifact(artifact_path, artifact);

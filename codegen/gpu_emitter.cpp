@@ -120,6 +120,7 @@ class Emitter {
     src << kLaunchTag << launches.dump() << "\n";
     src << "// tiletune " << (cuda_ ? "CUDA" : "OpenCL") << " kernels for op " << w_.op.name << " with " << w_.sizes_text()
         << "\n// workload " << w_.key << "\n// config " << config_json << "\n"
+        << (cuda_ ? "// tensors and the workspace must be 16-byte aligned (float4 loads and stores)\n" : "")
         << d_.prelude << "\n"
         << body.str();
     return src.str();

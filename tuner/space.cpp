@@ -92,8 +92,12 @@ void Space::sample_group_loops(ir::StageSchedule& ss, int stage, Rng& rng) const
   const ir::Stage& st = w_.stages[stage];
   ss.tile.clear();
   ss.vectorize.clear();
-  auto vectorizable = ir::vectorizable_axes(w_, stage);
-  if (t_.vector_lanes > 1 && !vectorizable.empty() && coin(rng, 0.6)) ss.vectorize = vectorizable.front();
+  // Vectors along the innermost left-hand axis, in whole vectors (check_schedule's rule).
+  for (auto& name : ir::vectorizable_axes(w_, stage))
+    for (auto& a : st.axes)
+      if (a.name == name && !a.reduce && t_.vector_lanes > 1 && a.extent % t_.vector_lanes == 0 && ss.vectorize.empty() &&
+          coin(rng, 0.6))
+        ss.vectorize = a.name;
   std::int64_t items = 1, points = 1;
   std::int64_t max_items = std::min(t_.max_group_size, 256);
   std::vector<const ir::Axis*> axes;
@@ -349,15 +353,17 @@ std::vector<ir::Schedule> Space::row_seeds() const {
 std::vector<ir::Schedule> Space::seeds() const {
   std::vector<ir::Schedule> out;
   if (t_.groups() || t_.vector_lanes <= 1 || w_.stages.empty()) return out;
-  if (!w_.stages[0].is_reduction() || w_.stages.size() > 2) return w_.stages.size() > 1 ? row_seeds() : out;
+  // The GEMM recipe wants a first stage that reduces into vectors of its innermost output
+  // axis; other ops of several stages get the row recipe.
+  auto otherwise = [&] { return w_.stages.size() > 1 ? row_seeds() : out; };
   const ir::Stage& st = w_.stages[0];
   auto vectorizable = ir::vectorizable_axes(w_, 0);
-  if (vectorizable.empty()) return out;
+  if (!st.is_reduction() || vectorizable.empty()) return otherwise();
   const std::string v = vectorizable.front();
   const ir::Axis* vec = nullptr;
   for (auto& a : st.axes)
     if (a.name == v) vec = &a;
-  if (vec->reduce) return out;
+  if (vec->reduce) return otherwise();
   // Rows: the largest other spatial axis that no vector-read input depends on, so that one
   // broadcast value meets every vector of the row.
   std::vector<const ir::Expr*> reads;
@@ -387,6 +393,7 @@ std::vector<ir::Schedule> Space::seeds() const {
   for (std::int64_t vectors : {2, 3, 4}) {
     if (vectors > vectors_max && vectors > 2) continue;
     std::int64_t nv = std::min(vectors, vectors_max);
+    if (t_.vector_registers - 4 < nv) continue;  // no registers left for rows
     std::int64_t reg_v = nv * lanes;
     std::int64_t reg_rows = rows ? std::min<std::int64_t>((t_.vector_registers - 4) / nv, rows->extent) : 1;
     reg_rows = std::min<std::int64_t>(reg_rows, 12);

@@ -265,6 +265,17 @@ TEST_CASE("seed configs: BLAS-like schedules of the reductions are valid and com
   CHECK(seeds[0].stages[0].vectorize == "x");
   CHECK(seeds[0].stages[0].tile.at("k").back() > 1);
   CHECK(64 % seeds[0].stages[0].tile.at("k").back() == 0);
+  // A two-stage row op that starts with a reduction gets the row recipe, and runs correctly.
+  auto norm = ir::bind(ir::parse_op("op rownorm(X: f32[N, D]) -> Y: f32[N, D] {\n  s[n] += X[n, d]\n  Y[n, d] = X[n, d] / s[n]\n}"),
+                       ir::parse_sizes("N=9,D=40"));
+  auto norm_seeds = tuner::Space(norm, be->target().traits).seeds();
+  REQUIRE(!norm_seeds.empty());
+  CHECK(norm_seeds[0].fuse_rows > 0);
+  test::all_correct(*be, norm, norm_seeds);
+  // A target with hardly any vector registers gets no GEMM seeds rather than a crash.
+  ir::TargetTraits few = be->target().traits;
+  few.vector_registers = 5;
+  CHECK_NOTHROW(tuner::Space(conv, few).seeds());
   // Not for work-group devices or scalar targets.
   ir::TargetTraits gpu = be->target().traits;
   gpu.max_group_size = 256;
