@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "ir/op.hpp"
+
 namespace tiletune::codegen {
 
 //! A linear combination of C++ variables plus a constant, printed as `m1 * 512 + k1 + 3`.
@@ -50,6 +52,31 @@ inline std::string float_literal(double v) {
   std::string s = buf;
   if (s.find_first_of(".e") == std::string::npos) s += ".0";
   return s + "f";
+}
+
+//! The C operator of a binary arithmetic or comparison node, spaced (" + ", " < ").
+inline const char* c_operator(ir::Expr::Kind k) {
+  switch (k) {
+    case ir::Expr::Kind::Add: return " + ";
+    case ir::Expr::Kind::Sub: return " - ";
+    case ir::Expr::Kind::Mul: return " * ";
+    case ir::Expr::Kind::Div: return " / ";
+    case ir::Expr::Kind::Lt: return " < ";
+    case ir::Expr::Kind::Le: return " <= ";
+    case ir::Expr::Kind::Gt: return " > ";
+    case ir::Expr::Kind::Ge: return " >= ";
+    case ir::Expr::Kind::Eq: return " == ";
+    case ir::Expr::Kind::Ne: return " != ";
+    default: return " ? ";
+  }
+}
+
+//! End of a block of `block` points starting at `start` along an axis of `extent`: the
+//! bound needs a minimum (`min`, the dialect's) only where the extent is not a multiple of
+//! the block.
+inline std::string block_end(const std::string& start, std::int64_t block, std::int64_t extent, const char* min) {
+  std::string end = start + " + " + std::to_string(block);
+  return extent % block == 0 ? end : std::string(min) + "(" + end + ", " + std::to_string(extent) + ")";
 }
 
 }  // namespace tiletune::codegen

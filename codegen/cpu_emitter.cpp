@@ -144,11 +144,8 @@ class Emitter {
     used_.insert(name);
     return name;
   }
-  //! End of a block of `block` points starting at `start` along an axis of `extent`: the
-  //! bound needs a min() only where the extent is not a multiple of the block.
   static std::string block_end(const std::string& start, std::int64_t block, std::int64_t extent) {
-    std::string end = start + " + " + std::to_string(block);
-    return extent % block == 0 ? end : "tt_imin(" + end + ", " + std::to_string(extent) + ")";
+    return codegen::block_end(start, block, extent, "tt_imin");
   }
 
   void line(int depth, const std::string& text) { out_ << std::string(2 * depth, ' ') << text << "\n"; }
@@ -310,9 +307,9 @@ class Emitter {
         return name;
       }
       case Expr::Kind::Neg: return "(-" + arg(0) + ")";
-      case Expr::Kind::Add: return "(" + arg(0) + " + " + arg(1) + ")";
-      case Expr::Kind::Sub: return "(" + arg(0) + " - " + arg(1) + ")";
-      case Expr::Kind::Mul: return "(" + arg(0) + " * " + arg(1) + ")";
+      case Expr::Kind::Add:
+      case Expr::Kind::Sub:
+      case Expr::Kind::Mul: return "(" + arg(0) + c_operator(e.kind) + arg(1) + ")";
       case Expr::Kind::Div:
         // A divisor that is the same in every lane is inverted once: a SIMD division costs
         // several multiplications (x / s[n] in softmax).
@@ -325,10 +322,7 @@ class Emitter {
         return s + ")";
       }
       default: {
-        static const std::map<Expr::Kind, const char*> ops = {{Expr::Kind::Lt, " < "}, {Expr::Kind::Le, " <= "},
-                                                              {Expr::Kind::Gt, " > "}, {Expr::Kind::Ge, " >= "},
-                                                              {Expr::Kind::Eq, " == "}, {Expr::Kind::Ne, " != "}};
-        std::string cmp = "(" + arg(0) + ops.at(e.kind) + arg(1) + ")";
+        std::string cmp = "(" + arg(0) + c_operator(e.kind) + arg(1) + ")";
         return vec ? "tt_vbool" + cmp : "(" + cmp + " ? 1.0f : 0.0f)";
       }
     }

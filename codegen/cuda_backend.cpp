@@ -126,9 +126,9 @@ struct DeviceInfo {
 };
 
 DeviceInfo device_info(const std::string& want) {
-  const Driver& d = driver();
   if (!want.empty() && want.find_first_not_of("0123456789") != std::string::npos)
     throw_error(ErrorKind::InvalidInput, "CUDA --device is a device index or an arch like sm_80, not '" + want + "'");
+  const Driver& d = driver();
   int index = want.empty() ? 0 : std::atoi(want.c_str());
   int count = 0;
   d.cuDeviceGetCount(&count);

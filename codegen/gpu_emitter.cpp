@@ -56,6 +56,13 @@ const Dialect& dialect_of(GpuDialect d) {
   return d == GpuDialect::OpenCL ? opencl : cuda;
 }
 
+//! Launches as one line of JSON: what read_launches parses back.
+std::string launches_json(const std::vector<Launch>& launches) {
+  nlohmann::json j = nlohmann::json::array();
+  for (auto& l : launches) j.push_back({{"kernel", l.kernel}, {"groups", l.groups}, {"items", l.items}});
+  return j.dump();
+}
+
 double identity(Combine c) {
   switch (c) {
     case Combine::Mul: return 1.0;
@@ -109,15 +116,14 @@ class Emitter {
 
   std::string run(const std::string& config_json) {
     std::ostringstream body;
-    nlohmann::json launches = nlohmann::json::array();
+    std::vector<Launch> launches;
     for (size_t i = 0; i < nest_.stages.size(); ++i) {
-      Launch l = stage(nest_.stages[i], "tt_stage" + std::to_string(i));
+      launches.push_back(stage(nest_.stages[i], "tt_stage" + std::to_string(i)));
       body << out_.str();
       out_.str("");
-      launches.push_back({{"kernel", l.kernel}, {"groups", l.groups}, {"items", l.items}});
     }
     std::ostringstream src;
-    src << kLaunchTag << launches.dump() << "\n";
+    src << kLaunchTag << launches_json(launches) << "\n";
     src << "// tiletune " << (cuda_ ? "CUDA" : "OpenCL") << " kernels for op " << w_.op.name << " with " << w_.sizes_text()
         << "\n// workload " << w_.key << "\n// config " << config_json << "\n"
         << (cuda_ ? "// tensors and the workspace must be 16-byte aligned (float4 loads and stores)\n" : "")
@@ -195,13 +201,18 @@ class Emitter {
     std::string type = "float" + std::to_string(split_);
     std::string load = cuda_ ? "*reinterpret_cast<const " + type + "*>(" + base + " + " + flat + ")"
                              : "vload" + std::to_string(split_) + "(0, " + base + " + " + flat + ")";
+    return named_load(blk, e.name, type, load) + "." + kLane[lane];
+  }
+
+  //! The variable holding `load` in this block, declared on first use.
+  std::string named_load(Block& blk, const std::string& tensor, const std::string& type, const std::string& load) {
     auto it = blk.names.find(load);
     if (it == blk.names.end()) {
-      std::string name = fresh("v_" + tensor_.at(e.name) + std::to_string(blk.per_tensor[e.name]++));
+      std::string name = fresh("v_" + tensor_.at(tensor) + std::to_string(blk.per_tensor[tensor]++));
       blk.loads.push_back("const " + type + " " + name + " = " + load + ";");
       it = blk.names.emplace(load, name).first;
     }
-    return it->second + "." + kLane[lane];
+    return it->second;
   }
 
   //! True if `e` reads nothing that moves along the vector axis (nor the accumulator).
@@ -249,7 +260,7 @@ class Emitter {
   }
 
   //! Where the tile staged for a group starts along one index expression.
-  Linear staged_origin(const ir::IndexExpr& ix, const ir::Pack& p) const {
+  Linear staged_origin(const ir::IndexExpr& ix) const {
     Linear l;
     l.constant = ix.constant;
     for (auto& t : ix.terms) {
@@ -271,11 +282,6 @@ class Emitter {
     return l;
   }
 
-  std::string element(const Expr& access, const std::map<std::string, std::int64_t>& point) const {
-    auto [base, flat] = address(access, point);
-    return base + "[" + flat + "]";
-  }
-
   //! The tensor (or staged tile) an access reads and the flat index into it.
   std::pair<std::string, std::string> address(const Expr& access, const std::map<std::string, std::int64_t>& point) const {
     const auto& shape = w_.buffers[w_.buffer_index(access.name)].shape;
@@ -285,7 +291,7 @@ class Emitter {
     for (size_t d = shape.size(); d-- > 0;) {
       Linear v = index_value(access.indices[d], point);
       if (staged != staged_.end()) {
-        add_to(v, scaled(staged_origin(access.indices[d], *staged->second), -1));
+        add_to(v, scaled(staged_origin(access.indices[d]), -1));
         add_to(flat, scaled(v, stride));
         stride *= staged->second->box[d];
       } else {
@@ -307,18 +313,9 @@ class Emitter {
         auto [base, flat] = address(e, point);
         bool vec = along_vector(e);
         std::string load = vec ? "vload" + std::to_string(lanes_) + "(0, " + base + " + " + flat + ")" : base + "[" + flat + "]";
-        auto it = blk.names.find(load);
-        if (it != blk.names.end()) return it->second;
-        std::string name = fresh("v_" + tensor_.at(e.name) + std::to_string(blk.per_tensor[e.name]++));
-        blk.loads.push_back("const " + (vec ? vector_type() : std::string("float")) + " " + name + " = " + load + ";");
-        blk.names[load] = name;
-        return name;
+        return named_load(blk, e.name, vec ? vector_type() : "float", load);
       }
       case Expr::Kind::Neg: return "(-" + arg(0) + ")";
-      case Expr::Kind::Add: return "(" + arg(0) + " + " + arg(1) + ")";
-      case Expr::Kind::Sub: return "(" + arg(0) + " - " + arg(1) + ")";
-      case Expr::Kind::Mul: return "(" + arg(0) + " * " + arg(1) + ")";
-      case Expr::Kind::Div: return "(" + arg(0) + " / " + arg(1) + ")";
       case Expr::Kind::Call: {
         // fmax/fmin take a vector and a scalar alike (max(v, 0.0f) in a vectorized epilogue).
         std::string fn = lanes_ > 1 && (e.name == "max" || e.name == "min") ? "f" + e.name : d_.functions.at(e.name);
@@ -326,12 +323,11 @@ class Emitter {
         for (size_t i = 0; i < e.args.size(); ++i) s += (i ? ", " : "") + arg(i);
         return s + ")";
       }
-      default: {
-        static const std::map<Expr::Kind, const char*> ops = {{Expr::Kind::Lt, " < "}, {Expr::Kind::Le, " <= "},
-                                                              {Expr::Kind::Gt, " > "}, {Expr::Kind::Ge, " >= "},
-                                                              {Expr::Kind::Eq, " == "}, {Expr::Kind::Ne, " != "}};
-        return "((" + arg(0) + ops.at(e.kind) + arg(1) + ") ? 1.0f : 0.0f)";
-      }
+      case Expr::Kind::Add:
+      case Expr::Kind::Sub:
+      case Expr::Kind::Mul:
+      case Expr::Kind::Div: return "(" + arg(0) + c_operator(e.kind) + arg(1) + ")";
+      default: return "((" + arg(0) + c_operator(e.kind) + arg(1) + ") ? 1.0f : 0.0f)";  // comparisons
     }
   }
 
@@ -465,7 +461,7 @@ class Emitter {
       coord[d] = fresh("tt_c" + std::to_string(d));
       std::string c = box_stride > 1 ? "(" + i + " / " + std::to_string(box_stride) + ")" : i;
       if (d > 0) c += " % " + std::to_string(p.box[d]);
-      line(depth + 1, "const " + index_ + " " + coord[d] + " = " + staged_origin(access->indices[d], p).str() + " + " + c + ";");
+      line(depth + 1, "const " + index_ + " " + coord[d] + " = " + staged_origin(access->indices[d]).str() + " + " + c + ";");
       cond += (cond.empty() ? "" : " && ") + coord[d] + " >= 0 && " + coord[d] + " < " + std::to_string(buf.shape[d]);
       flat.add(coord[d], stride);
       box_stride *= p.box[d];
@@ -526,9 +522,7 @@ class Emitter {
       if (!l.reduce) continue;
       std::string v = fresh(l.axis + "_o" + std::to_string(l.level));
       std::string from = l.level == 0 ? "0" : last_level.at(l.axis);
-      std::string end = l.level == 0 || l.extent % l.block == 0
-                            ? (l.level == 0 ? std::to_string(l.extent) : from + " + " + std::to_string(l.block))
-                            : "TT_MIN(" + from + " + " + std::to_string(l.block) + ", " + std::to_string(l.extent) + ")";
+      std::string end = l.level == 0 ? std::to_string(l.extent) : block_end(from, l.block, l.extent, "TT_MIN");
       line(depth++, "for (" + index_ + " " + v + " = " + from + "; " + v + " < " + end + "; " + v + " += " +
                         std::to_string(l.step) + ") {");
       last_level[l.axis] = v;
@@ -545,9 +539,7 @@ class Emitter {
       reduce_var_[l.axis] = v;
       auto outer = last_level.find(l.axis);
       std::string from = outer == last_level.end() ? "0" : outer->second;
-      std::string end = outer == last_level.end() ? std::to_string(l.extent)
-                        : l.extent % l.block == 0 ? from + " + " + std::to_string(l.block)
-                                                  : "TT_MIN(" + from + " + " + std::to_string(l.block) + ", " + std::to_string(l.extent) + ")";
+      std::string end = outer == last_level.end() ? std::to_string(l.extent) : block_end(from, l.block, l.extent, "TT_MIN");
       if (r + 1 == sn.reduce_inner.size() && sn.unroll > 0) line(depth, "#pragma unroll " + std::to_string(sn.unroll));
       line(depth++, "for (" + index_ + " " + v + " = " + from + "; " + v + " < " + end + "; ++" + v + ") {");
     }
@@ -644,10 +636,8 @@ std::vector<Launch> read_launches(const std::string& source) {
 }
 
 void write_gpu_artifact(const std::string& path, const GpuArtifact& artifact) {
-  nlohmann::json launches = nlohmann::json::array();
-  for (auto& l : artifact.launches) launches.push_back({{"kernel", l.kernel}, {"groups", l.groups}, {"items", l.items}});
   std::ofstream out(path, std::ios::binary);
-  out << kArtifactMagic << launches.dump() << "\n" << artifact.binary;
+  out << kArtifactMagic << launches_json(artifact.launches) << "\n" << artifact.binary;
   if (!out) throw_error(ErrorKind::Io, "cannot write " + path);
 }
 

@@ -19,6 +19,19 @@ std::int64_t round_up(std::int64_t x, std::int64_t m) { return (x + m - 1) / m *
 
 constexpr int kTries = 200;
 
+//! Clears every knob of a stage, keeping its name.
+void reset(ir::StageSchedule& ss) {
+  std::string name = ss.stage;
+  ss = ir::StageSchedule();
+  ss.stage = name;
+}
+
+//! The tile sizes of an axis blocked by `reg` inside blocks of at most `most` points.
+std::vector<std::int64_t> two_levels(std::int64_t extent, std::int64_t reg, std::int64_t most) {
+  std::int64_t outer = std::min(round_up(extent, reg), most);
+  return outer > reg ? std::vector<std::int64_t>{outer, reg} : std::vector<std::int64_t>{reg};
+}
+
 }  // namespace
 
 Space::Space(const ir::Workload& w, const ir::TargetTraits& t) : w_(w), t_(t) {}
@@ -295,11 +308,7 @@ ir::Schedule Space::mutate(const ir::Schedule& s, Rng& rng) const {
         if (ir::can_fuse_epilogue(w_, stage)) {
           ss.fuse_epilogue = !ss.fuse_epilogue;
           if (!ss.fuse_epilogue) sample_loops(m.stages[stage + 1], stage + 1, rng);
-          else {
-            std::string name = m.stages[stage + 1].stage;
-            m.stages[stage + 1] = ir::StageSchedule();
-            m.stages[stage + 1].stage = name;
-          }
+          else reset(m.stages[stage + 1]);
         } else if (ir::can_inline(w_, stage)) {
           ss.inline_stage = true;
           ss.tile.clear();
@@ -330,8 +339,7 @@ std::vector<ir::Schedule> Space::row_seeds() const {
         int stage = static_cast<int>(i);
         ir::StageSchedule& ss = s.stages[i];
         if (ir::can_inline(w_, stage)) {
-          ss = ir::StageSchedule();
-          ss.stage = w_.stages[i].name;
+          reset(ss);
           ss.inline_stage = true;
           continue;
         }
@@ -418,11 +426,9 @@ std::vector<ir::Schedule> Space::seeds() const {
         if (a.reduce) {
           ss.tile[a.name] = {&a == deepest ? block : a.extent};
         } else if (a.name == v) {
-          std::int64_t outer = std::min(round_up(a.extent, reg_v), reg_v * 4);
-          ss.tile[a.name] = outer > reg_v ? std::vector<std::int64_t>{outer, reg_v} : std::vector<std::int64_t>{reg_v};
+          ss.tile[a.name] = two_levels(a.extent, reg_v, reg_v * 4);
         } else if (rows && a.name == rows->name) {
-          std::int64_t outer = std::min(round_up(a.extent, reg_rows), reg_rows * 8);
-          ss.tile[a.name] = outer > reg_rows ? std::vector<std::int64_t>{outer, reg_rows} : std::vector<std::int64_t>{reg_rows};
+          ss.tile[a.name] = two_levels(a.extent, reg_rows, reg_rows * 8);
         } else {
           ss.tile[a.name] = {1};
         }
@@ -439,11 +445,7 @@ std::vector<ir::Schedule> Space::seeds() const {
       ss.parallel = t_.threads > 1 ? std::min<int>(2, static_cast<int>(spatial.size())) : 0;
       ss.unroll = 4;
       ss.fuse_epilogue = ir::can_fuse_epilogue(w_, 0);
-      if (ss.fuse_epilogue && s.stages.size() > 1) {
-        std::string name = s.stages[1].stage;
-        s.stages[1] = ir::StageSchedule();
-        s.stages[1].stage = name;
-      }
+      if (ss.fuse_epilogue) reset(s.stages[1]);
       if (pack)
         for (auto& input : inputs_of(0)) {
           ss.pack.push_back(input);

@@ -223,6 +223,12 @@ TEST_CASE("cuda: without a GPU running is a clear 'no CUDA device' error; with o
     return;
   }
   MESSAGE("no CUDA device here, so kernels are not run: " << why);
+  codegen::BackendOptions bad;
+  bad.device = "gpu0";
+  ErrorKind bad_kind{};
+  CHECK(test::error_of([&] { codegen::make_backend("cuda", bad)->target(); }, &bad_kind).find("device index or an arch") !=
+        std::string::npos);
+  CHECK(bad_kind == ErrorKind::InvalidInput);
   CHECK(why.find("no CUDA device") != std::string::npos);
   CHECK(kind == ErrorKind::Unavailable);
   // Built for a given arch, the measuring worker reports the missing device for the candidate.
