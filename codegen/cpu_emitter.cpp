@@ -427,16 +427,17 @@ class Emitter {
     }
     int inner = open_reduce_loops(depth, mode != Mode::VecReduce);
     auto update = [&](int d, bool v, const std::string& suffix, const Point* override_axis) {
+      // Each point's loads come right before its update: a broadcast is dead after its row's
+      // updates, so the tile needs accumulators + one row of vectors + one broadcast registers
+      // (GCC keeps this order; all loads first spills accumulators of large tiles).
       Block blk;
-      std::vector<std::string> vals;
-      for (auto& p : pts) {
-        Point q = p;
+      for (size_t i = 0; i < pts.size(); ++i) {
+        Point q = pts[i];
         if (override_axis) q[sn_->vector_axis] = override_axis->at(sn_->vector_axis);
-        vals.push_back(value(sn_->body, q, v, blk, ""));
+        std::string val = value(sn_->body, q, v, blk, "");
+        flush(d, blk);
+        line(d, acc[i] + suffix + " = " + combine(c, v, acc[i] + suffix, val) + ";");
       }
-      flush(d, blk);
-      for (size_t i = 0; i < pts.size(); ++i)
-        line(d, acc[i] + suffix + " = " + combine(c, v, acc[i] + suffix, vals[i]) + ";");
     };
     if (mode != Mode::VecReduce) {
       update(inner, vec, "", nullptr);

@@ -11,7 +11,9 @@ typedef float tt_vf __attribute__((vector_size(TT_LANES * 4)));
 typedef int tt_vi __attribute__((vector_size(TT_LANES * 4)));
 static inline tt_vf tt_load(const float* p) { tt_vf v; __builtin_memcpy(&v, p, sizeof v); return v; }
 static inline void tt_store(float* p, tt_vf v) { __builtin_memcpy(p, &v, sizeof v); }
-static inline tt_vf tt_splat(float x) { return tt_vf{} + x; }
+// x - 0 is exactly x for every x (x + 0 is not, for -0), so the compiler folds it and
+// broadcasts straight from memory; x + 0 cost one scalar add per broadcast.
+static inline tt_vf tt_splat(float x) { return x - tt_vf{}; }
 // The first n lanes (0 < n < TT_LANES) of a vector at a tensor's end; the other lanes read as
 // 0 and are never written. Masked instructions on AVX-512, a short copy elsewhere.
 #if defined(__AVX512F__) && TT_LANES == 16

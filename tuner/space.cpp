@@ -8,6 +8,9 @@ namespace tiletune::tuner {
 
 namespace {
 
+//! Which inputs a seed config packs.
+enum class Packing { None, VectorInputs, All };
+
 template <typename T>
 const T& pick(const std::vector<T>& v, Rng& rng) {
   return v[std::uniform_int_distribution<size_t>(0, v.size() - 1)(rng)];
@@ -376,6 +379,13 @@ std::vector<ir::Schedule> Space::seeds() const {
   // broadcast value meets every vector of the row.
   std::vector<const ir::Expr*> reads;
   ir::collect_accesses(st.rhs, reads);
+  auto read_along_vector = [&](const std::string& tensor) {
+    for (auto* r : reads)
+      if (r->name == tensor)
+        for (auto& ix : r->indices)
+          if (ix.coeff_of(v) != 0) return true;
+    return false;
+  };
   auto in_vector_reads = [&](const std::string& axis) {
     for (auto* r : reads) {
       bool along = false, uses = false;
@@ -401,22 +411,28 @@ std::vector<ir::Schedule> Space::seeds() const {
   for (std::int64_t vectors : {2, 3, 4}) {
     if (vectors > vectors_max && vectors > 2) continue;
     std::int64_t nv = std::min(vectors, vectors_max);
-    if (t_.vector_registers - 4 < nv) continue;  // no registers left for rows
+    // Registers: rows x nv accumulators, one row of nv vectors and one broadcast.
+    if (t_.vector_registers - 1 - nv < nv) continue;  // no registers left for rows
     std::int64_t reg_v = nv * lanes;
-    std::int64_t reg_rows = rows ? std::min<std::int64_t>((t_.vector_registers - 4) / nv, rows->extent) : 1;
+    std::int64_t reg_rows = rows ? std::min<std::int64_t>((t_.vector_registers - 1 - nv) / nv, rows->extent) : 1;
     reg_rows = std::min<std::int64_t>(reg_rows, 12);
-    // A row count that divides the axis saves the edge tile, if one is not much smaller.
-    if (rows)
+    // On a short axis a row count that divides it saves an edge tile that would cost much.
+    if (rows && rows->extent < 16 * reg_rows)
       for (std::int64_t r = reg_rows; r > reg_rows / 2; --r)
         if (rows->extent % r == 0) {
           reg_rows = r;
           break;
         }
     // The vector input's panel for one reduction block: block * other reductions * reg_v floats
-    // in half of L1.
+    // in three quarters of L1 (the broadcast rows stream through the rest).
     std::int64_t block = deepest->extent;
-    while (block > 4 && block * other_reduction * reg_v * 4 > t_.l1_bytes / 2) block /= 2;
-    for (bool pack : {false, true}) {
+    while (block > 4 && block * other_reduction * reg_v * 4 > t_.l1_bytes * 3 / 4) block /= 2;
+    // Two loop structures: the BLAS one (blocks of rows and of the vector axis outside the
+    // reduction blocks, several register tiles inside), and the panel-outer one of GotoBLAS
+    // (one register-wide panel of the vector axis outermost, a block of rows sweeping it, so
+    // the panel's reduction block stays in L1 and the rows' block in L2).
+    for (bool panel_outer : {false, true})
+    for (Packing pack : {Packing::None, Packing::VectorInputs, Packing::All}) {
       ir::Schedule s = ir::naive_schedule(w_);
       ir::StageSchedule& ss = s.stages[0];
       ss.tile.clear();
@@ -426,15 +442,17 @@ std::vector<ir::Schedule> Space::seeds() const {
         if (a.reduce) {
           ss.tile[a.name] = {&a == deepest ? block : a.extent};
         } else if (a.name == v) {
-          ss.tile[a.name] = two_levels(a.extent, reg_v, reg_v * 4);
+          ss.tile[a.name] = panel_outer ? std::vector<std::int64_t>{reg_v} : two_levels(a.extent, reg_v, reg_v * 4);
         } else if (rows && a.name == rows->name) {
-          ss.tile[a.name] = two_levels(a.extent, reg_rows, reg_rows * 8);
+          ss.tile[a.name] = two_levels(a.extent, reg_rows, reg_rows * (panel_outer ? 16 : 8));
         } else {
           ss.tile[a.name] = {1};
         }
         if (!a.reduce) spatial.push_back({(a.extent + ss.tile[a.name][0] - 1) / ss.tile[a.name][0], a.name});
       }
       std::stable_sort(spatial.begin(), spatial.end(), [](auto& x, auto& y) { return x.first > y.first; });
+      if (panel_outer)
+        std::stable_partition(spatial.begin(), spatial.end(), [&](auto& x) { return x.second == v; });
       // BLAS order: spatial blocks, then the reduction blocks, then the inner spatial levels.
       for (auto& [blocks, axis] : spatial) ss.order.push_back(axis + ".0");
       for (auto& a : st.axes)
@@ -446,12 +464,15 @@ std::vector<ir::Schedule> Space::seeds() const {
       ss.unroll = 4;
       ss.fuse_epilogue = ir::can_fuse_epilogue(w_, 0);
       if (ss.fuse_epilogue) reset(s.stages[1]);
-      if (pack)
+      if (pack != Packing::None)
         for (auto& input : inputs_of(0)) {
+          if (pack == Packing::VectorInputs && !read_along_vector(input)) continue;
           ss.pack.push_back(input);
           if (!check(s).empty()) ss.pack.pop_back();
         }
-      if (pack && ss.pack.empty()) continue;
+      if (pack != Packing::None && ss.pack.empty()) continue;
+      // Packing all inputs may pack no more than the vector inputs.
+      if (std::any_of(out.begin(), out.end(), [&](auto& o) { return o.to_json() == s.to_json(); })) continue;
       // Later stages that the recipe does not cover keep the naive schedule's loops.
       if (check(s).empty()) out.push_back(s);
     }
