@@ -115,6 +115,8 @@ class Emitter {
   std::map<std::string, std::string> packed_names_;  // tensor -> its panels' pointer
   std::string row_var_;  // the row-block loop around all stages (fuse_rows)
   std::string partial_;  // lanes in use when emitting a vector cut by the end of its axis
+  std::int64_t out_stride_ = 1;  // the output's stride along the vector axis (gathered if not 1)
+  bool strided_vector_ = false;  // vectors need panels or gathers: cut vectors go lane by lane
   int base_ = 1;         // indentation of a stage
   //! Packed inputs the code being emitted reads through their panels (full tiles only).
   std::map<std::string, std::pair<const ir::Pack*, std::string>> packed_;
@@ -350,6 +352,7 @@ class Emitter {
     auto put = [&](int d, const Point& p, const std::string& v) {
       std::string addr = out_addr(p);
       if (!vec) line(d, addr + " = " + v + ";");
+      else if (out_stride_ != 1) line(d, "tt_store_s(&" + addr + ", " + v + ", " + std::to_string(out_stride_) + ");");
       else if (partial_.empty()) line(d, "tt_store(&" + addr + ", " + v + ");");
       else line(d, "tt_store_n(&" + addr + ", " + v + ", " + partial_ + ");");
     };
@@ -419,6 +422,7 @@ class Emitter {
       } else {
         std::string init = vec ? "tt_splat(" + id + ")" : id;
         std::string prev = !vec               ? out_addr(pts[i])
+                           : out_stride_ != 1 ? "tt_load_s(&" + out_addr(pts[i]) + ", " + std::to_string(out_stride_) + ")"
                            : partial_.empty() ? "tt_load(&" + out_addr(pts[i]) + ")"
                                               : "tt_load_n(&" + out_addr(pts[i]) + ", " + partial_ + ")";
         line(depth, std::string(vec ? "tt_vf " : "float ") + acc.back() + " = " +
@@ -550,6 +554,18 @@ class Emitter {
     }
     if (l.extent % l.block == 0) {
       points(d, row, Mode::VecSpatial);
+    } else if (strided_vector_) {
+      // Only whole panels are contiguous: the points past the last one go one at a time.
+      line(d, "if (" + base + " + " + block + " <= " + extent + ") {");
+      points(d + 1, row, Mode::VecSpatial);
+      line(d, "} else {");
+      const std::string& v = var(l.axis, l.level);
+      line(d + 1, "for (std::int64_t " + v + " = " + base + "; " + v + " < " + extent + "; ++" + v + ") {");
+      Point q = p;
+      q[l.axis] = {v, 0};
+      points(d + 2, {q}, Mode::Scalar);
+      line(d + 1, "}");
+      line(d, "}");
     } else {
       line(d, "if (" + base + " + " + block + " <= " + extent + ") {");
       points(d + 1, row, Mode::VecSpatial);
@@ -587,6 +603,17 @@ class Emitter {
     sn_ = &sn;
     st_ = &w_.stages[sn.stage];
     loop_var_.clear();
+    out_stride_ = 1;
+    if (!sn.vector_axis.empty() && !sn.vector_reduce) {
+      // Output dimensions follow the stage's spatial axes in order.
+      const auto& shape = w_.buffers[sn.store].shape;
+      size_t d = 0;
+      for (auto& a : st_->axes)
+        if (!a.reduce && a.name != sn.vector_axis) ++d;
+        else if (!a.reduce) break;
+      for (size_t k = d + 1; k < shape.size(); ++k) out_stride_ *= shape[k];
+    }
+    strided_vector_ = out_stride_ != 1 || (!sn.vector_axis.empty() && !ir::strided_reads(sn.body, sn.vector_axis).empty());
     const auto& stmt = w_.op.stmts[sn.stage];
     std::string text = stmt.tensor + "[";
     for (size_t i = 0; i < stmt.lhs_vars.size(); ++i) text += (i ? ", " : "") + stmt.lhs_vars[i];

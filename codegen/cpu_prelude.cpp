@@ -28,6 +28,10 @@ static inline void tt_store_n(float* p, tt_vf v, std::int64_t n) {
 static inline tt_vf tt_load_n(const float* p, std::int64_t n) { tt_vf v = tt_vf{}; __builtin_memcpy(&v, p, n * 4); return v; }
 static inline void tt_store_n(float* p, tt_vf v, std::int64_t n) { __builtin_memcpy(p, &v, n * 4); }
 #endif
+// A vector of the lanes p[0], p[s], p[2s], ...: an output vectorized along an axis it is
+// not contiguous in (gathered and scattered once per reduction block, not per update).
+static inline tt_vf tt_load_s(const float* p, std::int64_t s) { tt_vf v; for (int i = 0; i < TT_LANES; ++i) v[i] = p[i * s]; return v; }
+static inline void tt_store_s(float* p, tt_vf v, std::int64_t s) { for (int i = 0; i < TT_LANES; ++i) p[i * s] = v[i]; }
 static inline std::int64_t tt_imin(std::int64_t a, std::int64_t b) { return a < b ? a : b; }
 static inline float tt_max(float a, float b) { return a > b ? a : b; }
 static inline float tt_min(float a, float b) { return a < b ? a : b; }

@@ -289,14 +289,19 @@ std::string check_stage(const Workload& w, const Schedule& s, const TargetTraits
       if (!a.reduce) last_lhs = a.name;
       if (a.name == ss.vectorize) vector_reduce = a.reduce;
     }
-    if (!vector_reduce && ss.vectorize != last_lhs)
+    // A CPU vectorizes any spatial axis: inputs read strided along it are packed into
+    // panels along it, and the output's vectors are gathered and scattered once per
+    // reduction block (channels of NCHW conv, the N of C = A * B^T).
+    if (!vector_reduce && ss.vectorize != last_lhs && t.groups())
       return "only the innermost left-hand axis or a reduction axis can be vectorized";
     if (ss.tile.at(ss.vectorize).back() % t.vector_lanes != 0)
       return "the innermost tile of '" + ss.vectorize + "' must be a multiple of " + std::to_string(t.vector_lanes) +
              " lanes";
     Expr body = effective_body(w, s, st.rhs);
-    if (!unit_stride_or_invariant(body, ss.vectorize))
-      return "an access is strided along '" + ss.vectorize + "', which cannot be vectorized";
+    for (auto& tensor : strided_reads(body, ss.vectorize))
+      if (vector_reduce || t.groups() || std::find(ss.pack.begin(), ss.pack.end(), tensor) == ss.pack.end())
+        return "'" + tensor + "' is read strided along '" + ss.vectorize + "'" +
+               (vector_reduce || t.groups() ? ", which cannot be vectorized" : ": vectorizing it needs '" + tensor + "' packed");
     if (ss.fuse_epilogue) {
       if (vector_reduce) return "a vectorized reduction cannot fuse an epilogue";
       const Stage& e = w.stages[i + 1];
@@ -316,11 +321,14 @@ std::string check_stage(const Workload& w, const Schedule& s, const TargetTraits
   }
   if (t.groups()) return check_groups(w, s, t, i);
   std::set<std::string> packed;
+  const auto strided = packs_to_vectorize(w, s, i);
   for (auto& tensor : ss.pack) {
     if (!packed.insert(tensor).second) return "'" + tensor + "' is packed twice";
     Pack p;
     std::string why = plan_pack(w, s, i, tensor, p);
     if (!why.empty()) return why;
+    if (p.axis != ss.vectorize && std::find(strided.begin(), strided.end(), tensor) != strided.end())
+      return "'" + tensor + "' is read strided along '" + ss.vectorize + "' and its panels do not run along it";
   }
   return "";
 }
@@ -357,6 +365,12 @@ std::string check_fuse_rows(const Workload& w, const Schedule& s) {
 }
 
 }  // namespace
+
+std::vector<std::string> packs_to_vectorize(const Workload& w, const Schedule& s, int i) {
+  const std::string& axis = s.stages[i].vectorize;
+  if (axis.empty()) return {};
+  return strided_reads(effective_body(w, s, w.stages[i].rhs), axis);
+}
 
 std::int64_t Pack::elements() const {
   if (box.empty()) return panels * others * block;

@@ -104,16 +104,21 @@ int reader_count(const Workload& w, const std::string& tensor) {
 
 }  // namespace
 
-bool unit_stride_or_invariant(const Expr& body, const std::string& axis) {
+std::vector<std::string> strided_reads(const Expr& body, const std::string& axis) {
   std::vector<const Expr*> acc;
   collect_accesses(body, acc);
+  std::vector<std::string> out;
   for (const Expr* a : acc)
     for (size_t d = 0; d < a->indices.size(); ++d) {
       std::int64_t c = a->indices[d].coeff_of(axis);
-      if (d + 1 < a->indices.size() ? c != 0 : (c != 0 && c != 1)) return false;
+      if ((d + 1 < a->indices.size() ? c != 0 : (c != 0 && c != 1)) &&
+          std::find(out.begin(), out.end(), a->name) == out.end())
+        out.push_back(a->name);
     }
-  return true;
+  return out;
 }
+
+bool unit_stride_or_invariant(const Expr& body, const std::string& axis) { return strided_reads(body, axis).empty(); }
 
 std::vector<std::string> vectorizable_axes(const Workload& w, int stage) {
   const Stage& st = w.stages[stage];

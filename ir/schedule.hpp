@@ -23,7 +23,7 @@ struct StageSchedule {
   int parallel = 0;                //!< how many leading loops of `order` run in parallel (collapsed)
   bool inline_stage = false;       //!< elementwise temp stage: substitute into its consumers
   bool fuse_epilogue = false;      //!< reduction stage: apply the next elementwise stage at its store
-  std::vector<std::string> pack;   //!< inputs copied into register-tile panels first (reserved)
+  std::vector<std::string> pack;   //!< inputs copied into register-tile panels first (see ir::Pack)
 };
 
 //! A config: one StageSchedule per stage of the workload, in stage order.
@@ -68,6 +68,9 @@ std::vector<std::string> vectorizable_axes(const Workload& w, int stage);
 //! True if every access in `body` is unit-stride in its last dimension along `axis`, or
 //! does not depend on it: the condition for computing `axis` in SIMD lanes.
 bool unit_stride_or_invariant(const Expr& body, const std::string& axis);
+//! The tensors `body` reads neither unit-stride nor invariantly along `axis`: on a CPU a
+//! spatial axis is still vectorized when these are inputs packed into panels along it.
+std::vector<std::string> strided_reads(const Expr& body, const std::string& axis);
 
 //! Whether a stage may be inlined into its consumers / fuse its consumer as an epilogue.
 bool can_inline(const Workload& w, int stage);

@@ -145,12 +145,28 @@ void Space::sample_group_loops(ir::StageSchedule& ss, int stage, Rng& rng) const
   ss.unroll = pick(std::vector<int>{0, 0, 2, 4, 8}, rng);
 }
 
+std::vector<std::string> Space::vector_axes(int stage) const {
+  const ir::Stage& st = w_.stages[stage];
+  auto axes = ir::vectorizable_axes(w_, stage);
+  if (t_.groups()) return axes;
+  for (auto& a : st.axes) {
+    auto strided = ir::strided_reads(st.rhs, a.name);
+    if (a.reduce || strided.empty()) continue;
+    if (std::all_of(strided.begin(), strided.end(), [&](const std::string& t) {
+          return w_.buffers[w_.buffer_index(t)].role == ir::Buffer::Role::Input;
+        }))
+      axes.push_back(a.name);
+  }
+  return axes;
+}
+
 void Space::sample_loops(ir::StageSchedule& ss, int stage, Rng& rng) const {
   if (t_.groups()) return sample_group_loops(ss, stage, rng);
   const ir::Stage& st = w_.stages[stage];
   ss.tile.clear();
-  auto axes = ir::vectorizable_axes(w_, stage);
+  auto axes = vector_axes(stage);
   ss.vectorize = (t_.vector_lanes > 1 && !axes.empty() && coin(rng, 0.85)) ? pick(axes, rng) : "";
+  ss.pack = ss.vectorize.empty() ? std::vector<std::string>{} : ir::strided_reads(st.rhs, ss.vectorize);
   bool vec_reduce = false;
   for (auto& a : st.axes)
     if (a.name == ss.vectorize) vec_reduce = a.reduce;
@@ -204,8 +220,9 @@ std::vector<std::string> Space::inputs_of(int stage) const {
 void Space::sample_packs(ir::Schedule& s, int stage, Rng& rng) const {
   auto& pack = s.stages[stage].pack;
   pack.clear();
+  if (!s.stages[stage].vectorize.empty()) pack = ir::strided_reads(w_.stages[stage].rhs, s.stages[stage].vectorize);
   for (auto& name : inputs_of(stage)) {
-    if (!coin(rng)) continue;
+    if (std::find(pack.begin(), pack.end(), name) != pack.end() || !coin(rng)) continue;
     pack.push_back(name);
     if (!check(s).empty()) pack.pop_back();
   }
@@ -368,13 +385,28 @@ std::vector<ir::Schedule> Space::seeds() const {
   // axis; other ops of several stages get the row recipe.
   auto otherwise = [&] { return w_.stages.size() > 1 ? row_seeds() : out; };
   const ir::Stage& st = w_.stages[0];
-  auto vectorizable = ir::vectorizable_axes(w_, 0);
-  if (!st.is_reduction() || vectorizable.empty()) return otherwise();
-  const std::string v = vectorizable.front();
+  auto spatial = [&](const std::string& v) {
+    for (auto& a : st.axes)
+      if (a.name == v) return !a.reduce;
+    return false;
+  };
+  auto contiguous = ir::vectorizable_axes(w_, 0);
+  if (!st.is_reduction() || contiguous.empty() || !spatial(contiguous.front())) return otherwise();
+  // Every spatial axis the stage can compute in SIMD lanes: the contiguous one, and axes
+  // read strided only by inputs, which get packed (the output channels of an NCHW conv).
+  for (auto& v : vector_axes(0))
+    if (spatial(v)) gemm_seeds(v, out);
+  return out;
+}
+
+void Space::gemm_seeds(const std::string& v, std::vector<ir::Schedule>& out) const {
+  const ir::Stage& st = w_.stages[0];
   const ir::Axis* vec = nullptr;
-  for (auto& a : st.axes)
+  std::string last_lhs;
+  for (auto& a : st.axes) {
     if (a.name == v) vec = &a;
-  if (vec->reduce) return otherwise();
+    if (!a.reduce) last_lhs = a.name;
+  }
   // Rows: the largest other spatial axis that no vector-read input depends on, so that one
   // broadcast value meets every vector of the row.
   std::vector<const ir::Expr*> reads;
@@ -401,7 +433,8 @@ std::vector<ir::Schedule> Space::seeds() const {
   const ir::Axis* deepest = nullptr;  // the longest reduction: blocked for L1
   std::int64_t other_reduction = 1;
   for (auto& a : st.axes) {
-    if (!a.reduce && a.name != v && !in_vector_reads(a.name) && (!rows || a.extent > rows->extent)) rows = &a;
+    // Ties go to the later axis: its broadcasts are the closer together.
+    if (!a.reduce && a.name != v && !in_vector_reads(a.name) && (!rows || a.extent >= rows->extent)) rows = &a;
     if (a.reduce && (!deepest || a.extent > deepest->extent)) deepest = &a;
   }
   for (auto& a : st.axes)
@@ -425,8 +458,9 @@ std::vector<ir::Schedule> Space::seeds() const {
         }
     // The vector input's panel for one reduction block: block * other reductions * reg_v floats
     // in three quarters of L1 (the broadcast rows stream through the rest).
+    // An output that is not contiguous along v is gathered and scattered per block: one block.
     std::int64_t block = deepest->extent;
-    while (block > 4 && block * other_reduction * reg_v * 4 > t_.l1_bytes * 3 / 4) block /= 2;
+    while (v == last_lhs && block > 4 && block * other_reduction * reg_v * 4 > t_.l1_bytes * 3 / 4) block /= 2;
     // Two loop structures: the BLAS one (blocks of rows and of the vector axis outside the
     // reduction blocks, several register tiles inside), and the panel-outer one of GotoBLAS
     // (one register-wide panel of the vector axis outermost, a block of rows sweeping it, so
@@ -464,20 +498,21 @@ std::vector<ir::Schedule> Space::seeds() const {
       ss.unroll = 4;
       ss.fuse_epilogue = ir::can_fuse_epilogue(w_, 0);
       if (ss.fuse_epilogue) reset(s.stages[1]);
+      ss.pack = ir::strided_reads(st.rhs, v);  // what vectorizing v needs (see vector_axes)
       if (pack != Packing::None)
         for (auto& input : inputs_of(0)) {
+          if (std::find(ss.pack.begin(), ss.pack.end(), input) != ss.pack.end()) continue;
           if (pack == Packing::VectorInputs && !read_along_vector(input)) continue;
           ss.pack.push_back(input);
           if (!check(s).empty()) ss.pack.pop_back();
         }
-      if (pack != Packing::None && ss.pack.empty()) continue;
+      if (pack != Packing::None && ss.pack.size() == ir::strided_reads(st.rhs, v).size()) continue;
       // Packing all inputs may pack no more than the vector inputs.
       if (std::any_of(out.begin(), out.end(), [&](auto& o) { return o.to_json() == s.to_json(); })) continue;
       // Later stages that the recipe does not cover keep the naive schedule's loops.
       if (check(s).empty()) out.push_back(s);
     }
   }
-  return out;
 }
 
 ir::Schedule Space::crossover(const ir::Schedule& a, const ir::Schedule& b, Rng& rng) const {

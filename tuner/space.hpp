@@ -44,11 +44,17 @@ class Space {
   ir::TargetTraits t_;
 
   void sample_loops(ir::StageSchedule& ss, int stage, Rng& rng) const;
+  //! Axes the stage can compute in SIMD lanes: ir::vectorizable_axes, and on a CPU also the
+  //! spatial axes that only inputs read strided (they are then packed, see ir::Pack).
+  std::vector<std::string> vector_axes(int stage) const;
+  //! The GEMM recipe of seeds() with `v` as the SIMD axis.
+  void gemm_seeds(const std::string& v, std::vector<ir::Schedule>& out) const;
   //! sample_loops for a work-group device (TargetTraits::groups).
   void sample_group_loops(ir::StageSchedule& ss, int stage, Rng& rng) const;
   std::vector<std::int64_t> sample_tile(const ir::Axis& a, std::int64_t reg, Rng& rng) const;
   void sample_order(ir::StageSchedule& ss, int stage, Rng& rng) const;
-  //! Packs each input of the stage with probability 1/2 where packing is valid.
+  //! Packs the inputs read strided along the SIMD axis, and each other input of the stage
+  //! with probability 1/2 where packing is valid.
   void sample_packs(ir::Schedule& s, int stage, Rng& rng) const;
   std::vector<std::string> inputs_of(int stage) const;
   //! Puts all stages in one loop over row blocks (ir::Schedule::fuse_rows) where valid.

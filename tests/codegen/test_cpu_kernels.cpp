@@ -24,7 +24,9 @@ using Tensors = std::vector<std::vector<float>>;
 //! Builds and runs a schedule in this process; returns inputs then outputs.
 Tensors run_in_process(const codegen::Backend& be, const ir::Workload& w, const ir::Schedule& s, const TempDir& dir) {
   ir::LoopNest nest = ir::lower(w, s, be.target().traits);
-  std::string src = dir.file(s.key() + ".cpp"), lib = dir.file(s.key() + ".so");
+  // One file per workload and config: dlopen would return a library loaded before by path.
+  std::string name = w.key + "-" + s.key();
+  std::string src = dir.file(name + ".cpp"), lib = dir.file(name + ".so");
   std::ofstream(src) << be.emit(w, nest, s.to_json());
   std::string log = be.build(src, lib);
   REQUIRE_MESSAGE(log.empty(), log);
@@ -174,6 +176,48 @@ TEST_CASE("cpu kernels: packed inputs with tails match the naive schedule") {
   check_close(fast[2], std::vector<double>(ref[2].begin(), ref[2].end()), 1e-4);
 }
 
+TEST_CASE("cpu kernels: an axis the output and an input are strided along is vectorized with that input packed") {
+  auto be = cpu();
+  const auto& traits = be->target().traits;
+  if (traits.vector_lanes != 16) return;  // the tiles below assume AVX-512
+  TempDir dir;
+  // conv2d along output channels k: F is packed into panels along k, I broadcast, O's
+  // vectors gathered and scattered. K=19 and W=13 leave cut panels and cut rows; C=1 and a
+  // 1x1 output are the degenerate sizes.
+  for (std::string sizes : {"N=2,C=3,H=7,W=13,K=19,R=3,S=2", "N=1,C=1,H=3,W=3,K=17,R=3,S=3", "N=1,C=5,H=1,W=1,K=32,R=1,S=1"}) {
+    CAPTURE(sizes);
+    auto w = library_workload("conv2d", sizes);
+    auto s = ir::Schedule::from_json(
+        R"({"version":1,"stages":[{"stage":"O","tile":{"n":[1],"k":[32],"y":[2],"x":[6,3],"c":[2],"r":[3],"s":[1]},)"
+        R"("order":["k.0","n.0","y.0","x.0","c.0","r.0","s.0","x.1"],"vectorize":"k","pack":["F"],"unroll":2,"parallel":2}]})");
+    std::string why = ir::check_schedule(w, s, traits);
+    REQUIRE_MESSAGE(why == "", why);
+    std::string src = be->emit(w, ir::lower(w, s, traits), s.to_json());
+    CHECK(src.find("// pack F into panels of 32 along k") != std::string::npos);
+    if (sizes[2] == '2') CHECK(src.find("tt_store_s(&O") != std::string::npos);  // the others' O is 1x1 per channel
+    Tensors fast = run_in_process(*be, w, s, dir);
+    Tensors ref = run_in_process(*be, w, ir::naive_schedule(w), dir);
+    check_close(fast[2], std::vector<double>(ref[2].begin(), ref[2].end()), 1e-4);
+  }
+  // C = A * B^T: n is strided in B, which must be packed for it.
+  auto nt = ir::bind(ir::parse_op("op mm_nt(A: f32[M, K], B: f32[N, K]) -> C: f32[M, N] {\n  C[m, n] += A[m, k] * B[n, k]\n}"),
+                     ir::parse_sizes("M=7,N=37,K=11"));
+  auto s = ir::Schedule::from_json(
+      R"({"version":1,"stages":[{"stage":"C","tile":{"m":[6,3],"n":[32],"k":[5]},"order":["n.0","m.0","k.0","m.1"],)"
+      R"("vectorize":"n","unroll":0,"parallel":1}]})");
+  CHECK(ir::check_schedule(nt, s, traits) == "stage C: 'B' is read strided along 'n': vectorizing it needs 'B' packed");
+  s.stages[0].pack = {"B"};
+  REQUIRE(ir::check_schedule(nt, s, traits) == "");
+  Tensors fast = run_in_process(*be, nt, s, dir);
+  Tensors ref = run_in_process(*be, nt, ir::naive_schedule(nt), dir);
+  check_close(fast[2], std::vector<double>(ref[2].begin(), ref[2].end()), 1e-4);
+  // Work-group devices keep vectors on the contiguous axis.
+  ir::TargetTraits gpu = traits;
+  gpu.max_group_size = 256;
+  gpu.local_bytes = 1 << 16;
+  CHECK(ir::check_schedule(nt, s, gpu) != "");
+}
+
 TEST_CASE("cpu kernels: softmax fused into row blocks matches the naive schedule") {
   auto be = cpu();
   TempDir dir;
@@ -265,6 +309,10 @@ TEST_CASE("seed configs: BLAS-like schedules of the reductions are valid and com
   CHECK(seeds[0].stages[0].vectorize == "x");
   CHECK(seeds[0].stages[0].tile.at("k").back() > 1);
   CHECK(64 % seeds[0].stages[0].tile.at("k").back() == 0);
+  // ... and later seeds vectorize the output channels, with F packed into panels along k.
+  CHECK(std::any_of(seeds.begin(), seeds.end(), [](const ir::Schedule& s) {
+    return s.stages[0].vectorize == "k" && s.stages[0].pack == std::vector<std::string>{"F"};
+  }));
   // A two-stage row op that starts with a reduction gets the row recipe, and runs correctly.
   auto norm = ir::bind(ir::parse_op("op rownorm(X: f32[N, D]) -> Y: f32[N, D] {\n  s[n] += X[n, d]\n  Y[n, d] = X[n, d] / s[n]\n}"),
                        ir::parse_sizes("N=9,D=40"));
