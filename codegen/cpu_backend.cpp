@@ -23,7 +23,7 @@ namespace {
 
 //! Bumped whenever the emitted code changes meaning or speed: records of another version
 //! belong to another target.
-constexpr const char* kCodegenVersion = "cpu-5";
+constexpr const char* kCodegenVersion = "cpu-6";
 
 struct CpuInfo {
   std::string model;

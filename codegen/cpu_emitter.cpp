@@ -92,6 +92,13 @@ class Emitter {
         line(1, "#pragma omp parallel for schedule(static) num_threads(" + std::to_string(traits_.threads) + ")");
       line(1, "for (std::int64_t " + row_var_ + " = 0; " + row_var_ + " < " + std::to_string(nest_.rows) + "; " + row_var_ +
                   " += " + std::to_string(nest_.fuse_rows) + ") {");
+      // Temporaries hold only the rows of the current block, in a slot of the thread's own,
+      // so they stay in cache instead of streaming the whole tensor through memory. Slot t
+      // is rows [t * block, (t + 1) * block) of the full-size buffer: within it even for the
+      // last, cut block.
+      slot_var_ = fresh("slot");
+      line(2, "const std::int64_t " + slot_var_ + " = " +
+                  (traits_.threads > 1 ? "omp_get_thread_num() * " + std::to_string(nest_.fuse_rows) : std::string("0")) + ";");
       base_ = 2;
     }
     for (auto& sn : nest_.stages) stage(sn);
@@ -114,6 +121,7 @@ class Emitter {
   std::map<std::pair<std::string, int>, std::string> loop_var_;
   std::map<std::string, std::string> packed_names_;  // tensor -> its panels' pointer
   std::string row_var_;  // the row-block loop around all stages (fuse_rows)
+  std::string slot_var_;  // first row of this thread's slot in each temporary (fuse_rows)
   std::string partial_;  // lanes in use when emitting a vector cut by the end of its axis
   std::int64_t out_stride_ = 1;  // the output's stride along the vector axis (gathered if not 1)
   bool strided_vector_ = false;  // vectors need panels or gathers: cut vectors go lane by lane
@@ -198,7 +206,13 @@ class Emitter {
         lin.add(v.var, stride * t.coeff);
         lin.constant += stride * t.coeff * v.offset;
       }
-      stride *= buf.shape[d];
+      if (d > 0) stride *= buf.shape[d];
+    }
+    if (!slot_var_.empty() && buf.role == ir::Buffer::Role::Temp) {
+      // Row n of a block lives at row n - block start of the thread's slot (see run()); the
+      // stages index a temporary's first dimension by the shared row axis (check_fuse_rows).
+      lin.add(row_var_, -stride);
+      lin.add(slot_var_, stride);
     }
     return tensor_.at(tensor) + "[" + lin.str() + "]";
   }

@@ -7,6 +7,7 @@ const char* const kCpuPrelude = R"TT_PRELUDE(
 // max/min use the same `a > b ? a : b` form in scalar and vector code so NaNs agree.
 #include <cmath>
 #include <cstdint>
+#include <omp.h>
 typedef float tt_vf __attribute__((vector_size(TT_LANES * 4)));
 typedef int tt_vi __attribute__((vector_size(TT_LANES * 4)));
 static inline tt_vf tt_load(const float* p) { tt_vf v; __builtin_memcpy(&v, p, sizeof v); return v; }

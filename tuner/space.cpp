@@ -351,14 +351,17 @@ std::vector<ir::Schedule> Space::row_seeds() const {
   // Row-wise ops of several stages (softmax, layernorm): elementwise stages inlined, every
   // stage in SIMD vectors along its last axis, all of them inside one parallel loop over
   // blocks of rows, so that a row block is read from memory once.
+  // An elementwise stage is inlined (recomputed by each reader) or materialized in a
+  // temporary that holds only the block's rows: the exp of softmax is worth computing once.
   std::vector<ir::Schedule> out;
+  for (bool inline_stages : {true, false})
   for (std::int64_t vectors : {2, 4})
-    for (std::int64_t rows : {8, 32}) {
+    for (std::int64_t rows : {16, 64}) {
       ir::Schedule s = ir::naive_schedule(w_);
       for (size_t i = 0; i < w_.stages.size(); ++i) {
         int stage = static_cast<int>(i);
         ir::StageSchedule& ss = s.stages[i];
-        if (ir::can_inline(w_, stage)) {
+        if (inline_stages && ir::can_inline(w_, stage)) {
           reset(ss);
           ss.inline_stage = true;
           continue;

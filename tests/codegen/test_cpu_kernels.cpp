@@ -233,6 +233,22 @@ TEST_CASE("cpu kernels: softmax fused into row blocks matches the naive schedule
   Tensors fast = run_in_process(*be, w, s, dir);
   Tensors ref = run_in_process(*be, w, ir::naive_schedule(w), dir);
   check_close(fast[1], std::vector<double>(ref[1].begin(), ref[1].end()), 1e-5);
+  // Materialized, e holds only each thread's block of rows: blocks of 3 leave a cut last
+  // block (7 = 3 + 3 + 1), blocks of 8 one block for one of the threads, 1 many small ones.
+  for (int rows : {3, 8, 1}) {
+    CAPTURE(rows);
+    s.fuse_rows = rows;
+    s.stages[1] = ir::Schedule::from_json(
+        R"({"version":1,"stages":[{"stage":"e","tile":{"n":[1],"d":[16]},"order":["n.0","d.0"],"vectorize":"d","unroll":0,"parallel":0}]})")
+                      .stages[0];
+    s.stages[2].tile["n"] = {1};
+    s.stages[2].order = {"n.0", "d.0"};
+    REQUIRE(ir::check_schedule(w, s, be->target().traits) == "");
+    src = be->emit(w, ir::lower(w, s, be->target().traits), s.to_json());
+    CHECK(src.find("- row * 45 + slot * 45") != std::string::npos);
+    fast = run_in_process(*be, w, s, dir);
+    check_close(fast[1], std::vector<double>(ref[1].begin(), ref[1].end()), 1e-5);
+  }
 }
 
 TEST_CASE("cpu kernels: user names that are C++ words or macros, and an elementwise stage with a fused epilogue") {
@@ -302,6 +318,7 @@ TEST_CASE("seed configs: BLAS-like schedules of the reductions are valid and com
   REQUIRE(!rows.empty());
   CHECK(rows[0].fuse_rows > 0);
   CHECK(rows[0].stages[1].inline_stage);
+  CHECK(std::any_of(rows.begin(), rows.end(), [](const ir::Schedule& s) { return !s.stages[1].inline_stage; }));
   // Outer-product form: conv2d's rows are output channels (F is broadcast), its vectors along x.
   auto conv = library_workload("conv2d", "N=1,C=64,H=58,W=58,K=64,R=3,S=3");
   auto seeds = tuner::Space(conv, be->target().traits).seeds();
