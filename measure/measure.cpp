@@ -307,7 +307,9 @@ std::vector<MeasureResult> Measurer::measure(const std::vector<ir::Schedule>& ba
     if (job.result.ok()) {
       // Whatever goes wrong with one candidate is its result; the batch goes on.
       try {
-        RunReply r = impl_->run(job, RunRequest::Mode::Measure, options_, options_.timeout_s, job.result.run_s);
+        MeasureOptions o = options_;
+        if (best_s_ > 0) o.max_seconds = std::min(o.max_seconds, std::max(o.min_seconds, kFarSlower * best_s_));
+        RunReply r = impl_->run(job, RunRequest::Mode::Measure, o, options_.timeout_s, job.result.run_s);
         job.result.times_s = r.times_s;
         job.result.error_class = r.error_class;
         job.result.error_message = r.message;

@@ -60,6 +60,9 @@ class BatchMeasurer {
   virtual std::vector<MeasureResult> measure(const std::vector<ir::Schedule>& batch) = 0;
   //! The measuring parameters, recorded with every result.
   virtual std::string params_json() const = 0;
+  //! The best time known for this workload: a measurer may time a candidate whose checked
+  //! first run is many times slower by that run alone (see Measurer).
+  virtual void expect_best(double /*seconds*/) {}
 };
 
 //! Builds candidates of one workload in parallel, then times them one at a time, each in a
@@ -73,6 +76,11 @@ class Measurer : public BatchMeasurer {
   //! measuring itself is impossible (no reference, no runner, no cache folder).
   std::vector<MeasureResult> measure(const std::vector<ir::Schedule>& batch) override;
   std::string params_json() const override { return options_.to_json(); }
+  //! Candidates whose checked first run takes kFarSlower times this or longer are timed by
+  //! that run alone: repeats would only make a loser's time more exact, and on a large
+  //! workload cost seconds each.
+  void expect_best(double seconds) override { best_s_ = seconds; }
+  static constexpr double kFarSlower = 4.0;
 
   //! The source the backend emits for a schedule (what `tiletune show` prints).
   std::string source(const ir::Schedule& schedule) const;
@@ -83,6 +91,7 @@ class Measurer : public BatchMeasurer {
   struct Impl;
   std::unique_ptr<Impl> impl_;
   MeasureOptions options_;
+  double best_s_ = 0;  // 0: unknown
 };
 
 //! The default cache folder: $XDG_CACHE_HOME/tiletune or ~/.cache/tiletune.

@@ -128,6 +128,7 @@ TuneSummary tune(const ir::Workload& w, const codegen::TargetInfo& target, measu
     auto proposed = search->propose(n - static_cast<int>(batch.size()), taken);
     batch.insert(batch.end(), proposed.begin(), proposed.end());
     if (batch.empty()) break;  // the space is exhausted
+    if (std::isfinite(progress.best_s)) measurer.expect_best(progress.best_s);
     auto results = measurer.measure(batch);
     std::vector<double> latency;
     for (auto& r : results) {

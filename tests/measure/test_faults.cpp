@@ -62,6 +62,30 @@ TEST_CASE("measure: crashing, aborting, hanging, wrong and unbuildable kernels a
   CHECK(results[6].error_class == "invalid_config");
 }
 
+TEST_CASE("measure: a candidate far slower than the best known is timed by its checked run alone") {
+  auto w = library_workload("matmul", "M=64,N=64,K=64");
+  auto be = codegen::make_backend("cpu");
+  auto o = quick_options();
+  o.min_seconds = 0;  // three repeats, however fast
+  measure::Measurer m(*be, w, o);
+  auto naive = ir::naive_schedule(w);
+  auto timed = m.measure({naive});
+  REQUIRE(timed[0].ok());
+  CHECK(timed[0].times_s.size() >= 3);
+  // Told that the best takes a hundredth of its time, it gets the one run.
+  m.expect_best(timed[0].median_s() / 100);
+  naive.stages[0].unroll = 2;  // another config of the same kernel, not a cached result
+  auto once = m.measure({naive});
+  REQUIRE(once[0].ok());
+  CHECK(once[0].times_s.size() == 1);
+  // Near the best it is repeated as before.
+  m.expect_best(2 * timed[0].median_s());
+  naive.stages[0].unroll = 4;
+  auto again = m.measure({naive});
+  REQUIRE(again[0].ok());
+  CHECK(again[0].times_s.size() >= 3);
+}
+
 TEST_CASE("measure: a missing worker executable is a runtime error, not a crash of the tuner") {
   auto w = library_workload("matmul", "M=4,N=4,K=4");
   auto be = codegen::make_backend("cpu");
