@@ -81,7 +81,14 @@ TEST_CASE("schedule: invalid configs are rejected by the checker, each with its 
   CHECK(reason([](auto& s) { std::swap(s.order[0], s.order[3]); }).find("before") != std::string::npos);
   CHECK(reason([](auto& s) { s.order = {"k.0", "m.0", "n.0", "m.1", "n.1"}; s.parallel = 1; }).find("reduces") !=
         std::string::npos);
-  CHECK(reason([](auto& s) { s.vectorize = "m"; }).find("innermost left-hand axis") != std::string::npos);
+  // m is a CPU vector axis only with A (read strided along it) packed into panels along it.
+  CHECK(reason([](auto& s) { s.vectorize = "m"; s.tile["m"] = {32, 16}; s.tile["n"] = {64, 4}; }) ==
+        "stage C: 'A' is read strided along 'm': vectorizing it needs 'A' packed");
+  CHECK(reason([](auto& s) { s.vectorize = "m"; s.tile["m"] = {32, 16}; s.tile["n"] = {64, 4}; s.pack = {"A"}; }) == "");
+  ir::TargetTraits gpu = kAvx512;
+  gpu.max_group_size = 256;
+  CHECK(ir::check_schedule(w, [] { auto s = tiled_matmul(); s.stages[0].vectorize = "m"; return s; }(), gpu)
+            .find("innermost left-hand axis") != std::string::npos);
   CHECK(reason([](auto& s) { s.tile["n"] = {48, 24}; }).find("multiple of 16") != std::string::npos);
   CHECK(reason([](auto& s) { s.tile["m"] = {64, 32}; }).find("vector registers") != std::string::npos);
   CHECK(reason([](auto& s) { s.unroll = 100; }).find("unroll") != std::string::npos);
