@@ -94,8 +94,11 @@ class Emitter {
                   " += " + std::to_string(nest_.fuse_rows) + ") {");
       // Temporaries hold only the rows of the current block, in a slot of the thread's own,
       // so they stay in cache instead of streaming the whole tensor through memory. Slot t
-      // is rows [t * block, (t + 1) * block) of the full-size buffer: within it even for the
-      // last, cut block.
+      // is rows [t * block, (t + 1) * block) of the full-size buffer. A block uses rows
+      // slot .. slot + (its rows) - 1, inside the buffer because thread t's blocks start at
+      // row t * block or later (schedule(static) hands chunks out in thread order in libgomp,
+      // the OpenMP this is built with). check_fuse_rows makes every stage index a temporary's
+      // first dimension by the shared row axis and allows no packs or parallel loops inside.
       slot_var_ = fresh("slot");
       line(2, "const std::int64_t " + slot_var_ + " = " +
                   (traits_.threads > 1 ? "omp_get_thread_num() * " + std::to_string(nest_.fuse_rows) : std::string("0")) + ";");

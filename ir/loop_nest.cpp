@@ -298,10 +298,13 @@ std::string check_stage(const Workload& w, const Schedule& s, const TargetTraits
       return "the innermost tile of '" + ss.vectorize + "' must be a multiple of " + std::to_string(t.vector_lanes) +
              " lanes";
     Expr body = effective_body(w, s, st.rhs);
-    for (auto& tensor : strided_reads(body, ss.vectorize))
+    for (auto& tensor : strided_reads(body, ss.vectorize)) {
       if (vector_reduce || t.groups() || std::find(ss.pack.begin(), ss.pack.end(), tensor) == ss.pack.end())
         return "'" + tensor + "' is read strided along '" + ss.vectorize + "'" +
                (vector_reduce || t.groups() ? ", which cannot be vectorized" : ": vectorizing it needs '" + tensor + "' packed");
+      std::string why = vector_panels_problem(body, tensor, ss.vectorize);
+      if (!why.empty()) return why + ": '" + ss.vectorize + "' cannot be vectorized";
+    }
     if (ss.fuse_epilogue) {
       if (vector_reduce) return "a vectorized reduction cannot fuse an epilogue";
       const Stage& e = w.stages[i + 1];

@@ -120,6 +120,21 @@ std::vector<std::string> strided_reads(const Expr& body, const std::string& axis
 
 bool unit_stride_or_invariant(const Expr& body, const std::string& axis) { return strided_reads(body, axis).empty(); }
 
+std::string vector_panels_problem(const Expr& body, const std::string& tensor, const std::string& axis) {
+  std::vector<const Expr*> acc;
+  collect_accesses(body, acc);
+  for (const Expr* a : acc) {
+    if (a->name != tensor) continue;
+    int along = 0;
+    for (auto& ix : a->indices) {
+      if (ix.plain_var().empty()) return "'" + tensor + "' is read at " + to_string(ix) + ", which panels cannot follow";
+      along += ix.plain_var() == axis;
+    }
+    if (along != 1) return "'" + tensor + "' is read along '" + axis + "' in " + std::to_string(along) + " dimensions";
+  }
+  return "";
+}
+
 std::vector<std::string> vectorizable_axes(const Workload& w, int stage) {
   const Stage& st = w.stages[stage];
   std::vector<std::string> out;

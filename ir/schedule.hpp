@@ -71,6 +71,10 @@ bool unit_stride_or_invariant(const Expr& body, const std::string& axis);
 //! The tensors `body` reads neither unit-stride nor invariantly along `axis`: on a CPU a
 //! spatial axis is still vectorized when these are inputs packed into panels along it.
 std::vector<std::string> strided_reads(const Expr& body, const std::string& axis);
+//! Why panels of `tensor` along `axis` cannot feed vectors along `axis`; "" if they can:
+//! every access indexes each dimension by one plain axis, and `axis` indexes exactly one
+//! (not A[i, i], whose lanes move along two dimensions).
+std::string vector_panels_problem(const Expr& body, const std::string& tensor, const std::string& axis);
 
 //! Whether a stage may be inlined into its consumers / fuse its consumer as an epilogue.
 bool can_inline(const Workload& w, int stage);

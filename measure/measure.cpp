@@ -196,7 +196,8 @@ struct Measurer::Impl {
     }
   }
 
-  RunReply run(const Job& job, RunRequest::Mode mode, const MeasureOptions& o, double timeout, double& wall) {
+  RunReply run(const Job& job, RunRequest::Mode mode, const MeasureOptions& o, double timeout, double& wall,
+               double single_run_s = 0) {
     RunRequest req;
     req.mode = mode;
     req.runtime = backend.runtime();
@@ -213,6 +214,7 @@ struct Measurer::Impl {
     req.tolerance = tolerance_for(longest_reduction(workload));
     req.min_seconds = o.min_seconds;
     req.max_seconds = o.max_seconds;
+    req.single_run_s = single_run_s;
     req.min_repeats = o.min_repeats;
     req.max_repeats = o.max_repeats;
     std::string req_path = job.artifact + ".req." + unique_suffix() + ".json";
@@ -307,9 +309,8 @@ std::vector<MeasureResult> Measurer::measure(const std::vector<ir::Schedule>& ba
     if (job.result.ok()) {
       // Whatever goes wrong with one candidate is its result; the batch goes on.
       try {
-        MeasureOptions o = options_;
-        if (best_s_ > 0) o.max_seconds = std::min(o.max_seconds, std::max(o.min_seconds, kFarSlower * best_s_));
-        RunReply r = impl_->run(job, RunRequest::Mode::Measure, o, options_.timeout_s, job.result.run_s);
+        RunReply r = impl_->run(job, RunRequest::Mode::Measure, options_, options_.timeout_s, job.result.run_s,
+                                best_s_ > 0 ? kFarSlower * best_s_ : 0);
         job.result.times_s = r.times_s;
         job.result.error_class = r.error_class;
         job.result.error_message = r.message;

@@ -77,8 +77,8 @@ class Measurer : public BatchMeasurer {
   std::vector<MeasureResult> measure(const std::vector<ir::Schedule>& batch) override;
   std::string params_json() const override { return options_.to_json(); }
   //! Candidates whose checked first run takes kFarSlower times this or longer are timed by
-  //! that run alone: repeats would only make a loser's time more exact, and on a large
-  //! workload cost seconds each.
+  //! that run alone (RunRequest::single_run_s): repeats would only make a loser's time more
+  //! exact, and on a large workload cost seconds each. Others are repeated as the options say.
   void expect_best(double seconds) override { best_s_ = seconds; }
   static constexpr double kFarSlower = 4.0;
 

@@ -25,6 +25,7 @@ std::string RunRequest::to_json() const {
               {"tolerance", tolerance},
               {"min_seconds", min_seconds},
               {"max_seconds", max_seconds},
+              {"single_run_s", single_run_s},
               {"min_repeats", min_repeats},
               {"max_repeats", max_repeats}}
       .dump();
@@ -47,6 +48,7 @@ RunRequest RunRequest::from_json(const std::string& text) {
     r.tolerance = j.at("tolerance").get<double>();
     r.min_seconds = j.at("min_seconds").get<double>();
     r.max_seconds = j.at("max_seconds").get<double>();
+    r.single_run_s = j.value("single_run_s", 0.0);
     r.min_repeats = j.at("min_repeats").get<int>();
     r.max_repeats = j.at("max_repeats").get<int>();
     return r;

@@ -21,6 +21,8 @@ struct RunRequest {
   double tolerance = 1e-4;     //!< relative, see within_tolerance
   double min_seconds = 0.1;
   double max_seconds = 2.0;  //!< stop repeating past this total, once one repeat is timed
+  //! > 0: a checked first run at least this long is the only timing (a far slower loser)
+  double single_run_s = 0;
   int min_repeats = 3;
   int max_repeats = 100;
 

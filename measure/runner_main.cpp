@@ -111,8 +111,8 @@ measure::RunReply run(const measure::RunRequest& req) {
   }
 
   // A kernel slower than the whole timing budget is timed by its checked first run alone:
-  // repeating it would only run into the timeout.
-  if (first >= req.max_seconds) {
+  // repeating it would only run into the timeout. So is one far slower than the best known.
+  if (first >= req.max_seconds || (req.single_run_s > 0 && first >= req.single_run_s)) {
     reply.times_s = {first};
     return reply;
   }

@@ -153,7 +153,8 @@ std::vector<std::string> Space::vector_axes(int stage) const {
     auto strided = ir::strided_reads(st.rhs, a.name);
     if (a.reduce || strided.empty()) continue;
     if (std::all_of(strided.begin(), strided.end(), [&](const std::string& t) {
-          return w_.buffers[w_.buffer_index(t)].role == ir::Buffer::Role::Input;
+          return w_.buffers[w_.buffer_index(t)].role == ir::Buffer::Role::Input &&
+                 ir::vector_panels_problem(st.rhs, t, a.name).empty();
         }))
       axes.push_back(a.name);
   }

@@ -45,7 +45,8 @@ class Space {
 
   void sample_loops(ir::StageSchedule& ss, int stage, Rng& rng) const;
   //! Axes the stage can compute in SIMD lanes: ir::vectorizable_axes, and on a CPU also the
-  //! spatial axes that only inputs read strided (they are then packed, see ir::Pack).
+  //! spatial axes that only inputs read strided, where panels along the axis can hold them
+  //! (they are then packed, see ir::Pack).
   std::vector<std::string> vector_axes(int stage) const;
   //! The GEMM recipe of seeds() with `v` as the SIMD axis.
   void gemm_seeds(const std::string& v, std::vector<ir::Schedule>& out) const;

@@ -182,9 +182,11 @@ TEST_CASE("cpu kernels: an axis the output and an input are strided along is vec
   if (traits.vector_lanes != 16) return;  // the tiles below assume AVX-512
   TempDir dir;
   // conv2d along output channels k: F is packed into panels along k, I broadcast, O's
-  // vectors gathered and scattered. K=19 and W=13 leave cut panels and cut rows; C=1 and a
-  // 1x1 output are the degenerate sizes.
-  for (std::string sizes : {"N=2,C=3,H=7,W=13,K=19,R=3,S=2", "N=1,C=1,H=3,W=3,K=17,R=3,S=3", "N=1,C=5,H=1,W=1,K=32,R=1,S=1"}) {
+  // vectors gathered and scattered (and gathered again for the second block of c). K=40
+  // is a whole panel and a cut one, W=13 and K=19 leave cut rows and panels; C=1 and a 1x1
+  // output are the degenerate sizes.
+  for (std::string sizes : {"N=1,C=3,H=7,W=8,K=40,R=3,S=2", "N=2,C=3,H=7,W=13,K=19,R=3,S=2",
+                            "N=1,C=1,H=3,W=3,K=17,R=3,S=3", "N=1,C=5,H=1,W=1,K=32,R=1,S=1"}) {
     CAPTURE(sizes);
     auto w = library_workload("conv2d", sizes);
     auto s = ir::Schedule::from_json(
@@ -194,7 +196,10 @@ TEST_CASE("cpu kernels: an axis the output and an input are strided along is vec
     REQUIRE_MESSAGE(why == "", why);
     std::string src = be->emit(w, ir::lower(w, s, traits), s.to_json());
     CHECK(src.find("// pack F into panels of 32 along k") != std::string::npos);
-    if (sizes[2] == '2') CHECK(src.find("tt_store_s(&O") != std::string::npos);  // the others' O is 1x1 per channel
+    if (sizes.find("H=7") != std::string::npos) {  // the others' O is 1x1 per channel: contiguous along k
+      CHECK(src.find("tt_store_s(&O") != std::string::npos);
+      CHECK(src.find(" : tt_load_s(&O") != std::string::npos);
+    }
     Tensors fast = run_in_process(*be, w, s, dir);
     Tensors ref = run_in_process(*be, w, ir::naive_schedule(w), dir);
     check_close(fast[2], std::vector<double>(ref[2].begin(), ref[2].end()), 1e-4);
@@ -211,6 +216,12 @@ TEST_CASE("cpu kernels: an axis the output and an input are strided along is vec
   Tensors fast = run_in_process(*be, nt, s, dir);
   Tensors ref = run_in_process(*be, nt, ir::naive_schedule(nt), dir);
   check_close(fast[2], std::vector<double>(ref[2].begin(), ref[2].end()), 1e-4);
+  // Panels run along one dimension: a read whose lanes move along two is not vectorized.
+  auto diag = ir::bind(ir::parse_op("op diag(A: f32[N, N]) -> y: f32[N] {\n  y[i] = A[i, i]\n}"), ir::parse_sizes("N=32"));
+  auto d = ir::Schedule::from_json(
+      R"({"version":1,"stages":[{"stage":"y","tile":{"i":[16]},"order":["i.0"],"vectorize":"i","pack":["A"],"unroll":0,"parallel":0}]})");
+  CHECK(ir::check_schedule(diag, d, traits).find("'A' is read along 'i' in 2 dimensions") != std::string::npos);
+  CHECK(tuner::Space(diag, traits).seeds().empty());
   // Work-group devices keep vectors on the contiguous axis.
   ir::TargetTraits gpu = traits;
   gpu.max_group_size = 256;
