@@ -161,7 +161,9 @@ int main(int argc, char** argv) {
       // Rounds of (pause, 2 warm-up calls, 5 timed calls) per implementation, the
       // implementations alternating: each library's idle threads (OpenBLAS spins for a while)
       // settle before the next one runs.
-      std::vector<double> t_ours, t_dnnl, t_blas;
+      bool mem = memory_bound(c.op);
+      std::function<void()> copy = mem ? bench::copy_call(w.io_bytes() / 2, threads) : nullptr;
+      std::vector<double> t_ours, t_dnnl, t_blas, t_copy;
       auto timed = [&](const std::function<void()>& f, std::vector<double>& out) {
         if (!f) return;
         std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
@@ -172,12 +174,12 @@ int main(int argc, char** argv) {
         timed(ours, t_ours);
         timed(dnnl.run, t_dnnl);
         timed(blas.run, t_blas);
+        timed(copy, t_copy);
       }
-      bool mem = memory_bound(c.op);
       double work = mem ? double(w.io_bytes()) : w.flops();
       double ours_rate = work / median(t_ours) / 1e9, dnnl_rate = work / median(t_dnnl) / 1e9,
              blas_rate = work / median(t_blas) / 1e9;
-      double roof = mem ? bench::measure_copy_gbps(w.io_bytes() / 2, threads) : peak;
+      double roof = mem ? double(w.io_bytes()) / median(t_copy) / 1e9 : peak;
       rows.push_back({c.label, std::to_string(measured), fmt(reference_s, "%.1f"), fmt(measured ? tune_s / measured : NAN, "%.2f"), fmt(ours_rate),
                       fmt(dnnl_rate), fmt(ours_rate / dnnl_rate, "%.2f"), fmt(blas_rate), fmt(ours_rate / blas_rate, "%.2f"),
                       fmt(100 * ours_rate / roof, "%.0f%%") + (mem ? " copy" : " peak"),

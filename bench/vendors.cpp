@@ -164,18 +164,16 @@ double measure_fma_peak_gflops(int threads) {
   return best;
 }
 
-double measure_copy_gbps(std::size_t bytes, int threads) {
+std::function<void()> copy_call(std::size_t bytes, int threads) {
   std::size_t n = bytes / 4;
-  std::vector<float> src(n, 1.0f), dst(n, 0.0f);
-  std::vector<double> times;
-  for (int trial = 0; trial < 15; ++trial) {
-    auto t0 = std::chrono::steady_clock::now();
+  auto src = std::make_shared<std::vector<float>>(n, 1.0f);
+  auto dst = std::make_shared<std::vector<float>>(n, 0.0f);
+  return [src, dst, n, threads] {
+    const float* s = src->data();
+    float* d = dst->data();
 #pragma omp parallel for num_threads(threads) schedule(static)
-    for (std::size_t i = 0; i < n; ++i) dst[i] = src[i];
-    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(times.begin(), times.end());
-  return 2.0 * bytes / times[times.size() / 2] / 1e9;
+    for (std::size_t i = 0; i < n; ++i) d[i] = s[i];
+  };
 }
 
 }  // namespace tiletune::bench

@@ -22,7 +22,8 @@ VendorCall openblas_call(const ir::Workload& w, const std::vector<float*>& tenso
 
 //! FMA peak of this machine, GFLOP/s: independent AVX-512 (or AVX2) FMA chains on every thread.
 double measure_fma_peak_gflops(int threads);
-//! Copy bandwidth, GB/s of bytes read plus written, copying `bytes` with `threads` threads.
-double measure_copy_gbps(std::size_t bytes, int threads);
+//! A copy of `bytes` between two buffers on `threads` threads: the memory roof of a
+//! memory-bound op, timed in the same rounds as the kernels (GB/s = 2 * bytes / time).
+std::function<void()> copy_call(std::size_t bytes, int threads);
 
 }  // namespace tiletune::bench
