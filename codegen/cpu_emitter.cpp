@@ -303,6 +303,7 @@ class Emitter {
     std::vector<std::string> loads;
     std::map<std::string, std::string> load_names;
     std::map<std::string, int> per_tensor;
+    std::vector<std::string> vector_addresses;  //!< of the vector loads, in order (prefetch)
   };
 
   std::string value(const Expr& e, const Point& p, bool vec, Block& blk, const std::string& acc_value) {
@@ -321,6 +322,7 @@ class Emitter {
         // Block-local names (A_0, A_1, ...) that avoid the kernel-wide ones.
         std::string name = tensor_.at(e.name) + "_" + std::to_string(blk.per_tensor[e.name]++);
         while (used_.count(name)) name += "_";
+        if (vec && vector_coeff(e)) blk.vector_addresses.push_back(addr);
         blk.loads.push_back(std::string(vec ? "const tt_vf " : "const float ") + name + " = " + load + ";");
         blk.load_names[load] = name;
         return name;
@@ -451,6 +453,20 @@ class Emitter {
       // Each point's loads come right before its update: a broadcast is dead after its row's
       // updates, so the tile needs accumulators + one row of vectors + one broadcast registers
       // (GCC keeps this order; all loads first spills accumulators of large tiles).
+      if (v && sn_->prefetch > 0 && !sn_->reduce_inner.empty()) {
+        // The vector loads `prefetch` iterations of the innermost reduction loop ahead: one
+        // prefetch per vector (a cache line of AVX-512 floats). Prefetches never fault, so
+        // those past the end of a tensor need no guard.
+        Block ahead;
+        const std::string& axis = sn_->reduce_inner.back().axis;
+        for (auto& p : pts) {
+          Point q = p;
+          if (override_axis) q[sn_->vector_axis] = override_axis->at(sn_->vector_axis);
+          q[axis].offset += sn_->prefetch;
+          value(sn_->body, q, v, ahead, "");
+        }
+        for (auto& addr : ahead.vector_addresses) line(d, "__builtin_prefetch(&" + addr + ");");
+      }
       Block blk;
       for (size_t i = 0; i < pts.size(); ++i) {
         Point q = pts[i];

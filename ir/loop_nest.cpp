@@ -219,7 +219,7 @@ std::string check_groups(const Workload& w, const Schedule& s, const TargetTrait
 std::string check_stage(const Workload& w, const Schedule& s, const TargetTraits& t, int i) {
   const Stage& st = w.stages[i];
   const StageSchedule& ss = s.stages[i];
-  bool no_knobs = ss.tile.empty() && ss.order.empty() && ss.vectorize.empty() && ss.unroll == 0 && ss.parallel == 0 &&
+  bool no_knobs = ss.tile.empty() && ss.order.empty() && ss.vectorize.empty() && ss.unroll == 0 && ss.prefetch == 0 && ss.parallel == 0 &&
                   !ss.fuse_epilogue && ss.pack.empty();
   if (ss.inline_stage) {
     if (!can_inline(w, i)) return "only an elementwise stage writing a temporary can be inlined";
@@ -272,6 +272,9 @@ std::string check_stage(const Workload& w, const Schedule& s, const TargetTraits
       if (a.name == axis && a.reduce) return "loop " + ss.order[p] + " reduces and cannot run in parallel";
   }
   if (ss.unroll < 0 || ss.unroll > 64) return "unroll must be in [0, 64]";
+  if (ss.prefetch < 0 || ss.prefetch > 64) return "prefetch must be in [0, 64]";
+  if (ss.prefetch > 0 && (!st.is_reduction() || t.groups()))
+    return "prefetch is a knob of a CPU micro-kernel's reduction loop; this stage has none";
 
   if (ss.fuse_epilogue) {
     if (!can_fuse_epilogue(w, i)) return "stage cannot fuse the next stage as an epilogue";
@@ -448,6 +451,7 @@ LoopNest lower(const Workload& w, const Schedule& s, const TargetTraits& t) {
     sn.vector_axis = ss.vectorize;
     sn.lanes = ss.vectorize.empty() ? 1 : t.vector_lanes;
     sn.unroll = ss.unroll;
+    sn.prefetch = ss.prefetch;
     sn.store = st.output;
     if (ss.fuse_epilogue) {
       const Stage& e = w.stages[i + 1];

@@ -50,6 +50,7 @@ struct StageNest {
   bool vector_reduce = false;       //!< the vector axis is a reduction axis
   int lanes = 1;
   int unroll = 0;
+  int prefetch = 0;     //!< see StageSchedule::prefetch
   int epilogue = -1;    //!< stage fused at the store (its output receives the results)
   Expr epilogue_body;   //!< its right side in this stage's axis names
   int store = -1;       //!< buffer written: the stage's own, or the epilogue's when fused

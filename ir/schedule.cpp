@@ -28,6 +28,7 @@ std::string Schedule::to_json() const {
       st["order"] = s.order;
       st["vectorize"] = s.vectorize.empty() ? json(nullptr) : json(s.vectorize);
       st["unroll"] = s.unroll;
+      if (s.prefetch > 0) st["prefetch"] = s.prefetch;  // absent when 0: older configs keep their keys
       st["parallel"] = s.parallel;
       st["fuse_epilogue"] = s.fuse_epilogue;
       if (!s.pack.empty()) st["pack"] = s.pack;
@@ -58,6 +59,7 @@ Schedule Schedule::from_json(const std::string& text) {
         } else if (k == "order") ss.order = v.get<std::vector<std::string>>();
         else if (k == "vectorize") ss.vectorize = v.is_null() ? "" : v.get<std::string>();
         else if (k == "unroll") ss.unroll = v.get<int>();
+        else if (k == "prefetch") ss.prefetch = v.get<int>();
         else if (k == "parallel") ss.parallel = v.get<int>();
         else if (k == "inline") ss.inline_stage = v.get<bool>();
         else if (k == "fuse_epilogue") ss.fuse_epilogue = v.get<bool>();

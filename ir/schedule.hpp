@@ -20,6 +20,7 @@ struct StageSchedule {
   std::vector<std::string> order;  //!< "axis.level" for every non-innermost loop, outermost first
   std::string vectorize;           //!< an axis computed in SIMD lanes inside the micro-kernel; "" for none
   int unroll = 0;                  //!< unroll factor of the micro-kernel's reduction loop (0: compiler decides)
+  int prefetch = 0;                //!< iterations of that loop ahead that its vector loads are prefetched (0: none)
   int parallel = 0;                //!< how many leading loops of `order` run in parallel (collapsed)
   bool inline_stage = false;       //!< elementwise temp stage: substitute into its consumers
   bool fuse_epilogue = false;      //!< reduction stage: apply the next elementwise stage at its store

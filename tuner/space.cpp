@@ -204,6 +204,7 @@ void Space::sample_loops(ir::StageSchedule& ss, int stage, Rng& rng) const {
   }
   sample_order(ss, stage, rng);
   ss.unroll = pick(std::vector<int>{0, 0, 2, 4, 8}, rng);
+  ss.prefetch = st.is_reduction() ? pick(std::vector<int>{0, 0, 0, 2, 8, 16}, rng) : 0;
 }
 
 std::vector<std::string> Space::inputs_of(int stage) const {
@@ -317,7 +318,10 @@ ir::Schedule Space::mutate(const ir::Schedule& s, Rng& rng) const {
         std::swap(ss.order[i], ss.order[i + 1]);
         break;
       }
-      case 2: ss.unroll = pick(std::vector<int>{0, 2, 4, 8, 16}, rng); break;
+      case 2:  // the micro-kernel's reduction loop: its unrolling or its prefetch distance
+        if (coin(rng) || !st.is_reduction() || t_.groups()) ss.unroll = pick(std::vector<int>{0, 2, 4, 8, 16}, rng);
+        else ss.prefetch = pick(std::vector<int>{0, 2, 4, 8, 16, 32}, rng);
+        break;
       case 3: ss.parallel = std::uniform_int_distribution<int>(0, 2)(rng); break;
       case 4: {  // resample the whole stage
         bool fuse = ss.fuse_epilogue;
@@ -335,7 +339,7 @@ ir::Schedule Space::mutate(const ir::Schedule& s, Rng& rng) const {
           ss.tile.clear();
           ss.order.clear();
           ss.vectorize.clear();
-          ss.unroll = ss.parallel = 0;
+          ss.unroll = ss.parallel = ss.prefetch = 0;
           ss.fuse_epilogue = false;
         } else {
           continue;

@@ -53,6 +53,13 @@ TEST_CASE("schedule: JSON round trip is canonical and keys differ by knob") {
   ir::Schedule t = s;
   t.stages[0].unroll = 8;
   CHECK(t.key() != s.key());
+  // prefetch is written only when set, so configs from before it existed keep their keys.
+  CHECK(s.to_json().find("prefetch") == std::string::npos);
+  t = s;
+  t.stages[0].prefetch = 16;
+  CHECK(t.key() != s.key());
+  CHECK(ir::Schedule::from_json(t.to_json()).stages[0].prefetch == 16);
+  CHECK(validate_json(config_schema(), nlohmann::json::parse(t.to_json())).empty());
 }
 
 TEST_CASE("schedule: malformed config JSON is refused with a reason") {
@@ -92,6 +99,8 @@ TEST_CASE("schedule: invalid configs are rejected by the checker, each with its 
   CHECK(reason([](auto& s) { s.tile["n"] = {48, 24}; }).find("multiple of 16") != std::string::npos);
   CHECK(reason([](auto& s) { s.tile["m"] = {64, 32}; }).find("vector registers") != std::string::npos);
   CHECK(reason([](auto& s) { s.unroll = 100; }).find("unroll") != std::string::npos);
+  CHECK(reason([](auto& s) { s.prefetch = 65; }).find("prefetch must be in [0, 64]") != std::string::npos);
+  CHECK(reason([](auto& s) { s.prefetch = 8; }) == "");
   CHECK(reason([](auto& s) { s.inline_stage = true; }).find("inlined") != std::string::npos);
   CHECK(reason([](auto& s) { s.fuse_epilogue = true; }).find("epilogue") != std::string::npos);
   CHECK(reason([](auto& s) { s.pack = {"C"}; }).find("only inputs can be packed") != std::string::npos);
