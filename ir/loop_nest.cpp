@@ -219,8 +219,8 @@ std::string check_groups(const Workload& w, const Schedule& s, const TargetTrait
 std::string check_stage(const Workload& w, const Schedule& s, const TargetTraits& t, int i) {
   const Stage& st = w.stages[i];
   const StageSchedule& ss = s.stages[i];
-  bool no_knobs = ss.tile.empty() && ss.order.empty() && ss.vectorize.empty() && ss.unroll == 0 && ss.prefetch == 0 && ss.parallel == 0 &&
-                  !ss.fuse_epilogue && ss.pack.empty();
+  bool no_knobs = ss.tile.empty() && ss.order.empty() && ss.vectorize.empty() && ss.unroll == 0 && ss.prefetch == 0 &&
+                  ss.parallel == 0 && !ss.fuse_epilogue && ss.pack.empty();
   if (ss.inline_stage) {
     if (!can_inline(w, i)) return "only an elementwise stage writing a temporary can be inlined";
     if (!no_knobs) return "an inlined stage takes no other knobs";

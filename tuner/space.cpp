@@ -353,39 +353,39 @@ ir::Schedule Space::mutate(const ir::Schedule& s, Rng& rng) const {
 }
 
 std::vector<ir::Schedule> Space::row_seeds() const {
-  // Row-wise ops of several stages (softmax, layernorm): elementwise stages inlined, every
-  // stage in SIMD vectors along its last axis, all of them inside one parallel loop over
-  // blocks of rows, so that a row block is read from memory once.
-  // An elementwise stage is inlined (recomputed by each reader) or materialized in a
-  // temporary that holds only the block's rows: the exp of softmax is worth computing once.
+  // Row-wise ops of several stages (softmax, layernorm): every stage in SIMD vectors along
+  // its last axis, all of them inside one parallel loop over blocks of rows, so that a row
+  // block is read from memory once. Elementwise stages are inlined (recomputed by each
+  // reader) or materialized in a temporary that holds only the block's rows (softmax's exp
+  // is worth computing once).
   std::vector<ir::Schedule> out;
   for (bool inline_stages : {true, false})
-  for (std::int64_t vectors : {2, 4})
-    for (std::int64_t rows : {16, 64}) {
-      ir::Schedule s = ir::naive_schedule(w_);
-      for (size_t i = 0; i < w_.stages.size(); ++i) {
-        int stage = static_cast<int>(i);
-        ir::StageSchedule& ss = s.stages[i];
-        if (inline_stages && ir::can_inline(w_, stage)) {
-          reset(ss);
-          ss.inline_stage = true;
-          continue;
+    for (std::int64_t vectors : {2, 4})
+      for (std::int64_t rows : {16, 64}) {
+        ir::Schedule s = ir::naive_schedule(w_);
+        for (size_t i = 0; i < w_.stages.size(); ++i) {
+          int stage = static_cast<int>(i);
+          ir::StageSchedule& ss = s.stages[i];
+          if (inline_stages && ir::can_inline(w_, stage)) {
+            reset(ss);
+            ss.inline_stage = true;
+            continue;
+          }
+          auto axes = ir::vectorizable_axes(w_, stage);
+          if (axes.empty()) continue;
+          ss.vectorize = axes.front();
+          for (auto& a : w_.stages[i].axes) {
+            // A reduction along the row runs its whole length in one vector: one horizontal
+            // combine per row instead of one per block (0.81 against 0.96 ms on softmax 4096x1024).
+            std::int64_t whole = round_up(a.extent, t_.vector_lanes);
+            std::int64_t reg = a.name != ss.vectorize ? 1 : a.reduce ? whole : std::min(vectors * t_.vector_lanes, whole);
+            ss.tile[a.name] = {reg};
+          }
+          ss.unroll = 0;
         }
-        auto axes = ir::vectorizable_axes(w_, stage);
-        if (axes.empty()) continue;
-        ss.vectorize = axes.front();
-        for (auto& a : w_.stages[i].axes) {
-          // A reduction along the row runs its whole length in one vector: one horizontal
-          // combine per row instead of one per block (0.81 against 0.96 ms on softmax 4096x1024).
-          std::int64_t whole = round_up(a.extent, t_.vector_lanes);
-          std::int64_t reg = a.name != ss.vectorize ? 1 : a.reduce ? whole : std::min(vectors * t_.vector_lanes, whole);
-          ss.tile[a.name] = {reg};
-        }
-        ss.unroll = 0;
+        s.fuse_rows = rows;
+        if (check(s).empty()) out.push_back(s);
       }
-      s.fuse_rows = rows;
-      if (check(s).empty()) out.push_back(s);
-    }
   return out;
 }
 
@@ -477,52 +477,52 @@ void Space::gemm_seeds(const std::string& v, std::vector<ir::Schedule>& out) con
     // (one register-wide panel of the vector axis outermost, a block of rows sweeping it, so
     // the panel's reduction block stays in L1 and the rows' block in L2).
     for (bool panel_outer : {false, true})
-    for (Packing pack : {Packing::None, Packing::VectorInputs, Packing::All}) {
-      ir::Schedule s = ir::naive_schedule(w_);
-      ir::StageSchedule& ss = s.stages[0];
-      ss.tile.clear();
-      ss.order.clear();
-      std::vector<std::pair<std::int64_t, std::string>> spatial;  // (blocks, axis): most blocks first
-      for (auto& a : st.axes) {
-        if (a.reduce) {
-          ss.tile[a.name] = {&a == deepest ? block : a.extent};
-        } else if (a.name == v) {
-          ss.tile[a.name] = panel_outer ? std::vector<std::int64_t>{reg_v} : two_levels(a.extent, reg_v, reg_v * 4);
-        } else if (rows && a.name == rows->name) {
-          ss.tile[a.name] = two_levels(a.extent, reg_rows, reg_rows * (panel_outer ? 16 : 8));
-        } else {
-          ss.tile[a.name] = {1};
+      for (Packing pack : {Packing::None, Packing::VectorInputs, Packing::All}) {
+        ir::Schedule s = ir::naive_schedule(w_);
+        ir::StageSchedule& ss = s.stages[0];
+        ss.tile.clear();
+        ss.order.clear();
+        std::vector<std::pair<std::int64_t, std::string>> spatial;  // (blocks, axis): most blocks first
+        for (auto& a : st.axes) {
+          if (a.reduce) {
+            ss.tile[a.name] = {&a == deepest ? block : a.extent};
+          } else if (a.name == v) {
+            ss.tile[a.name] = panel_outer ? std::vector<std::int64_t>{reg_v} : two_levels(a.extent, reg_v, reg_v * 4);
+          } else if (rows && a.name == rows->name) {
+            ss.tile[a.name] = two_levels(a.extent, reg_rows, reg_rows * (panel_outer ? 16 : 8));
+          } else {
+            ss.tile[a.name] = {1};
+          }
+          if (!a.reduce) spatial.push_back({(a.extent + ss.tile[a.name][0] - 1) / ss.tile[a.name][0], a.name});
         }
-        if (!a.reduce) spatial.push_back({(a.extent + ss.tile[a.name][0] - 1) / ss.tile[a.name][0], a.name});
+        std::stable_sort(spatial.begin(), spatial.end(), [](auto& x, auto& y) { return x.first > y.first; });
+        if (panel_outer)
+          std::stable_partition(spatial.begin(), spatial.end(), [&](auto& x) { return x.second == v; });
+        // BLAS order: spatial blocks, then the reduction blocks, then the inner spatial levels.
+        for (auto& [blocks, axis] : spatial) ss.order.push_back(axis + ".0");
+        for (auto& a : st.axes)
+          if (a.reduce) ss.order.push_back(a.name + ".0");
+        for (auto& [blocks, axis] : spatial)
+          for (size_t l = 1; l < ss.tile[axis].size(); ++l) ss.order.push_back(axis + "." + std::to_string(l));
+        ss.vectorize = v;
+        ss.parallel = t_.threads > 1 ? std::min<int>(2, static_cast<int>(spatial.size())) : 0;
+        ss.unroll = 4;
+        ss.fuse_epilogue = ir::can_fuse_epilogue(w_, 0);
+        if (ss.fuse_epilogue) reset(s.stages[1]);
+        ss.pack = ir::strided_reads(st.rhs, v);  // what vectorizing v needs (see vector_axes)
+        if (pack != Packing::None)
+          for (auto& input : inputs_of(0)) {
+            if (std::find(ss.pack.begin(), ss.pack.end(), input) != ss.pack.end()) continue;
+            if (pack == Packing::VectorInputs && !read_along_vector(input)) continue;
+            ss.pack.push_back(input);
+            if (!check(s).empty()) ss.pack.pop_back();
+          }
+        if (pack != Packing::None && ss.pack.size() == ir::strided_reads(st.rhs, v).size()) continue;
+        // Packing all inputs may pack no more than the vector inputs.
+        if (std::any_of(out.begin(), out.end(), [&](auto& o) { return o.to_json() == s.to_json(); })) continue;
+        // Later stages that the recipe does not cover keep the naive schedule's loops.
+        if (check(s).empty()) out.push_back(s);
       }
-      std::stable_sort(spatial.begin(), spatial.end(), [](auto& x, auto& y) { return x.first > y.first; });
-      if (panel_outer)
-        std::stable_partition(spatial.begin(), spatial.end(), [&](auto& x) { return x.second == v; });
-      // BLAS order: spatial blocks, then the reduction blocks, then the inner spatial levels.
-      for (auto& [blocks, axis] : spatial) ss.order.push_back(axis + ".0");
-      for (auto& a : st.axes)
-        if (a.reduce) ss.order.push_back(a.name + ".0");
-      for (auto& [blocks, axis] : spatial)
-        for (size_t l = 1; l < ss.tile[axis].size(); ++l) ss.order.push_back(axis + "." + std::to_string(l));
-      ss.vectorize = v;
-      ss.parallel = t_.threads > 1 ? std::min<int>(2, static_cast<int>(spatial.size())) : 0;
-      ss.unroll = 4;
-      ss.fuse_epilogue = ir::can_fuse_epilogue(w_, 0);
-      if (ss.fuse_epilogue) reset(s.stages[1]);
-      ss.pack = ir::strided_reads(st.rhs, v);  // what vectorizing v needs (see vector_axes)
-      if (pack != Packing::None)
-        for (auto& input : inputs_of(0)) {
-          if (std::find(ss.pack.begin(), ss.pack.end(), input) != ss.pack.end()) continue;
-          if (pack == Packing::VectorInputs && !read_along_vector(input)) continue;
-          ss.pack.push_back(input);
-          if (!check(s).empty()) ss.pack.pop_back();
-        }
-      if (pack != Packing::None && ss.pack.size() == ir::strided_reads(st.rhs, v).size()) continue;
-      // Packing all inputs may pack no more than the vector inputs.
-      if (std::any_of(out.begin(), out.end(), [&](auto& o) { return o.to_json() == s.to_json(); })) continue;
-      // Later stages that the recipe does not cover keep the naive schedule's loops.
-      if (check(s).empty()) out.push_back(s);
-    }
   }
 }
 
