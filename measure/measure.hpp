@@ -66,7 +66,8 @@ class BatchMeasurer {
 };
 
 //! Builds candidates of one workload in parallel, then times them one at a time, each in a
-//! fresh worker process, checking every result against the naive schedule's.
+//! fresh worker process, checking every result against the naive schedule's. The naive
+//! schedule itself, where its reference run took longer than the timeout, gets that run's time.
 class Measurer : public BatchMeasurer {
  public:
   Measurer(const codegen::Backend& backend, const ir::Workload& workload, MeasureOptions options);

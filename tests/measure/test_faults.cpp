@@ -86,6 +86,24 @@ TEST_CASE("measure: a candidate far slower than the best known is timed by its c
   CHECK(again[0].times_s.size() >= 3);
 }
 
+TEST_CASE("measure: a naive kernel slower than the timeout is timed by its reference run") {
+  auto w = library_workload("matmul", "M=512,N=512,K=512");
+  auto be = codegen::make_backend("cpu");
+  auto o = quick_options();
+  TempDir dir;
+  o.cache_dir = dir.file("cache");  // the reference runs here, and its time is kept beside it
+  o.timeout_s = 0.05;               // the naive 512^3 kernel takes longer than this
+  measure::Measurer m(*be, w, o);
+  auto naive = ir::naive_schedule(w);
+  auto other = naive;
+  other.stages[0].unroll = 1;  // the same loops in another config: timed as usual, so it times out
+  auto results = m.measure({naive, other});
+  REQUIRE(results[0].ok());
+  CHECK(results[0].times_s.size() == 1);
+  CHECK(results[0].median_s() >= o.timeout_s);
+  CHECK(results[1].error_class == "timeout");
+}
+
 TEST_CASE("measure: a missing worker executable is a runtime error, not a crash of the tuner") {
   auto w = library_workload("matmul", "M=4,N=4,K=4");
   auto be = codegen::make_backend("cpu");
