@@ -69,9 +69,6 @@ struct LoopNest {
 //! Checks a schedule against a workload and target; returns "" if valid, else why not.
 std::string check_schedule(const Workload& w, const Schedule& s, const TargetTraits& t);
 
-//! The inputs stage `i` reads strided along its vectorized axis: a CPU schedule packs them.
-std::vector<std::string> packs_to_vectorize(const Workload& w, const Schedule& s, int i);
-
 //! Lowers; throws Error(InvalidInput) with check_schedule's reason for an invalid schedule.
 LoopNest lower(const Workload& w, const Schedule& s, const TargetTraits& t);
 

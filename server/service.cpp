@@ -145,7 +145,7 @@ struct Service::Impl {
       // no such backend here: only remote workers can measure it
     }
     *remote = true;
-    return {row->backend, row->key, row->family, row->fingerprint_json, codegen::traits_from_json(row->traits_json)};
+    return {row->backend, row->key, row->family, row->fingerprint_json, codegen::traits_from_json(row->traits_json), /*device=*/""};
   }
 
   codegen::Backend& backend(const std::string& name) {
@@ -433,7 +433,7 @@ json Service::best_uncached(const std::string& workload_key, const std::string& 
   if (!wrow) throw_error(ErrorKind::NotFound, "no workload '" + workload_key + "'; tune it first (POST /v1/tune)");
   auto trow = store.target(target_key);
   if (!trow) throw_error(ErrorKind::NotFound, "no target '" + target_key + "' (GET /v1/targets lists them)");
-  codegen::TargetInfo target{trow->backend, trow->key, trow->family, trow->fingerprint_json, {}};
+  codegen::TargetInfo target{trow->backend, trow->key, trow->family, trow->fingerprint_json, {}, /*device=*/""};
   auto found = tuner::find_best(store, workload_key, target);
   if (!found)
     throw_error(ErrorKind::NotFound, "no measured kernel of workload " + workload_key + " for target " + target_key +

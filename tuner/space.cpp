@@ -412,6 +412,7 @@ std::vector<ir::Schedule> Space::seeds() const {
 
 void Space::gemm_seeds(const std::string& v, std::vector<ir::Schedule>& out) const {
   const ir::Stage& st = w_.stages[0];
+  const auto needed = ir::strided_reads(st.rhs, v);  // packs vectorizing v needs (see vector_axes)
   const ir::Axis* vec = nullptr;
   std::string last_lhs;
   for (auto& a : st.axes) {
@@ -509,7 +510,7 @@ void Space::gemm_seeds(const std::string& v, std::vector<ir::Schedule>& out) con
         ss.unroll = 4;
         ss.fuse_epilogue = ir::can_fuse_epilogue(w_, 0);
         if (ss.fuse_epilogue) reset(s.stages[1]);
-        ss.pack = ir::strided_reads(st.rhs, v);  // what vectorizing v needs (see vector_axes)
+        ss.pack = needed;
         if (pack != Packing::None)
           for (auto& input : inputs_of(0)) {
             if (std::find(ss.pack.begin(), ss.pack.end(), input) != ss.pack.end()) continue;
@@ -517,7 +518,7 @@ void Space::gemm_seeds(const std::string& v, std::vector<ir::Schedule>& out) con
             ss.pack.push_back(input);
             if (!check(s).empty()) ss.pack.pop_back();
           }
-        if (pack != Packing::None && ss.pack.size() == ir::strided_reads(st.rhs, v).size()) continue;
+        if (pack != Packing::None && ss.pack.size() == needed.size()) continue;
         // Packing all inputs may pack no more than the vector inputs.
         if (std::any_of(out.begin(), out.end(), [&](auto& o) { return o.to_json() == s.to_json(); })) continue;
         // Later stages that the recipe does not cover keep the naive schedule's loops.

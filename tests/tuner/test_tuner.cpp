@@ -182,9 +182,9 @@ TEST_CASE("lookup: falls back to the same device family, never to another backen
   auto store = db::open_sqlite_store(dir.file("t.db"));
   auto w = library_workload("matmul", "M=8,N=8,K=8");
   store->put_workload(tuner::workload_row(w));
-  codegen::TargetInfo here{"cpu", "1111111111111111", "fam", "{}", {}};
-  codegen::TargetInfo sibling{"cpu", "2222222222222222", "fam", "{}", {}};
-  codegen::TargetInfo other_backend{"opencl", "3333333333333333", "fam", "{}", {}};
+  codegen::TargetInfo here{"cpu", "1111111111111111", "fam", "{}", {}, ""};
+  codegen::TargetInfo sibling{"cpu", "2222222222222222", "fam", "{}", {}, ""};
+  codegen::TargetInfo other_backend{"opencl", "3333333333333333", "fam", "{}", {}, ""};
   for (auto* t : {&sibling, &other_backend}) {
     store->put_target(tuner::target_row(*t));
     db::Record r;
@@ -199,6 +199,6 @@ TEST_CASE("lookup: falls back to the same device family, never to another backen
   REQUIRE(found.has_value());
   CHECK_FALSE(found->exact_target);
   CHECK(found->record.target_key == sibling.key);
-  codegen::TargetInfo stranger{"cpu", "4444444444444444", "other-family", "{}", {}};
+  codegen::TargetInfo stranger{"cpu", "4444444444444444", "other-family", "{}", {}, ""};
   CHECK_FALSE(tuner::find_best(*store, w.key, stranger).has_value());
 }
