@@ -20,7 +20,7 @@ enum Feature {
   kFlops, kPoints, kRegPoints, kVectorLanes, kVectorReduce, kAccumulators, kRegisterPressure, kLoadsPerUpdate,
   kReduceInner, kUnroll, kParallel, kParallelBalance, kOuterLoops, kEdgeFraction, kInnerUnitStride, kFootprintReg,
   kFitL1, kFitL2, kFitL3, kFootprintTotal, kIntensityReg, kIntensityL2, kPacked, kPackedBytes, kEpilogue, kInlined,
-  kFuseRows, kStages, kTempBytes, kReductionPosition, kOutputStores, kCount
+  kFuseRows, kStages, kTempBytes, kReductionPosition, kOutputStores, kPrefetch, kParallelLoops, kLoopTrips, kFootprintCurve, kCount
 };
 
 const std::vector<std::pair<std::string, std::string>> kDocs = {
@@ -55,6 +55,10 @@ const std::vector<std::pair<std::string, std::string>> kDocs = {
     {"temp_bytes_log", "log2(1 + bytes of materialized temporaries and panels)"},
     {"reduction_position", "position of the first reduction tile loop in the order, 0 outermost .. 1 innermost"},
     {"output_stores_log", "log2 of stores of output points (reduction blocks outside the register tile)"},
+    {"prefetch", "iterations of the micro-kernel's reduction loop ahead that its vector loads are prefetched"},
+    {"parallel_loops", "tile loops collapsed into the parallel loop"},
+    {"loop_trips_by_depth", "mean over tile loops of depth (1 outermost) times log2(1 + trips): where the long loops sit"},
+    {"footprint_curve_log", "mean over tile-loop depths of log2(1 + bytes touched inside them): the footprint curve"},
 };
 
 double log2p(double x) { return std::log2(1.0 + std::max(0.0, x)); }
@@ -141,6 +145,7 @@ struct StageFeatures {
     f[kLoadsPerUpdate] += static_cast<float>(load_count / std::max(1.0, acc));
     f[kReduceInner] += log2p(reduce_inner);
     f[kUnroll] += static_cast<float>(sn.unroll);
+    f[kPrefetch] += static_cast<float>(sn.prefetch);
     double par = 1;
     bool any_parallel = false;
     for (auto& l : sn.outer)
@@ -156,6 +161,13 @@ struct StageFeatures {
     f[kParallel] += any_parallel ? log2p(par) : 0;
     f[kParallelBalance] += any_parallel ? static_cast<float>(par / (threads * std::ceil(par / threads))) : 1.0f / threads;
     f[kOuterLoops] += static_cast<float>(sn.outer.size());
+    double parallel_loops = 0, trips_by_depth = 0;
+    for (size_t i = 0; i < sn.outer.size(); ++i) {
+      parallel_loops += sn.outer[i].parallel;
+      trips_by_depth += static_cast<double>(i + 1) * log2p(static_cast<double>(sn.outer[i].trips()));
+    }
+    f[kParallelLoops] += static_cast<float>(parallel_loops);
+    f[kLoopTrips] += static_cast<float>(trips_by_depth / std::max<size_t>(1, sn.outer.size()));
     double full = 1;
     for (auto& l : sn.reg) full *= static_cast<double>(l.extent / l.block * l.block) / static_cast<double>(l.extent);
     f[kEdgeFraction] += static_cast<float>(1 - full);
@@ -180,8 +192,10 @@ struct StageFeatures {
     double n = std::max<size_t>(1, sn.outer.size());
     int fit1 = 0, fit2 = 0, fit3 = 0;
     double l2_intensity = 0;
+    double curve = 0;
     for (size_t depth = sn.outer.size(); depth-- > 0;) {
       double fp = footprint(depth);
+      curve += log2p(fp);
       fit1 += fp <= t.l1_bytes;
       fit2 += fp <= t.l2_bytes;
       fit3 += fp <= t.l3_bytes;
@@ -192,6 +206,7 @@ struct StageFeatures {
         l2_intensity = pts * (count_ops(sn.body) + 1) / fp;
       }
     }
+    f[kFootprintCurve] += static_cast<float>(curve / n);
     f[kFitL1] += static_cast<float>(fit1 / n);
     f[kFitL2] += static_cast<float>(fit2 / n);
     f[kFitL3] += static_cast<float>(fit3 / n);
@@ -226,7 +241,7 @@ const std::vector<std::pair<std::string, std::string>>& feature_docs() { return 
 std::size_t feature_count() { return kCount; }
 
 Features extract_features(const ir::Workload& w, const ir::LoopNest& nest, const ir::TargetTraits& t) {
-  static_assert(kCount == 31, "update kDocs with the features");
+  static_assert(kCount == 35, "update kDocs and kFeatureVersion with the features");
   Features out;
   for (auto& sn : nest.stages) {
     out.stages.emplace_back(kCount, 0.0f);

@@ -9,7 +9,9 @@
 namespace tiletune::costmodel {
 
 //! Version of the feature set: models record it and refuse to load against another.
-inline constexpr int kFeatureVersion = 1;
+//! 2: the prefetch distance, parallel loops, where the long loops sit and the footprint curve,
+//! so that every knob of ir/knobs.hpp reaches the features.
+inline constexpr int kFeatureVersion = 2;
 
 //! Names of the features, one line of documentation each, in vector order.
 const std::vector<std::pair<std::string, std::string>>& feature_docs();

@@ -4,12 +4,35 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "ir/knobs.hpp"
 #include "support/error.hpp"
 #include "support/hash.hpp"
 
 namespace tiletune::ir {
 
 using nlohmann::json;
+
+namespace {
+
+const Knob* stage_int_knob(const std::string& name) {
+  for (const Knob* k : stage_int_knobs())
+    if (name == k->name) return k;
+  return nullptr;
+}
+
+}  // namespace
+
+void StageSchedule::reset() {
+  std::string name = std::move(stage);
+  *this = StageSchedule();
+  stage = std::move(name);
+}
+
+bool StageSchedule::has_loop_knobs() const {
+  for (const Knob* k : stage_int_knobs())
+    if (this->*(k->field) != k->default_value) return true;
+  return !tile.empty() || !order.empty() || !vectorize.empty() || fuse_epilogue || !pack.empty();
+}
 
 std::string Schedule::to_json() const {
   json j;
@@ -27,9 +50,8 @@ std::string Schedule::to_json() const {
       st["tile"] = tile;
       st["order"] = s.order;
       st["vectorize"] = s.vectorize.empty() ? json(nullptr) : json(s.vectorize);
-      st["unroll"] = s.unroll;
-      if (s.prefetch > 0) st["prefetch"] = s.prefetch;  // absent when 0: older configs keep their keys
-      st["parallel"] = s.parallel;
+      for (const Knob* k : stage_int_knobs())
+        if (!k->omit_default || s.*(k->field) != k->default_value) st[k->name] = s.*(k->field);
       st["fuse_epilogue"] = s.fuse_epilogue;
       if (!s.pack.empty()) st["pack"] = s.pack;
     }
@@ -58,9 +80,7 @@ Schedule Schedule::from_json(const std::string& text) {
           for (auto& [axis, sizes] : v.items()) ss.tile[axis] = sizes.get<std::vector<std::int64_t>>();
         } else if (k == "order") ss.order = v.get<std::vector<std::string>>();
         else if (k == "vectorize") ss.vectorize = v.is_null() ? "" : v.get<std::string>();
-        else if (k == "unroll") ss.unroll = v.get<int>();
-        else if (k == "prefetch") ss.prefetch = v.get<int>();
-        else if (k == "parallel") ss.parallel = v.get<int>();
+        else if (const Knob* knob = stage_int_knob(k)) ss.*(knob->field) = v.get<int>();
         else if (k == "inline") ss.inline_stage = v.get<bool>();
         else if (k == "fuse_epilogue") ss.fuse_epilogue = v.get<bool>();
         else if (k == "pack") ss.pack = v.get<std::vector<std::string>>();

@@ -9,7 +9,7 @@
 
 namespace tiletune::ir {
 
-//! How one stage is computed. Loop structure of a stage with `tile[a] = {s1, ..., sL}`:
+//! How one stage is computed (each knob is declared, with its range and choices, in ir/knobs.hpp). Loop structure of a stage with `tile[a] = {s1, ..., sL}`:
 //! axis `a` gets loops a.0 (step s1 over the whole extent), a.1 (step s2 inside s1), ...,
 //! a.L (unit steps inside sL). The loops a.0 .. a.(L-1) of all axes nest in `order`; inside
 //! them sits the micro-kernel: the innermost loop a.L of each reduction axis, around a
@@ -25,6 +25,12 @@ struct StageSchedule {
   bool inline_stage = false;       //!< elementwise temp stage: substitute into its consumers
   bool fuse_epilogue = false;      //!< reduction stage: apply the next elementwise stage at its store
   std::vector<std::string> pack;   //!< inputs copied into register-tile panels first (see ir::Pack)
+
+  //! Clears every knob, keeping the stage's name.
+  void reset();
+  //! Whether any knob of its own loops is set (all but `inline_stage`): an inlined stage or a
+  //! fused epilogue has none.
+  bool has_loop_knobs() const;
 };
 
 //! A config: one StageSchedule per stage of the workload, in stage order.

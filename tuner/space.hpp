@@ -31,7 +31,7 @@ class Space {
   //! of the input read along the SIMD axis; a reduction block whose panel fits L1; parallel
   //! outer loops), for ops whose first stage is such a reduction; measured first, so that a
   //! short search starts from a good kernel. Ops of several row-wise stages get row_seeds().
-  //! Empty where no recipe applies.
+  //! Empty where no recipe applies. The recipes are in tuner/seeds.cpp.
   std::vector<ir::Schedule> seeds() const;
   //! seeds() of row-wise ops of several stages (softmax, layernorm): one pass over row blocks.
   std::vector<ir::Schedule> row_seeds() const;
@@ -58,8 +58,9 @@ class Space {
   //! with probability 1/2 where packing is valid.
   void sample_packs(ir::Schedule& s, int stage, Rng& rng) const;
   std::vector<std::string> inputs_of(int stage) const;
-  //! Puts all stages in one loop over row blocks (ir::Schedule::fuse_rows) where valid.
-  void sample_fuse_rows(ir::Schedule& s, Rng& rng) const;
+  //! Puts all stages in one loop over row blocks (ir::Schedule::fuse_rows) of `multiple` times
+  //! their row tiles, where valid.
+  void sample_fuse_rows(ir::Schedule& s, std::int64_t multiple) const;
   bool absorbed(const ir::Schedule& s, int stage) const;
 };
 

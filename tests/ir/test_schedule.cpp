@@ -113,7 +113,7 @@ TEST_CASE("schedule: invalid configs are rejected by the checker, each with its 
   rows.fuse_rows = 24;
   CHECK(ir::check_schedule(w, rows, kAvx512).find("parallel 0") != std::string::npos);
   rows.fuse_rows = -1;
-  CHECK(ir::check_schedule(w, rows, kAvx512).find("positive") != std::string::npos);
+  CHECK(ir::check_schedule(w, rows, kAvx512).find("fuse_rows must be in [0, ...]") != std::string::npos);
   ir::Schedule wrong_stage = tiled_matmul();
   wrong_stage.stages[0].stage = "D";
   CHECK(ir::check_schedule(w, wrong_stage, kAvx512).find("expected 'C'") != std::string::npos);

@@ -1,0 +1,232 @@
+#include <algorithm>
+#include <set>
+
+#include "ir/knobs.hpp"
+#include "ir/loop_nest.hpp"
+#include "ir/schedule_plan.hpp"
+
+namespace tiletune::ir {
+
+namespace {
+
+bool uses_select_or_compare(const Expr& e) {
+  if (e.kind >= Expr::Kind::Lt || (e.kind == Expr::Kind::Call && e.name == "select")) return true;
+  for (auto& a : e.args)
+    if (uses_select_or_compare(a)) return true;
+  return false;
+}
+
+//! The limits a work-group device puts on a stage's schedule.
+std::string check_groups(const Workload& w, const Schedule& s, const TargetTraits& t, int i) {
+  const Stage& st = w.stages[i];
+  const StageSchedule& ss = s.stages[i];
+  std::int64_t items = 1;
+  for (auto& a : st.axes) {
+    const auto& sizes = ss.tile.at(a.name);
+    if (a.reduce) continue;
+    if (sizes.size() > 2)
+      return "on a work-group device a spatial axis has at most 2 tile levels (work-group, work-item), not " +
+             std::to_string(sizes.size()) + " for '" + a.name + "'";
+    items *= group_span(st, ss, a.name) / sizes.back();
+  }
+  if (items > t.max_group_size)
+    return "work-groups of " + std::to_string(items) + " items exceed the device's " + std::to_string(t.max_group_size);
+  if (ss.parallel != 0) return "on a work-group device every spatial tile runs in parallel: parallel must be 0";
+  if (!ss.vectorize.empty()) {
+    // Vectors along the innermost left-hand axis only, whole vectors only: a point past the
+    // end is computed on the last whole vector and not stored.
+    for (auto& a : st.axes)
+      if (a.name == ss.vectorize && (a.reduce || a.extent % t.vector_lanes != 0))
+        return "on a work-group device only a left-hand axis whose extent is a multiple of " +
+               std::to_string(t.vector_lanes) + " lanes is vectorized";
+    Expr body = effective_body(w, s, st.rhs);
+    if (uses_select_or_compare(body) ||
+        (ss.fuse_epilogue && uses_select_or_compare(effective_body(w, s, w.stages[i + 1].rhs))))
+      return "on a work-group device a body with comparisons or select is not vectorized";
+  }
+  std::int64_t local = 0;
+  std::set<std::string> staged;
+  for (auto& tensor : ss.pack) {
+    if (!staged.insert(tensor).second) return "'" + tensor + "' is staged twice";
+    Pack p;
+    std::string why = plan_local(w, s, i, tensor, p);
+    if (!why.empty()) return why;
+    local += p.elements() * 4;
+  }
+  if (local > t.local_bytes)
+    return "staged inputs need " + std::to_string(local) + " bytes of local memory; the device has " +
+           std::to_string(t.local_bytes);
+  return "";
+}
+
+std::string check_stage(const Workload& w, const Schedule& s, const TargetTraits& t, int i) {
+  const Stage& st = w.stages[i];
+  const StageSchedule& ss = s.stages[i];
+  bool no_knobs = !ss.has_loop_knobs();
+  if (ss.inline_stage) {
+    if (!can_inline(w, i)) return "only an elementwise stage writing a temporary can be inlined";
+    if (!no_knobs) return "an inlined stage takes no other knobs";
+    return "";
+  }
+  if (i > 0 && s.stages[i - 1].fuse_epilogue) {
+    if (!no_knobs) return "a stage fused as an epilogue takes no knobs of its own";
+    return "";
+  }
+  std::set<std::string> axes;
+  for (auto& a : st.axes) {
+    axes.insert(a.name);
+    auto it = ss.tile.find(a.name);
+    if (it == ss.tile.end() || it->second.empty()) return "axis '" + a.name + "' has no tile sizes";
+    const auto& sizes = it->second;
+    if (static_cast<std::int64_t>(sizes.size()) > knobs::tile_levels.max)
+      return "axis '" + a.name + "' has more than " + std::to_string(knobs::tile_levels.max) + " tile levels";
+    for (size_t l = 0; l < sizes.size(); ++l) {
+      if (sizes[l] < 1) return "tile sizes of '" + a.name + "' must be at least 1";
+      if (sizes[l] > std::max(2 * a.extent, a.extent + 64))
+        return "tile size " + std::to_string(sizes[l]) + " of '" + a.name + "' is far beyond its extent " +
+               std::to_string(a.extent);
+      if (l > 0 && sizes[l - 1] % sizes[l] != 0)
+        return "tile sizes of '" + a.name + "' must each divide the one before";
+    }
+  }
+  for (auto& [name, sizes] : ss.tile)
+    if (!axes.count(name)) return "tile names unknown axis '" + name + "'";
+  // order: every non-innermost loop exactly once, levels of one axis outermost first
+  std::map<std::string, int> next_level;
+  size_t expected = 0;
+  for (auto& a : st.axes) expected += ss.tile.at(a.name).size();  // levels 0 .. L-1 of each axis
+  if (ss.order.size() != expected) return "order must list each of the " + std::to_string(expected) + " tile loops once";
+  for (auto& loop : ss.order) {
+    auto dot = loop.rfind('.');
+    if (dot == std::string::npos) return "order entry '" + loop + "' is not axis.level";
+    std::string axis = loop.substr(0, dot);
+    if (!axes.count(axis)) return "order names unknown axis '" + axis + "'";
+    if (next_level[axis] >= static_cast<int>(ss.tile.at(axis).size()))
+      return "order entry '" + loop + "' is beyond the " + std::to_string(ss.tile.at(axis).size()) + " tile level(s) of " + axis;
+    if (loop.substr(dot + 1) != std::to_string(next_level[axis]))
+      return "order must list " + axis + "." + std::to_string(next_level[axis]) + " before '" + loop + "'";
+    ++next_level[axis];
+  }
+  for (const Knob* k : stage_int_knobs()) {
+    std::string why = knob_range_problem(*k, ss.*(k->field));
+    if (!why.empty()) return why;
+  }
+  if (ss.parallel > static_cast<int>(ss.order.size())) return "parallel is out of range";
+  for (int p = 0; p < ss.parallel; ++p) {
+    std::string axis = ss.order[p].substr(0, ss.order[p].rfind('.'));
+    if (ss.order[p] != axis + ".0") return "only level-0 loops can run in parallel, not " + ss.order[p];
+    for (auto& a : st.axes)
+      if (a.name == axis && a.reduce) return "loop " + ss.order[p] + " reduces and cannot run in parallel";
+  }
+  if (ss.prefetch > 0 && (!st.is_reduction() || t.groups()))
+    return "prefetch is a knob of a CPU micro-kernel's reduction loop; this stage has none";
+
+  if (ss.fuse_epilogue) {
+    if (!can_fuse_epilogue(w, i)) return "stage cannot fuse the next stage as an epilogue";
+    if (s.stages[i + 1].inline_stage) return "a fused epilogue cannot also be inlined";
+  }
+  double points = 1;
+  for (auto& a : st.axes)
+    if (!a.reduce) points *= static_cast<double>(ss.tile.at(a.name).back());
+  bool vector_reduce = false;
+  if (!ss.vectorize.empty()) {
+    if (t.vector_lanes <= 1) return "the target has no SIMD lanes to vectorize with";
+    if (!axes.count(ss.vectorize)) return "vectorize names unknown axis '" + ss.vectorize + "'";
+    std::string last_lhs;
+    for (auto& a : st.axes) {
+      if (!a.reduce) last_lhs = a.name;
+      if (a.name == ss.vectorize) vector_reduce = a.reduce;
+    }
+    // A CPU vectorizes any spatial axis: inputs read strided along it are packed into
+    // panels along it, and the output's vectors are gathered and scattered once per
+    // reduction block (channels of NCHW conv, the N of C = A * B^T).
+    if (!vector_reduce && ss.vectorize != last_lhs && t.groups())
+      return "only the innermost left-hand axis or a reduction axis can be vectorized";
+    if (ss.tile.at(ss.vectorize).back() % t.vector_lanes != 0)
+      return "the innermost tile of '" + ss.vectorize + "' must be a multiple of " + std::to_string(t.vector_lanes) +
+             " lanes";
+    Expr body = effective_body(w, s, st.rhs);
+    for (auto& tensor : strided_reads(body, ss.vectorize)) {
+      if (vector_reduce || t.groups() || std::find(ss.pack.begin(), ss.pack.end(), tensor) == ss.pack.end())
+        return "'" + tensor + "' is read strided along '" + ss.vectorize + "'" +
+               (vector_reduce || t.groups() ? ", which cannot be vectorized" : ": vectorizing it needs '" + tensor + "' packed");
+      // With every index plain and the vector axis in one dimension, plan_pack runs the
+      // panels along the vector axis (the SIMD axis wins), so vector loads are contiguous.
+      std::string why = vector_panels_problem(body, tensor, ss.vectorize);
+      if (!why.empty()) return why + ": '" + ss.vectorize + "' cannot be vectorized";
+    }
+    if (ss.fuse_epilogue) {
+      if (vector_reduce) return "a vectorized reduction cannot fuse an epilogue";
+      if (!unit_stride_or_invariant(fused_epilogue_body(w, s, i), ss.vectorize))
+        return "the epilogue reads strided along '" + ss.vectorize + "'";
+    }
+    double vectors = vector_reduce ? points : points / t.vector_lanes;
+    if (vectors > t.vector_registers - 4)
+      return "register tile needs " + std::to_string(static_cast<long long>(vectors)) + " vector registers; the target has " +
+             std::to_string(t.vector_registers);
+  } else if (points > 64) {
+    return "scalar register tile of " + std::to_string(static_cast<long long>(points)) + " points is over 64";
+  }
+  if (t.groups()) return check_groups(w, s, t, i);
+  std::set<std::string> packed;
+  for (auto& tensor : ss.pack) {
+    if (!packed.insert(tensor).second) return "'" + tensor + "' is packed twice";
+    Pack p;
+    std::string why = plan_pack(w, s, i, tensor, p);
+    if (!why.empty()) return why;
+  }
+  return "";
+}
+
+//! Why the stages cannot share a loop over blocks of their first axis; "" if they can.
+std::string check_fuse_rows(const Workload& w, const Schedule& s) {
+  std::int64_t rows = -1;
+  for (size_t i = 0; i < w.stages.size(); ++i) {
+    const Stage& st = w.stages[i];
+    const StageSchedule& ss = s.stages[i];
+    if (ss.inline_stage || (i > 0 && s.stages[i - 1].fuse_epilogue)) continue;
+    if (st.axes.empty() || st.axes[0].reduce) return "stage " + st.name + " has no left-hand axis to share";
+    if (rows >= 0 && st.axes[0].extent != rows) return "the stages' first axes differ in extent";
+    rows = st.axes[0].extent;
+    if (s.fuse_rows % ss.tile.at(st.axes[0].name).front() != 0)
+      return "fuse_rows must be a multiple of each stage's outer tile of its first axis";
+    if (ss.parallel > 0) return "with fuse_rows the row loop is the parallel one: stages take parallel 0";
+    if (!ss.pack.empty()) return "packing is not supported with fuse_rows";
+    // Row r of a stage may read only row r of what earlier stages wrote.
+    std::vector<std::pair<const Stage*, Expr>> bodies{{&st, effective_body(w, s, st.rhs)}};
+    if (ss.fuse_epilogue) bodies.push_back({&w.stages[i + 1], effective_body(w, s, w.stages[i + 1].rhs)});
+    for (auto& [reader, body] : bodies) {
+      std::vector<const Expr*> acc;
+      collect_accesses(body, acc);
+      for (const Expr* a : acc) {
+        int b = w.buffer_index(a->name);
+        if (w.buffers[b].role == Buffer::Role::Input) continue;
+        if (a->indices[0].plain_var() != reader->axes[0].name)
+          return "stage " + reader->name + " reads '" + a->name + "' across rows";
+      }
+    }
+  }
+  return "";
+}
+
+
+}  // namespace
+
+std::string check_schedule(const Workload& w, const Schedule& s, const TargetTraits& t) {
+  if (s.version != 1) return "config version must be 1";
+  if (s.stages.size() != w.stages.size())
+    return "config has " + std::to_string(s.stages.size()) + " stages; the op has " + std::to_string(w.stages.size());
+  for (size_t i = 0; i < w.stages.size(); ++i) {
+    if (s.stages[i].stage != w.stages[i].name)
+      return "config stage " + std::to_string(i) + " is '" + s.stages[i].stage + "'; expected '" + w.stages[i].name + "'";
+    std::string why = check_stage(w, s, t, static_cast<int>(i));
+    if (!why.empty()) return "stage " + w.stages[i].name + ": " + why;
+  }
+  std::string why = knob_range_problem(knobs::fuse_rows, s.fuse_rows);
+  if (!why.empty()) return why;
+  if (s.fuse_rows > 0 && t.groups()) return "fuse_rows is not supported on a work-group device";
+  if (s.fuse_rows > 0) return check_fuse_rows(w, s);
+  return "";
+}
+
+}  // namespace tiletune::ir
