@@ -1,16 +1,35 @@
 // tests/helpers.hpp — shared by the test files
 #pragma once
+#include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <string>
 
+#include "codegen/backend.hpp"
 #include "ir/parse.hpp"
 #include "ir/workload.hpp"
 #include "ops/library.hpp"
 #include "support/error.hpp"
+#include "support/subprocess.hpp"
 
 namespace tiletune::test {
+
+//! Set by TT_SKIP; the listener in tests/main.cpp clears it when a test case starts and counts
+//! the test case as skipped when it ends with it set.
+inline bool g_skip_current = false;
+
+//! Ends the test case as skipped, for a machine that lacks what it needs (a device, a compiler,
+//! an instruction set); `why` is streamed like MESSAGE's argument. Checks made before it still
+//! count. A test file whose test cases all skip exits 77, which ctest reports as skipped.
+#define TT_SKIP(why)                         \
+  do {                                       \
+    ::tiletune::test::g_skip_current = true; \
+    MESSAGE("[skipped] " << why);            \
+    return;                                  \
+  } while (false)
 
 //! A fresh folder removed at scope exit.
 struct TempDir {
@@ -35,16 +54,56 @@ inline ir::Workload library_workload(const std::string& op, const std::string& s
   return ir::bind(ir::parse_op(ops::op_text(op)), ir::parse_sizes(sizes));
 }
 
-//! The message of the tiletune::Error that `f` throws, or "" if it throws none.
+//! The message of the tiletune::Error that `f` throws, or nullopt if it throws none: for the
+//! few checks where either is right. `*kind` is the error's kind, or ErrorKind::Internal (which
+//! no check expects) when nothing is thrown, so that its initial value never passes a check.
 template <typename F>
-std::string error_of(F&& f, ErrorKind* kind = nullptr) {
+std::optional<std::string> try_error_of(F&& f, ErrorKind* kind = nullptr) {
+  if (kind) *kind = ErrorKind::Internal;
   try {
     f();
   } catch (const Error& e) {
     if (kind) *kind = e.kind();
-    return e.what();
+    return std::string(e.what());
   }
-  return "";
+  return std::nullopt;
+}
+
+//! The message of the tiletune::Error that `f` must throw. If it throws none the test fails and
+//! the answer is "<nothing thrown>", which no expected message contains; `*kind` as above.
+template <typename F>
+std::string error_of(F&& f, ErrorKind* kind = nullptr) {
+  if (auto message = try_error_of(f, kind)) return *message;
+  FAIL_CHECK("expected a tiletune::Error, nothing was thrown");
+  return "<nothing thrown>";
+}
+
+//! Whether nvcc is installed where the CUDA backend looks for it.
+inline bool have_nvcc() {
+  return std::filesystem::exists("/usr/local/cuda/bin/nvcc") || run_process({"nvcc", "--version"}, 30).ok();
+}
+
+//! Whether this machine has an NVIDIA GPU, asked of the driver's files and not of the CUDA
+//! backend, whose answer is what the tests check. CUDA_VISIBLE_DEVICES set empty (or to a
+//! negative index) hides the GPUs from the driver, and so from this answer.
+inline bool have_cuda_device() {
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (visible && (!*visible || *visible == '-')) return false;
+  std::error_code ec;
+  if (!std::filesystem::exists("/dev/nvidiactl", ec)) return false;
+  std::filesystem::directory_iterator gpus("/proc/driver/nvidia/gpus", ec);
+  return !ec && gpus != std::filesystem::directory_iterator();
+}
+
+//! Why this machine has no OpenCL platform (no ICD installed), or nullopt where it has one. Only
+//! that skips a test: any other failure to open a device is the backend's, and fails it.
+inline std::optional<std::string> no_opencl_platform() {
+  static const std::optional<std::string> why = []() -> std::optional<std::string> {
+    auto message = try_error_of([] { codegen::make_backend("opencl")->target(); });
+    if (message && message->rfind("no OpenCL platform", 0) == 0) return message;
+    return std::nullopt;
+  }();
+  return why;
 }
 
 }  // namespace tiletune::test

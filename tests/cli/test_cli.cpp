@@ -34,12 +34,13 @@ TEST_CASE("cli: tune, rerun, best and show on a library op") {
   CHECK(has(tune, "matmul  K=32,M=48,N=64"));
   CHECK(has(tune, "6/6"));
   auto again = with({"tune", "matmul", "--trials", "6"});
-  CHECK(again.exit_code == 0);
+  CHECK_MESSAGE(again.exit_code == 0, again.output);
   CHECK(has(again, "  6    0  "));  // 6 records, 0 new
   auto best = with({"best", "matmul", "--top", "3"});
   CHECK(best.exit_code == 0);
   CHECK(has(best, "median ms"));
   auto best_json = with({"best", "matmul", "--json"});
+  CHECK(best_json.exit_code == 0);
   CHECK(has(best_json, "\"workload_key\""));
   auto show = with({"show", "matmul"});
   CHECK(show.exit_code == 0);
@@ -55,6 +56,7 @@ TEST_CASE("cli: ops lists the library and --help the exit codes") {
   CHECK(help.exit_code == 0);
   CHECK(has(help, "Exit codes"));
   auto tune_help = tiletune_cmd({"tune", "--help"});
+  CHECK(tune_help.exit_code == 0);
   CHECK(has(tune_help, "--trials"));
 }
 
@@ -150,6 +152,7 @@ TEST_CASE("cli: model eval and train on a database; model-guided tuning uses the
   CHECK(has(eval, "held-out sizes  xgb         3"));  // one fold per matmul size
   CHECK(has(eval, "held-out ops    random"));
   auto json = with({"model", "eval", "--kind", "nn", "--json"});
+  CHECK_MESSAGE(json.exit_code == 0, json.output);
   CHECK(has(json, "\"model\":\"nn\""));
   auto train = with({"model", "train"});
   CHECK_MESSAGE(train.exit_code == 0, train.output);

@@ -17,7 +17,9 @@ inline void all_correct(const codegen::Backend& be, const ir::Workload& w, const
   o.min_seconds = 0;
   o.min_repeats = 1;
   measure::Measurer m(be, w, o);
-  for (auto& r : m.measure(batch)) {
+  auto results = m.measure(batch);
+  REQUIRE(results.size() == batch.size());
+  for (auto& r : results) {
     CAPTURE(r.config_json);
     CHECK_MESSAGE(r.ok(), r.error_class << ": " << r.error_message);
   }
@@ -26,6 +28,7 @@ inline void all_correct(const codegen::Backend& be, const ir::Workload& w, const
 //! Measures `count` random schedules of a library op; every one must be correct.
 inline void random_schedules_are_correct(const std::string& op, const std::string& sizes, int count, std::uint64_t seed,
                                          const std::string& backend = "cpu") {
+  REQUIRE(count > 0);
   CAPTURE(op);
   CAPTURE(sizes);
   CAPTURE(backend);

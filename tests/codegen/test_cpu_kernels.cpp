@@ -148,12 +148,16 @@ TEST_CASE("cpu kernels: naive softmax, layernorm, gelu and matmul_bias_relu comp
 
 TEST_CASE("cpu kernels: a hand-written tiled, vectorized, parallel schedule with tails matches the naive one") {
   auto be = cpu();
+  int lanes = be->target().traits.vector_lanes;
+  if (lanes < 2) TT_SKIP("the CPU has no SIMD lanes to vectorize with");
   TempDir dir;
   auto w = library_workload("matmul", "M=37,N=53,K=29");
+  // Rows of the register tile are two vectors along n, the level above four (32 and 64 on AVX-512).
   auto s = ir::Schedule::from_json(
       R"({"version":1,"stages":[{"stage":"C","tile":{"m":[12,6],"n":[64,32],"k":[16,8]},)"
       R"("order":["m.0","n.0","k.0","m.1","k.1","n.1"],"vectorize":"n","unroll":4,"parallel":2}]})");
-  if (be->target().traits.vector_lanes != 16) s.stages[0].vectorize.clear(), s.stages[0].tile["n"] = {8, 4};
+  s.stages[0].tile["n"] = {4 * lanes, 2 * lanes};
+  REQUIRE(ir::check_schedule(w, s, be->target().traits) == "");
   Tensors fast = run_in_process(*be, w, s, dir);
   Tensors ref = run_in_process(*be, w, ir::naive_schedule(w), dir);
   std::vector<double> want(ref[2].begin(), ref[2].end());
@@ -162,20 +166,24 @@ TEST_CASE("cpu kernels: a hand-written tiled, vectorized, parallel schedule with
   // which a prefetch may; the results stay the same.
   s.stages[0].prefetch = 3;
   std::string src = be->emit(w, ir::lower(w, s, be->target().traits), s.to_json());
-  if (!s.stages[0].vectorize.empty()) CHECK(src.find("__builtin_prefetch(&B[k2 * 53 + n1 + 159]);") != std::string::npos);
+  CHECK(src.find("__builtin_prefetch(&B[k2 * 53 + n1 + 159]);") != std::string::npos);
   check_close(run_in_process(*be, w, s, dir)[2], want, 1e-4);
 }
 
 TEST_CASE("cpu kernels: packed inputs with tails match the naive schedule") {
   auto be = cpu();
-  if (be->target().traits.vector_lanes != 16) return;  // the schedule below assumes AVX-512
+  int lanes = be->target().traits.vector_lanes;
+  if (lanes < 2) TT_SKIP("the CPU has no SIMD lanes to vectorize with");
   TempDir dir;
   auto w = library_workload("matmul", "M=37,N=53,K=29");
+  // Rows of the register tile are two vectors along n (32 on AVX-512), and so are the panels of B.
   auto s = ir::Schedule::from_json(
       R"({"version":1,"stages":[{"stage":"C","tile":{"m":[12,6],"n":[64,32],"k":[16]},"pack":["A","B"],)"
       R"("order":["n.0","m.0","k.0","m.1","n.1"],"vectorize":"n","unroll":2,"parallel":1}]})");
+  s.stages[0].tile["n"] = {4 * lanes, 2 * lanes};
+  REQUIRE(ir::check_schedule(w, s, be->target().traits) == "");
   std::string src = be->emit(w, ir::lower(w, s, be->target().traits), s.to_json());
-  CHECK(src.find("// pack B into panels of 32 along n") != std::string::npos);
+  CHECK(src.find("// pack B into panels of " + std::to_string(2 * lanes) + " along n") != std::string::npos);
   CHECK(src.find("// pack A into panels of 6 along m") != std::string::npos);
   Tensors fast = run_in_process(*be, w, s, dir);
   Tensors ref = run_in_process(*be, w, ir::naive_schedule(w), dir);
@@ -185,12 +193,14 @@ TEST_CASE("cpu kernels: packed inputs with tails match the naive schedule") {
 TEST_CASE("cpu kernels: an axis the output and an input are strided along is vectorized with that input packed") {
   auto be = cpu();
   const auto& traits = be->target().traits;
-  if (traits.vector_lanes != 16) return;  // the tiles below assume AVX-512
+  int lanes = traits.vector_lanes;
+  if (lanes < 2) TT_SKIP("the CPU has no SIMD lanes to vectorize with");
+  std::string panel = std::to_string(2 * lanes);  // two vectors: 32 floats on AVX-512
   TempDir dir;
   // conv2d along output channels k: F is packed into panels along k, I broadcast, O's
   // vectors gathered and scattered (and gathered again for the second block of c). K=40
-  // is a whole panel and a cut one, W=13 and K=19 leave cut rows and panels; C=1 and a 1x1
-  // output are the degenerate sizes.
+  // is more than a panel (a whole one and a cut one on AVX-512), W=13 and K=19 leave cut rows
+  // and panels; C=1 and a 1x1 output are the degenerate sizes.
   for (std::string sizes : {"N=1,C=3,H=7,W=8,K=40,R=3,S=2", "N=2,C=3,H=7,W=13,K=19,R=3,S=2",
                             "N=1,C=1,H=3,W=3,K=17,R=3,S=3", "N=1,C=5,H=1,W=1,K=32,R=1,S=1"}) {
     CAPTURE(sizes);
@@ -198,10 +208,11 @@ TEST_CASE("cpu kernels: an axis the output and an input are strided along is vec
     auto s = ir::Schedule::from_json(
         R"({"version":1,"stages":[{"stage":"O","tile":{"n":[1],"k":[32],"y":[2],"x":[6,3],"c":[2],"r":[3],"s":[1]},)"
         R"("order":["k.0","n.0","y.0","x.0","c.0","r.0","s.0","x.1"],"vectorize":"k","pack":["F"],"unroll":2,"parallel":2}]})");
+    s.stages[0].tile["k"] = {2 * lanes};
     std::string why = ir::check_schedule(w, s, traits);
     REQUIRE_MESSAGE(why == "", why);
     std::string src = be->emit(w, ir::lower(w, s, traits), s.to_json());
-    CHECK(src.find("// pack F into panels of 32 along k") != std::string::npos);
+    CHECK(src.find("// pack F into panels of " + panel + " along k") != std::string::npos);
     if (sizes.find("H=7") != std::string::npos) {  // the others' O is 1x1 per channel: contiguous along k
       CHECK(src.find("tt_store_s(&O") != std::string::npos);
       CHECK(src.find(" : tt_load_s(&O") != std::string::npos);
@@ -216,6 +227,7 @@ TEST_CASE("cpu kernels: an axis the output and an input are strided along is vec
   auto s = ir::Schedule::from_json(
       R"({"version":1,"stages":[{"stage":"C","tile":{"m":[6,3],"n":[32],"k":[5]},"order":["n.0","m.0","k.0","m.1"],)"
       R"("vectorize":"n","unroll":0,"parallel":1}]})");
+  s.stages[0].tile["n"] = {2 * lanes};
   CHECK(ir::check_schedule(nt, s, traits) == "stage C: 'B' is read strided along 'n': vectorizing it needs 'B' packed");
   s.stages[0].pack = {"B"};
   REQUIRE(ir::check_schedule(nt, s, traits) == "");
@@ -228,11 +240,13 @@ TEST_CASE("cpu kernels: an axis the output and an input are strided along is vec
       R"({"version":1,"stages":[{"stage":"y","tile":{"i":[16]},"order":["i.0"],"vectorize":"i","pack":["A"],"unroll":0,"parallel":0}]})");
   CHECK(ir::check_schedule(diag, d, traits).find("'A' is read along 'i' in 2 dimensions") != std::string::npos);
   CHECK(tuner::Space(diag, traits).seeds().empty());
-  // Work-group devices keep vectors on the contiguous axis.
+  // Work-group devices keep vectors on the contiguous axis: packing does not make up for B's stride.
   ir::TargetTraits gpu = traits;
   gpu.max_group_size = 256;
   gpu.local_bytes = 1 << 16;
-  CHECK(ir::check_schedule(nt, s, gpu) != "");
+  std::string refused = ir::check_schedule(nt, s, gpu);
+  CHECK_MESSAGE(refused.find("'B' is read strided along 'n', which cannot be vectorized") != std::string::npos,
+                refused);
 }
 
 TEST_CASE("cpu kernels: softmax fused into row blocks matches the naive schedule") {

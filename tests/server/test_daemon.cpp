@@ -212,8 +212,9 @@ TEST_CASE("daemon: a remote worker measures its target's jobs; a vanished worker
   CHECK(store->records({"", t.key, 0, 100}).size() == 8);
   // The ghost's late answer is refused: the lease is gone.
   ErrorKind kind{};
-  test::error_of([&] {
+  std::string why = test::error_of([&] {
     c.call("POST", "/v1/leases/" + task["lease_id"].get<std::string>(), {{"worker_id", ghost}, {"results", nlohmann::json::array()}});
   }, &kind);
-  CHECK(kind == ErrorKind::NotFound);
+  CHECK_MESSAGE(kind == ErrorKind::NotFound, why);
+  CHECK_MESSAGE(why.find("no open lease") != std::string::npos, why);
 }
