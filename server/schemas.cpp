@@ -1,6 +1,7 @@
 #include "server/schemas.hpp"
 
 #include <map>
+#include <mutex>
 
 #include "support/error.hpp"
 #include "support/json_schema.hpp"
@@ -16,9 +17,18 @@ const std::string& schema_file(const std::string& name) {
 }
 
 void validate_body(const std::string& definition, const nlohmann::json& body) {
+  // Each definition is compiled once, on first use; compiled schemas are shared by all threads.
   static const nlohmann::json api = nlohmann::json::parse(schema_file("api.schema.json"));
-  nlohmann::json schema = {{"$defs", api.at("$defs")}, {"$ref", "#/$defs/" + definition}};
-  auto errors = validate_json(schema, body);
+  static std::mutex mutex;
+  static std::map<std::string, std::shared_ptr<const JsonSchema>> compiled;
+  std::shared_ptr<const JsonSchema> schema;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto& slot = compiled[definition];
+    if (!slot) slot = std::make_shared<JsonSchema>(nlohmann::json{{"$defs", api.at("$defs")}, {"$ref", "#/$defs/" + definition}});
+    schema = slot;
+  }
+  auto errors = schema->validate(body);
   if (errors.empty()) return;
   std::string message = "request body does not match the " + definition + " schema: ";
   for (std::size_t i = 0; i < errors.size() && i < 5; ++i) message += (i ? "; " : "") + errors[i];
