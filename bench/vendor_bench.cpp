@@ -118,6 +118,7 @@ int main(int argc, char** argv) {
       to.strategy = strategy;
       to.seeds = !no_seeds;
       to.measure.cache_dir = cache;
+      to.models = store.get();  // a model saved in the bench database (tiletune model train) guides it
       int before = static_cast<int>(store->count_records(w.key, backend->target().key));
       // The naive kernel's outputs, computed once per workload and cached, are what every
       // candidate is checked against: timed apart from the candidates (minutes at 2048^3).

@@ -55,15 +55,11 @@ ir::Workload load_workload(const std::string& op, const std::string& op_name, co
 }
 
 
-tuner::TuneOptions tune_options(const CommonOptions& c, const TuneCommandOptions& t) {
-  tuner::TuneOptions o;
-  o.trials = t.trials;
-  o.batch_size = t.batch;
-  o.strategy = t.strategy;
-  o.seed = t.seed;
-  o.measure.timeout_s = t.timeout_s;
-  o.measure.min_seconds = t.min_seconds;
+//! The command line's tuning options with what the common options add.
+tuner::TuneOptions tune_options(const CommonOptions& c, const tuner::TuneOptions& t, db::ModelStore* models) {
+  tuner::TuneOptions o = t;
   o.measure.cache_dir = c.cache_dir;
+  o.models = models;
   return o;
 }
 
@@ -162,17 +158,14 @@ tuner::TuneSummary tune_one(const ir::Workload& w, const codegen::Backend& backe
 }  // namespace
 
 std::unique_ptr<codegen::Backend> backend_for(const CommonOptions& c) {
-  codegen::BackendOptions o;
-  o.threads = c.threads;
-  o.device = c.device;
-  return codegen::make_backend(c.backend, o);
+  return codegen::make_backend(c.backend, c.backend_options);
 }
 
-int run_tune(const CommonOptions& c, const TuneCommandOptions& t) {
+int run_tune(const CommonOptions& c, const tuner::TuneOptions& t) {
   ir::Workload w = load_workload(c.op, c.op_name, c.sizes);
   auto backend = backend_for(c);
   auto store = db::open_sqlite_store(c.db);
-  tuner::TuneSummary s = tune_one(w, *backend, *store, tune_options(c, t));
+  tuner::TuneSummary s = tune_one(w, *backend, *store, tune_options(c, t, store.get()));
   print_table(kTuneHeader, {tune_row(w, s)});
   if (!s.best) {
     std::cerr << "tiletune: no candidate of " << w.op.name << " passed the correctness check\n";
@@ -182,12 +175,12 @@ int run_tune(const CommonOptions& c, const TuneCommandOptions& t) {
   return kOk;
 }
 
-int run_suite(const CommonOptions& c, const TuneCommandOptions& t, const std::string& suite, bool trials_given) {
+int run_suite(const CommonOptions& c, const tuner::TuneOptions& t, const std::string& suite, bool trials_given) {
   std::string text = is_file(suite) ? read_text_file(suite) : ops::suite_text(suite);
   nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("cases") || !j["cases"].is_array())
     throw_error(ErrorKind::InvalidInput, "suite " + suite + ": expected a JSON object with a \"cases\" array");
-  TuneCommandOptions opts = t;
+  tuner::TuneOptions opts = t;
   if (!trials_given && j.contains("trials") && j["trials"].is_number_integer()) opts.trials = j["trials"].get<int>();
   std::vector<ir::Workload> workloads;
   for (auto& cs : j["cases"]) {
@@ -200,7 +193,7 @@ int run_suite(const CommonOptions& c, const TuneCommandOptions& t, const std::st
   std::vector<Row> rows;
   bool all_ok = true;
   for (auto& w : workloads) {
-    tuner::TuneSummary s = tune_one(w, *backend, *store, tune_options(c, opts));
+    tuner::TuneSummary s = tune_one(w, *backend, *store, tune_options(c, opts, store.get()));
     all_ok = all_ok && s.best.has_value();
     rows.push_back(tune_row(w, s));
   }
@@ -222,7 +215,8 @@ int run_best(const CommonOptions& c, int top, bool json) {
                  "with another toolchain\n";
   auto records = store->top_k(w.key, found->record.target_key, top);
   if (json) {
-    for (auto& r : records) std::cout << db::record_to_json(r) << "\n";
+    for (auto& r : records)
+      std::cout << db::record_to_json(r).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     return kOk;
   }
   std::vector<Row> rows;
@@ -255,13 +249,13 @@ int run_show(const CommonOptions& c, const std::string& config_json, bool naive)
   return kOk;
 }
 
-int run_measure(const CommonOptions& c, const TuneCommandOptions& t, const std::vector<std::string>& configs) {
+int run_measure(const CommonOptions& c, const tuner::TuneOptions& t, const std::vector<std::string>& configs) {
   ir::Workload w = load_workload(c.op, c.op_name, c.sizes);
   auto backend = backend_for(c);
   auto store = db::open_sqlite_store(c.db);
   std::vector<ir::Schedule> batch;
   for (auto& text : configs) batch.push_back(ir::Schedule::from_json(text));
-  auto records = tuner::measure_and_store(w, *backend, *store, batch, tune_options(c, t).measure);
+  auto records = tuner::measure_and_store(w, *backend, *store, batch, tune_options(c, t, nullptr).measure);
   std::vector<Row> rows;
   bool any_ok = false;
   for (auto& r : records) {

@@ -5,8 +5,11 @@
 #include <string>
 #include <vector>
 
-namespace tiletune::codegen {
-class Backend;
+#include "codegen/backend.hpp"
+#include "tuner/tune.hpp"
+
+namespace tiletune::server {
+struct ServiceOptions;
 }
 
 namespace tiletune::cli {
@@ -17,32 +20,21 @@ struct CommonOptions {
   std::string op_name;        //!< which op of a file holding several
   std::string sizes;          //!< "M=512,N=512,K=512"
   std::string db = "tiletune.db";
-  std::string backend = "cpu";
-  int threads = 0;
+  std::string backend = codegen::kDefaultBackend;
+  codegen::BackendOptions backend_options;  //!< threads and device of the backend
   std::string cache_dir;
-  std::string device;                //!< BackendOptions::device
   std::vector<std::string> plugins;  //!< backend plug-ins to load first
 };
 
 //! The backend the options name, on the device they name.
 std::unique_ptr<codegen::Backend> backend_for(const CommonOptions& c);
 
-struct TuneCommandOptions {
-  int trials = 64;
-  int batch = 16;
-  std::string strategy = "xgb";  // model-guided: reached the goal most often in tiletune-search-bench
-  std::uint64_t seed = 1;
-  double timeout_s = 10;
-  double min_seconds = 0.1;
-};
-
 struct ServeOptions {
   std::string listen = "127.0.0.1:8080";
   std::string token;       //!< bearer token for tuning and writing routes
   std::string token_file;  //!< or read from this file (first line)
   bool open_reads = false;
-  std::size_t max_body_mb = 32;
-  double lease_seconds = 120;  //!< a remote worker's batch goes to another worker after this
+  std::size_t max_body_mb = 0;  //!< 0: HttpOptions' default
 };
 struct WorkerOptions {
   std::string server;      //!< the daemon's URL
@@ -52,17 +44,15 @@ struct WorkerOptions {
   int max_batches = 0;     //!< stop after this many batches; 0: until SIGTERM
 };
 
-//! The measuring knobs of serve come from TuneCommandOptions (batch, timeout, min-time).
-
 // Each subcommand is a thin call into the modules; each returns an exit code and lets
 // tiletune::Error escape to main, which converts it.
-int run_tune(const CommonOptions& c, const TuneCommandOptions& t);
-int run_suite(const CommonOptions& c, const TuneCommandOptions& t, const std::string& suite, bool trials_given);
+int run_tune(const CommonOptions& c, const tuner::TuneOptions& t);
+int run_suite(const CommonOptions& c, const tuner::TuneOptions& t, const std::string& suite, bool trials_given);
 int run_best(const CommonOptions& c, int top, bool json);
 int run_show(const CommonOptions& c, const std::string& config_json, bool naive);
 int run_ops();
 //! Measures given configs (JSON, one per argument), stores the records and prints them.
-int run_measure(const CommonOptions& c, const TuneCommandOptions& t, const std::vector<std::string>& configs);
+int run_measure(const CommonOptions& c, const tuner::TuneOptions& t, const std::vector<std::string>& configs);
 
 //! Trains cost models of the given kinds on every record of the backend's target and stores them.
 int run_model_train(const CommonOptions& c, const std::vector<std::string>& kinds, std::uint64_t seed);
@@ -70,7 +60,9 @@ int run_model_train(const CommonOptions& c, const std::vector<std::string>& kind
 int run_model_eval(const CommonOptions& c, const std::vector<std::string>& kinds, std::uint64_t seed, bool json);
 
 //! The daemon (cli/serve.cpp): returns when SIGTERM or SIGINT has stopped it cleanly.
-int run_serve(const CommonOptions& c, const TuneCommandOptions& t, const ServeOptions& s);
+//! `service` holds the daemon's own options (lease times); its job defaults and backend come
+//! from `c` and `t`.
+int run_serve(const CommonOptions& c, const tuner::TuneOptions& t, const ServeOptions& s, server::ServiceOptions service);
 
 //! The first line of a token file, trimmed; Error if unreadable or empty.
 std::string read_token(const std::string& path);

@@ -5,6 +5,10 @@
 #include "cli/commands.hpp"
 #include "cli/exit_codes.hpp"
 #include "codegen/backend.hpp"
+#include "costmodel/model.hpp"
+#include "server/http.hpp"
+#include "server/service.hpp"
+#include "tuner/search.hpp"
 
 using namespace tiletune;
 
@@ -18,30 +22,34 @@ void add_common(CLI::App* cmd, cli::CommonOptions& c, bool with_op) {
   }
   cmd->add_option("--db", c.db, "SQLite database of measurements")->capture_default_str();
   cmd->add_option("--backend", c.backend, "backend to generate code for")->capture_default_str();
-  cmd->add_option("--threads", c.threads, "threads of generated kernels (0: all cores)")->capture_default_str();
+  cmd->add_option("--threads", c.backend_options.threads, "threads of generated kernels (0: all cores)")->capture_default_str();
   cmd->add_option("--cache", c.cache_dir, "folder for built kernels (default: ~/.cache/tiletune)");
-  cmd->add_option("--device", c.device,
+  cmd->add_option("--device", c.backend_options.device,
                   "which device of the backend: an OpenCL device name part, a CUDA device index, or a CUDA arch "
                   "like sm_80 to build without a GPU");
   cmd->add_option("--backend-plugin", c.plugins, "load a backend plug-in (.so, include/tiletune/backend_plugin.h); repeatable");
 }
 
 //! How candidates are measured: shared by the tuning commands and the daemon.
-void add_measuring(CLI::App* cmd, cli::TuneCommandOptions& t) {
-  cmd->add_option("--batch", t.batch, "candidates built and measured per round")->check(CLI::Range(1, 4096))->capture_default_str();
-  cmd->add_option("--timeout", t.timeout_s, "seconds one candidate may run before it counts as hung")
-      ->check(CLI::Range(0.1, 3600.0))
+void add_measuring(CLI::App* cmd, tuner::TuneOptions& t) {
+  cmd->add_option("--batch", t.batch_size, "candidates built and measured per round")
+      ->check(CLI::Range(1, tuner::kMaxBatch))
       ->capture_default_str();
-  cmd->add_option("--min-time", t.min_seconds, "seconds of repeats timed per candidate")
+  cmd->add_option("--timeout", t.measure.timeout_s, "seconds one candidate may run before it counts as hung")
+      ->check(CLI::Range(0.1, measure::kMaxTimeoutS))
+      ->capture_default_str();
+  cmd->add_option("--min-time", t.measure.min_seconds, "seconds of repeats timed per candidate")
       ->check(CLI::Range(0.0, 60.0))
       ->capture_default_str();
 }
 
-void add_tune(CLI::App* cmd, cli::TuneCommandOptions& t) {
+void add_tune(CLI::App* cmd, tuner::TuneOptions& t) {
   cmd->add_option("--trials,-n", t.trials, "measurements wanted per op, counting those in the database")
-      ->check(CLI::Range(1, 1000000))
+      ->check(CLI::Range(1, tuner::kMaxTrials))
       ->capture_default_str();
-  cmd->add_option("--strategy", t.strategy, "search strategy: random, evolutionary, or model-guided xgb or nn")->capture_default_str();
+  cmd->add_option("--strategy", t.strategy, "search strategy: random, evolutionary, or model-guided xgb or nn")
+      ->check(CLI::IsMember(tuner::search_names()))
+      ->capture_default_str();
   cmd->add_option("--seed", t.seed, "random seed of the search")->capture_default_str();
   add_measuring(cmd, t);
 }
@@ -53,7 +61,7 @@ int main(int argc, char** argv) {
   app.footer(cli::exit_code_help());
   app.require_subcommand(1);
   cli::CommonOptions common;
-  cli::TuneCommandOptions tune;
+  tuner::TuneOptions tune;
 
   auto* tune_cmd = app.add_subcommand("tune", "tune one op at given sizes and store every measurement");
   add_common(tune_cmd, common, true);
@@ -94,8 +102,10 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--token", serve.token, "bearer token that tuning and writing requests must carry");
   serve_cmd->add_option("--token-file", serve.token_file, "read the token from this file instead");
   serve_cmd->add_flag("--open-reads", serve.open_reads, "let GET routes through without a token");
+  serve.max_body_mb = server::HttpOptions().max_body_bytes >> 20;
   serve_cmd->add_option("--max-body-mb", serve.max_body_mb, "largest request body, MiB")->capture_default_str();
-  serve_cmd->add_option("--lease-seconds", serve.lease_seconds, "a remote worker's batch goes to another worker after this")
+  server::ServiceOptions service;
+  serve_cmd->add_option("--lease-seconds", service.lease_seconds, "a remote worker's batch goes to another worker after this")
       ->check(CLI::Range(0.5, 86400.0))
       ->capture_default_str();
   add_measuring(serve_cmd, tune);
@@ -111,7 +121,7 @@ int main(int argc, char** argv) {
   worker_cmd->add_option("--poll", worker.poll_s, "seconds between leases when there is no work")->capture_default_str();
   worker_cmd->add_option("--max-batches", worker.max_batches, "stop after this many batches (0: never)")->capture_default_str();
 
-  std::vector<std::string> kinds = {"xgb", "nn"};
+  std::vector<std::string> kinds = costmodel::model_kinds();
   std::uint64_t model_seed = 1;
   auto* model_cmd = app.add_subcommand("model", "train and evaluate the cost models on the database's records");
   model_cmd->require_subcommand(1);
@@ -119,7 +129,7 @@ int main(int argc, char** argv) {
   auto* eval_cmd = model_cmd->add_subcommand("eval", "print held-out ranking metrics (unseen sizes, unseen ops) against a random ranker");
   for (auto* cmd : {train_cmd, eval_cmd}) {
     add_common(cmd, common, false);
-    cmd->add_option("--kind", kinds, "model kinds: xgb, nn")->check(CLI::IsMember({"xgb", "nn"}))->capture_default_str();
+    cmd->add_option("--kind", kinds, "model kinds: xgb, nn")->check(CLI::IsMember(costmodel::model_kinds()))->capture_default_str();
     cmd->add_option("--seed", model_seed, "seed of training")->capture_default_str();
   }
   eval_cmd->add_flag("--json", json, "print the metrics as JSON lines");
@@ -141,7 +151,7 @@ int main(int argc, char** argv) {
     if (*best_cmd) return cli::run_best(common, top, json);
     if (*show_cmd) return cli::run_show(common, config, naive);
     if (*measure_cmd) return cli::run_measure(common, tune, configs);
-    if (*serve_cmd) return cli::run_serve(common, tune, serve);
+    if (*serve_cmd) return cli::run_serve(common, tune, serve, service);
     if (*worker_cmd) {
       if (!worker_token_file.empty()) worker.token = cli::read_token(worker_token_file);
       return cli::run_worker(common, worker);

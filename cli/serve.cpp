@@ -32,7 +32,7 @@ std::string read_token(const std::string& path) {
   return token;
 }
 
-int run_serve(const CommonOptions& c, const TuneCommandOptions& t, const ServeOptions& s) {
+int run_serve(const CommonOptions& c, const tuner::TuneOptions& t, const ServeOptions& s, server::ServiceOptions so) {
   auto colon = s.listen.rfind(':');
   if (colon == std::string::npos) throw_error(ErrorKind::InvalidInput, "--listen wants HOST:PORT, got '" + s.listen + "'");
   server::HttpOptions http;
@@ -44,20 +44,15 @@ int run_serve(const CommonOptions& c, const TuneCommandOptions& t, const ServeOp
   }
   http.token = !s.token_file.empty() ? read_token(s.token_file) : s.token;
   http.open_reads = s.open_reads;
-  http.max_body_bytes = s.max_body_mb << 20;
+  if (s.max_body_mb > 0) http.max_body_bytes = s.max_body_mb << 20;
   if (!loopback(http.host) && http.token.empty())
     throw_error(ErrorKind::InvalidInput, "listening on " + http.host + " beyond this machine needs a token (--token-file)");
 
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e level=%l %v");
-  server::ServiceOptions so;
   so.db_path = c.db;
-  so.cache_dir = c.cache_dir;
-  so.threads = c.threads;
-  so.device = c.device;
-  so.batch_size = t.batch;
-  so.lease_seconds = s.lease_seconds;
-  so.timeout_s = t.timeout_s;
-  so.min_seconds = t.min_seconds;
+  so.job_defaults = t;
+  so.job_defaults.measure.cache_dir = c.cache_dir;
+  so.backend = c.backend_options;
   server::Service service(so);
   server::HttpServer server(service, http);
   int port = server.bind();

@@ -34,8 +34,7 @@ int run_worker(const CommonOptions& c, const WorkerOptions& o) {
   db::TargetRow t = tuner::target_row(backend->target());
   nlohmann::json reg = daemon.call("POST", "/v1/workers",
                                    {{"name", o.name.empty() ? std::string(host) : o.name},
-                                    {"target", {{"key", t.key}, {"backend", t.backend}, {"family", t.family},
-                                                {"fingerprint_json", t.fingerprint_json}, {"traits_json", t.traits_json}}}});
+                                    {"target", db::target_to_json(t)}});
   std::string id = reg["worker_id"];
   std::cout << "tiletune: worker " << id << " measuring for " << o.server << " as target " << t.key << std::endl;
   int batches = 0;
@@ -45,16 +44,14 @@ int run_worker(const CommonOptions& c, const WorkerOptions& o) {
       std::this_thread::sleep_for(std::chrono::duration<double>(o.poll_s));
       continue;
     }
-    const nlohmann::json& wl = task.at("workload");
-    ir::Workload w = tuner::workload_from_row({wl.at("key"), wl.at("op_name"), wl.at("canonical_text"),
-                                               wl.at("sizes_json"), wl.value("op_text", "")});
+    ir::Workload w = tuner::workload_from_row(db::workload_from_json(task.at("workload")));
     std::vector<ir::Schedule> configs;
-    for (auto& cfg : task.at("configs")) configs.push_back(ir::Schedule::from_json(cfg.dump()));
-    measure::MeasureOptions mo = measure::MeasureOptions::from_json(task.at("measure").dump());
+    for (auto& cfg : task.at("configs")) configs.push_back(ir::Schedule::from_json_value(cfg));
+    measure::MeasureOptions mo = measure::MeasureOptions::from_json(task.at("measure"));
     mo.cache_dir = c.cache_dir;
     measure::Measurer measurer(*backend, w, mo);
     nlohmann::json results = nlohmann::json::array();
-    for (auto& r : measurer.measure(configs)) results.push_back(nlohmann::json::parse(measure::result_to_json(r)));
+    for (auto& r : measurer.measure(configs)) results.push_back(measure::result_to_json(r));
     try {
       daemon.call("POST", "/v1/leases/" + task.at("lease_id").get<std::string>(), {{"worker_id", id}, {"results", results}});
     } catch (const Error& e) {

@@ -51,7 +51,10 @@ json Client::call(const std::string& method, const std::string& path, const json
   std::lock_guard lock(impl_->mu);
   httplib::Result res = method == "GET"      ? impl_->http.Get(path.c_str())
                         : method == "DELETE" ? impl_->http.Delete(path.c_str())
-                                             : impl_->http.Post(path.c_str(), body.dump(), "application/json");
+                                             // a compiler's message in a result may not be UTF-8
+                                             : impl_->http.Post(path.c_str(), body.dump(-1, ' ', false,
+                                                                                        json::error_handler_t::replace),
+                                                                "application/json");
   if (!res) throw_error(ErrorKind::Io, "no answer from the daemon (" + httplib::to_string(res.error()) + ")");
   if (res->status == 204) return nullptr;  // nothing to say (a worker's lease when there is no work)
   json j = json::parse(res->body, nullptr, false);

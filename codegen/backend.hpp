@@ -66,6 +66,9 @@ class Backend {
   virtual std::unique_ptr<Kernel> load(const std::string& artifact_path, const KernelShape& shape) const = 0;
 };
 
+//! The backend used when none is named (CLI, REST requests).
+inline constexpr const char* kDefaultBackend = "cpu";
+
 struct BackendOptions {
   int threads = 0;           //!< 0: all cores
   std::string compiler;      //!< "" : the backend's default

@@ -20,7 +20,9 @@ double Record::median_s() const {
 
 namespace {
 
-[[noreturn]] void bad(const std::string& what) { throw_error(ErrorKind::InvalidInput, "record: " + what); }
+[[noreturn]] void bad(const std::string& what, const std::string& of = "record") {
+  throw_error(ErrorKind::InvalidInput, of + ": " + what);
+}
 
 // The stored config and measure params are JSON text; the export embeds them as objects.
 json embed(const std::string& text, const char* field) {
@@ -32,10 +34,10 @@ json embed(const std::string& text, const char* field) {
 
 // The member `name` of `obj`, which must pass `ok`; `path` prefixes the name in messages.
 const json& member(const json& obj, const std::string& path, const char* name, bool (*ok)(const json&),
-                   const char* expected) {
+                   const char* expected, const std::string& of = "record") {
   auto it = obj.find(name);
-  if (it == obj.end()) bad("missing field \"" + path + name + "\"");
-  if (!ok(*it)) bad("field \"" + path + name + "\" must be " + expected + ", got " + it->type_name());
+  if (it == obj.end()) bad("missing field \"" + path + name + "\"", of);
+  if (!ok(*it)) bad("field \"" + path + name + "\" must be " + expected + ", got " + it->type_name(), of);
   return *it;
 }
 
@@ -46,8 +48,17 @@ bool is_array(const json& v) { return v.is_array(); }
 bool is_string_or_null(const json& v) { return v.is_string() || v.is_null(); }
 bool is_number_or_null(const json& v) { return v.is_number() || v.is_null(); }
 
-std::string string_member(const json& obj, const char* name) {
-  return member(obj, "", name, is_string, "a string").get<std::string>();
+std::string string_member(const json& obj, const char* name, const std::string& of = "record") {
+  return member(obj, "", name, is_string, "a string", of).get<std::string>();
+}
+
+//! An optional string member: "" when absent (rows written before the field existed).
+std::string optional_string(const json& obj, const char* name, const std::string& of) {
+  return obj.contains(name) ? string_member(obj, name, of) : "";
+}
+
+void require_object(const json& j, const std::string& of) {
+  if (!j.is_object()) bad(std::string("expected a JSON object, got ") + j.type_name(), of);
 }
 
 std::int64_t int_member(const json& obj, const char* name) {
@@ -56,7 +67,7 @@ std::int64_t int_member(const json& obj, const char* name) {
 
 }  // namespace
 
-std::string record_to_json(const Record& r) {
+json record_to_json(const Record& r) {
   json result = {
       {"times_s", r.times_s},
       {"median_s", r.ok() && !r.times_s.empty() ? json(r.median_s()) : json(nullptr)},
@@ -74,12 +85,16 @@ std::string record_to_json(const Record& r) {
       {"tool_version", r.tool_version},
       {"created_unix_ms", r.created_unix_ms},
   };
-  return j.dump();
+  return j;
 }
 
-Record record_from_json(const std::string& text) {
+Record record_from_text(const std::string& text) {
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) bad("not valid JSON");
+  return record_from_json(j);
+}
+
+Record record_from_json(const json& j) {
   if (!j.is_object()) bad(std::string("expected a JSON object, got ") + j.type_name());
 
   Record r;
@@ -107,6 +122,30 @@ Record record_from_json(const std::string& text) {
   member(res, "result.", "median_s", is_number_or_null, "a number or null");
   if (r.ok() && r.times_s.empty()) bad("a successful result needs at least one time in result.times_s");
   return r;
+}
+
+// Workload and target rows travel with their JSON-valued columns as strings, as stored.
+json workload_to_json(const WorkloadRow& w) {
+  return {{"key", w.key}, {"op_name", w.op_name}, {"canonical_text", w.canonical_text}, {"sizes_json", w.sizes_json},
+          {"op_text", w.op_text}};
+}
+
+WorkloadRow workload_from_json(const json& j) {
+  require_object(j, "workload");
+  return {string_member(j, "key", "workload"), string_member(j, "op_name", "workload"),
+          string_member(j, "canonical_text", "workload"), string_member(j, "sizes_json", "workload"),
+          optional_string(j, "op_text", "workload")};
+}
+
+json target_to_json(const TargetRow& t) {
+  return {{"key", t.key}, {"backend", t.backend}, {"family", t.family}, {"fingerprint_json", t.fingerprint_json},
+          {"traits_json", t.traits_json}};
+}
+
+TargetRow target_from_json(const json& j) {
+  require_object(j, "target");
+  return {string_member(j, "key", "target"), string_member(j, "backend", "target"), string_member(j, "family", "target"),
+          string_member(j, "fingerprint_json", "target"), optional_string(j, "traits_json", "target")};
 }
 
 }  // namespace tiletune::db

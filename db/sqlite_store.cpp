@@ -315,44 +315,22 @@ class SqliteStore final : public Store {
     return id;
   }
 
-  std::optional<Record> best(const std::string& workload_key, const std::string& target_key) override {
-    auto top = top_k(workload_key, target_key, 1);
-    if (top.empty()) return std::nullopt;
-    return std::move(top.front());
-  }
-
-  std::vector<Record> top_k(const std::string& workload_key, const std::string& target_key, int k) override {
-    // median_s is NULL exactly for failures, which must never rank; ties go to the older record.
-    return query("SELECT " + kRecordColumns + " FROM records WHERE workload_key = ? AND target_key = ? "
-                 "AND median_s IS NOT NULL ORDER BY median_s, id LIMIT ?",
-                 workload_key, target_key, k < 0 ? 0 : k);
-  }
-
-  std::vector<Record> history(const std::string& workload_key, const std::string& target_key) override {
-    return query("SELECT " + kRecordColumns + " FROM records WHERE workload_key = ? AND target_key = ? ORDER BY id",
-                 workload_key, target_key);
-  }
-
-  bool has_config(const std::string& workload_key, const std::string& target_key,
-                  const std::string& config_key) override {
-    std::lock_guard lock(mu_);
-    Statement st(db(), "SELECT 1 FROM records WHERE workload_key = ? AND target_key = ? AND config_key = ?");
-    return st.bind(workload_key, target_key, config_key).step();
-  }
-
-  std::int64_t count_records(const std::string& workload_key, const std::string& target_key) override {
-    std::lock_guard lock(mu_);
-    Statement st(db(), "SELECT COUNT(*) FROM records WHERE workload_key = ? AND target_key = ?");
-    st.bind(workload_key, target_key).step();
-    return st.integer(0);
-  }
-
   std::vector<Record> records(const RecordQuery& q) override {
-    // Empty filters match everything: "? = ''" short-circuits the comparison.
-    return query("SELECT " + kRecordColumns + " FROM records WHERE (? = '' OR workload_key = ?) AND "
-                 "(? = '' OR target_key = ?) AND id > ? AND (? = 0 OR median_s IS NOT NULL) ORDER BY id LIMIT ?",
-                 q.workload_key, q.workload_key, q.target_key, q.target_key, q.after_id, q.ok_only ? 1 : 0,
-                 q.limit < 0 ? 0 : q.limit);
+    // Empty filters match everything: "? = ''" short-circuits the comparison. median_s is NULL
+    // exactly for failures, which never rank.
+    return query("SELECT " + kRecordColumns + " FROM records WHERE " + kRecordFilter +
+                     (q.fastest_first ? " AND median_s IS NOT NULL ORDER BY median_s, id" : " ORDER BY id") + " LIMIT ?",
+                 q.workload_key, q.workload_key, q.target_key, q.target_key, q.config_key, q.config_key, q.after_id,
+                 q.ok_only ? 1 : 0, q.limit < 0 ? 0 : q.limit);
+  }
+
+  std::int64_t count(const RecordQuery& q) override {
+    std::lock_guard lock(mu_);
+    Statement st(db(), ("SELECT COUNT(*) FROM records WHERE " + kRecordFilter).c_str());
+    st.bind(q.workload_key, q.workload_key, q.target_key, q.target_key, q.config_key, q.config_key, std::int64_t(0),
+            q.ok_only || q.fastest_first ? 1 : 0)
+        .step();
+    return st.integer(0);
   }
 
   std::vector<WorkloadRow> workloads() override {
@@ -465,6 +443,9 @@ class SqliteStore final : public Store {
  private:
   sqlite3* db() const { return db_.get(); }
 
+  static inline const std::string kRecordFilter =
+      "(? = '' OR workload_key = ?) AND (? = '' OR target_key = ?) AND (? = '' OR config_key = ?) AND id > ? AND "
+      "(? = 0 OR median_s IS NOT NULL)";
   static inline const std::string kJobColumns =
       "id, request_key, request_json, workload_key, target_key, state, done, total, best_s, error, "
       "created_unix_ms, updated_unix_ms";

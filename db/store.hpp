@@ -2,9 +2,13 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "db/job_store.hpp"
+#include "db/model_store.hpp"
 
 namespace tiletune::db {
 
@@ -45,98 +49,78 @@ struct Record {
   double median_s() const;
 };
 
-//! Filters of Store::records; empty strings match everything. Pages go by id: pass the last
-//! id seen as after_id.
+//! Filters of RecordStore::records; empty strings match everything. Pages go by id: pass the
+//! last id seen as after_id.
 struct RecordQuery {
   std::string workload_key;
   std::string target_key;
   std::int64_t after_id = 0;
   int limit = 1000;
-  bool ok_only = false;  //!< successful records only
+  bool ok_only = false;        //!< successful records only
+  std::string config_key;
+  bool fastest_first = false;  //!< by median, ties to the older record (successful records only); else by id
 };
 
-//! A trained cost model of one kind for one target, with what it was trained on.
-struct ModelRow {
-  std::string kind;        //!< "xgb", "nn"
-  std::string target_key;
-  int feature_version = 0;
-  std::int64_t records = 0;  //!< training records
-  std::string metrics_json;  //!< held-out metrics at training time
-  std::string blob;          //!< costmodel::save_model's bytes
-  std::int64_t created_unix_ms = 0;
-};
-
-//! A tuning job of the daemon: persisted so that a restarted daemon resumes it.
-struct JobRow {
-  std::string id;
-  std::string request_key;   //!< identical active requests share one job
-  std::string request_json;  //!< the validated request
-  std::string workload_key;
-  std::string target_key;
-  std::string state;  //!< "queued" | "running" | "done" | "failed" | "cancelled"
-  std::int64_t done = 0, total = 0;
-  std::optional<double> best_s;
-  std::string error;
-  std::int64_t created_unix_ms = 0, updated_unix_ms = 0;
-};
-
-//! Where records live. One implementation today (SQLite); the server shares it across threads,
-//! so implementations must be safe to call from several threads and several processes.
-class Store {
+//! Where measurements live: the workloads and targets they name, and the records. The one
+//! interface every store implements (SQLite, in memory for tests); they must be safe to call
+//! from several threads, and a database-backed one from several processes.
+class RecordStore {
  public:
-  virtual ~Store() = default;
+  virtual ~RecordStore() = default;
 
   virtual void put_workload(const WorkloadRow& w) = 0;  //!< insert or ignore (keys are content hashes)
-  virtual void put_target(const TargetRow& t) = 0;      //!< insert or ignore
+  //! Insert or ignore; a stored target without traits (written before they existed) takes them.
+  virtual void put_target(const TargetRow& t) = 0;
   virtual std::optional<WorkloadRow> workload(const std::string& key) = 0;
   virtual std::optional<TargetRow> target(const std::string& key) = 0;
-  virtual std::vector<TargetRow> targets() = 0;
+  virtual std::vector<WorkloadRow> workloads() = 0;  //!< oldest first
+  virtual std::vector<TargetRow> targets() = 0;      //!< oldest first
 
   //! Appends a record and returns its id. A record with the same (workload, target, config_key)
-  //! already present is not doubled: the existing id is returned.
+  //! already present is not doubled: the existing id is returned. Error(Database) when its
+  //! workload or target is not stored.
   virtual std::int64_t add_record(const Record& r) = 0;
-
-  //! The fastest successful record, if any.
-  virtual std::optional<Record> best(const std::string& workload_key, const std::string& target_key) = 0;
-  //! Successful records, fastest first, at most k.
-  virtual std::vector<Record> top_k(const std::string& workload_key, const std::string& target_key, int k) = 0;
-  //! All records (failures too) in insertion order.
-  virtual std::vector<Record> history(const std::string& workload_key, const std::string& target_key) = 0;
-  virtual bool has_config(const std::string& workload_key, const std::string& target_key,
-                          const std::string& config_key) = 0;
-  virtual std::int64_t count_records(const std::string& workload_key, const std::string& target_key) = 0;
-  //! Records by id, filtered, at most query.limit.
+  //! Records matching the query, at most query.limit.
   virtual std::vector<Record> records(const RecordQuery& query) = 0;
-  virtual std::vector<WorkloadRow> workloads() = 0;
+  //! How many records match the query (its limit and after_id ignored).
+  virtual std::int64_t count(const RecordQuery& query) = 0;
 
-  //! Stores a model, replacing the one of the same kind and target.
-  virtual void put_model(const ModelRow& m) = 0;
-  virtual std::optional<ModelRow> model(const std::string& kind, const std::string& target_key) = 0;
-
-  //! Inserts a job, unless an active (queued or running) job has the same request_key: then
-  //! that job is returned and nothing is inserted. Atomic across processes.
-  virtual JobRow put_job(const JobRow& j) = 0;
-  //! Updates state, progress, best and error of a job (by id).
-  virtual void update_job(const JobRow& j) = 0;
-  //! Moves a job from one state to another only if it is in `from`; returns whether it did.
-  virtual bool set_job_state_if(const std::string& id, const std::string& from, const std::string& to) = 0;
-  virtual std::optional<JobRow> job(const std::string& id) = 0;
-  //! Jobs, newest first, optionally of one state.
-  virtual std::vector<JobRow> jobs(const std::string& state, int limit) = 0;
-  //! Changes whenever anything is committed to the database, by this store or any other
-  //! connection: answers cached under an equal stamp are still current.
+  //! Changes whenever anything is committed, by this store or any other connection: answers
+  //! cached under an equal stamp are still current.
   virtual std::int64_t change_stamp() = 0;
-  //! "ok", or what SQLite's integrity_check reports.
+  //! "ok", or what the store's own consistency check reports.
   virtual std::string integrity_check() = 0;
+
+  // Conveniences over records() and count().
+  //! The fastest successful record, if any.
+  std::optional<Record> best(const std::string& workload_key, const std::string& target_key);
+  //! Successful records, fastest first, at most k.
+  std::vector<Record> top_k(const std::string& workload_key, const std::string& target_key, int k);
+  //! All records (failures too) in insertion order.
+  std::vector<Record> history(const std::string& workload_key, const std::string& target_key);
+  bool has_config(const std::string& workload_key, const std::string& target_key, const std::string& config_key);
+  std::int64_t count_records(const std::string& workload_key, const std::string& target_key);
 };
+
+//! A database that holds all three: what the CLI and the daemon open.
+class Store : public RecordStore, public ModelStore, public JobStore {};
 
 //! Opens (creating if needed) an SQLite database file: WAL, busy timeout, migrations applied.
 //! Throws tiletune::Error(Database) if the file is not a tiletune database or is from a newer
 //! schema version.
 std::unique_ptr<Store> open_sqlite_store(const std::string& path);
 
-//! Record <-> JSON in the exported form described by schemas/record.schema.json.
-std::string record_to_json(const Record& r);
-Record record_from_json(const std::string& json);  //!< throws Error(InvalidInput) on bad input
+//! A record store in memory, for tests and tools that need no file (change_stamp counts writes).
+std::unique_ptr<RecordStore> make_memory_record_store();
+
+// The exported JSON forms (schemas/record.schema.json, schemas/api.schema.json WorkloadRow and
+// TargetRow); the *_from_json functions throw Error(InvalidInput) naming what is wrong.
+nlohmann::json record_to_json(const Record& r);
+Record record_from_json(const nlohmann::json& j);
+Record record_from_text(const std::string& text);  //!< parses, then record_from_json
+nlohmann::json workload_to_json(const WorkloadRow& w);
+WorkloadRow workload_from_json(const nlohmann::json& j);
+nlohmann::json target_to_json(const TargetRow& t);
+TargetRow target_from_json(const nlohmann::json& j);
 
 }  // namespace tiletune::db

@@ -34,7 +34,9 @@ bool StageSchedule::has_loop_knobs() const {
   return !tile.empty() || !order.empty() || !vectorize.empty() || fuse_epilogue || !pack.empty();
 }
 
-std::string Schedule::to_json() const {
+std::string Schedule::to_json() const { return to_json_value().dump(); }  // sorted keys: canonical
+
+json Schedule::to_json_value() const {
   json j;
   j["version"] = version;
   if (fuse_rows > 0) j["fuse_rows"] = fuse_rows;
@@ -57,13 +59,17 @@ std::string Schedule::to_json() const {
     }
     j["stages"].push_back(st);
   }
-  return j.dump();  // nlohmann sorts object keys: the text is canonical
+  return j;
 }
 
 Schedule Schedule::from_json(const std::string& text) {
-  auto bad = [](const std::string& why) { throw_error(ErrorKind::InvalidInput, "config: " + why); };
   json j = json::parse(text, nullptr, false);
-  if (j.is_discarded()) bad("not valid JSON");
+  if (j.is_discarded()) throw_error(ErrorKind::InvalidInput, "config: not valid JSON");
+  return from_json_value(j);
+}
+
+Schedule Schedule::from_json_value(const json& j) {
+  auto bad = [](const std::string& why) { throw_error(ErrorKind::InvalidInput, "config: " + why); };
   if (!j.is_object()) bad("expected a JSON object");
   Schedule s;
   try {

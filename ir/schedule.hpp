@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
@@ -43,8 +44,10 @@ struct Schedule {
   std::int64_t fuse_rows = 0;
 
   std::string to_json() const;  //!< canonical: sorted keys, no whitespace
+  nlohmann::json to_json_value() const;
   //! Throws Error(InvalidInput) if the text is not a config of this shape.
   static Schedule from_json(const std::string& text);
+  static Schedule from_json_value(const nlohmann::json& j);
   std::string key() const;  //!< hash of to_json()
 };
 

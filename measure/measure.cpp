@@ -23,42 +23,36 @@ namespace tiletune::measure {
 
 namespace fs = std::filesystem;
 
-std::string MeasureOptions::to_json() const {
-  return nlohmann::json{{"min_seconds", min_seconds}, {"max_seconds", max_seconds}, {"min_repeats", min_repeats},
-                        {"max_repeats", max_repeats},
-                        {"timeout_s", timeout_s},     {"seed", seed}}
-      .dump();
+nlohmann::json MeasureOptions::to_json() const {
+  nlohmann::json j{{"timeout_s", timeout_s}};
+  Timing::to_json(j);
+  return j;
 }
 
-MeasureOptions MeasureOptions::from_json(const std::string& text) {
+MeasureOptions MeasureOptions::from_json(const nlohmann::json& j) {
   MeasureOptions o;
   try {
-    auto j = nlohmann::json::parse(text);
-    o.min_seconds = j.value("min_seconds", o.min_seconds);
-    o.max_seconds = j.value("max_seconds", o.max_seconds);
-    o.min_repeats = j.value("min_repeats", o.min_repeats);
-    o.max_repeats = j.value("max_repeats", o.max_repeats);
+    o.read_json(j);
     o.timeout_s = j.value("timeout_s", o.timeout_s);
-    o.seed = j.value("seed", o.seed);
   } catch (const nlohmann::json::exception& e) {
     throw_error(ErrorKind::InvalidInput, std::string("measure options: ") + e.what());
   }
-  if (!(o.timeout_s > 0 && o.timeout_s <= 3600) || o.min_repeats < 1 || o.max_repeats < o.min_repeats)
-    throw_error(ErrorKind::InvalidInput, "measure options out of range: " + text);
+  if (!(o.timeout_s > 0 && o.timeout_s <= kMaxTimeoutS) || o.min_repeats < 1 || o.max_repeats < o.min_repeats)
+    throw_error(ErrorKind::InvalidInput, "measure options out of range: " + j.dump());
   return o;
 }
 
-std::string result_to_json(const MeasureResult& r) {
-  return nlohmann::json{{"config_json", r.config_json}, {"config_key", r.config_key},   {"times_s", r.times_s},
-                        {"error_class", r.error_class}, {"error_message", r.error_message}, {"build_s", r.build_s},
-                        {"run_s", r.run_s}}
-      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+std::string Measurer::params_json() const { return options_.to_json().dump(); }
+
+nlohmann::json result_to_json(const MeasureResult& r) {
+  return {{"config_json", r.config_json}, {"config_key", r.config_key},       {"times_s", r.times_s},
+          {"error_class", r.error_class}, {"error_message", r.error_message}, {"build_s", r.build_s},
+          {"run_s", r.run_s}};
 }
 
-MeasureResult result_from_json(const std::string& text) {
+MeasureResult result_from_json(const nlohmann::json& j) {
   MeasureResult r;
   try {
-    auto j = nlohmann::json::parse(text);
     r.config_json = j.at("config_json").get<std::string>();
     r.config_key = j.at("config_key").get<std::string>();
     r.times_s = j.at("times_s").get<std::vector<double>>();
@@ -210,13 +204,9 @@ struct Measurer::Impl {
     }
     req.workspace_floats = job.nest.workspace_floats;
     req.reference_path = reference_path;
-    req.seed = o.seed;
+    static_cast<Timing&>(req) = o;
     req.tolerance = tolerance_for(longest_reduction(workload));
-    req.min_seconds = o.min_seconds;
-    req.max_seconds = o.max_seconds;
     req.single_run_s = single_run_s;
-    req.min_repeats = o.min_repeats;
-    req.max_repeats = o.max_repeats;
     std::string req_path = job.artifact + ".req." + unique_suffix() + ".json";
     write_file(req_path, req.to_json());
     std::string runner = o.runner_path.empty() ? executable_dir() + "/tiletune-runner" : o.runner_path;

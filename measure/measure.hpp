@@ -6,25 +6,22 @@
 
 #include "codegen/backend.hpp"
 #include "ir/schedule.hpp"
+#include "measure/timing.hpp"
 
 namespace tiletune::measure {
 
-//! How candidates are built and timed. Recorded with every measurement.
-struct MeasureOptions {
-  double min_seconds = 0.1;  //!< keep repeating until the repeats add up to this
-  double max_seconds = 2.0;  //!< but stop past this total once one repeat is timed (slow kernels)
-  int min_repeats = 3;
-  int max_repeats = 100;
+//! How candidates are built and timed (the Timing, recorded with every measurement, and where).
+struct MeasureOptions : Timing {
   double timeout_s = 10;     //!< one candidate's whole run (warm-up, check, repeats)
   double reference_timeout_s = 600;
   int build_jobs = 0;        //!< parallel compiler processes; 0: one per core
   std::string cache_dir;     //!< built artifacts and reference outputs (content-addressed)
   std::string runner_path;   //!< the tiletune-runner executable; "": beside this executable
-  std::uint64_t seed = 1;    //!< inputs are uniform in [-1, 1] from this seed
 
-  std::string to_json() const;
-  //! The timing fields of to_json's form (what a daemon sends a remote worker); others keep defaults.
-  static MeasureOptions from_json(const std::string& json);
+  //! The timing and the timeout: what a record keeps and a daemon sends a remote worker.
+  nlohmann::json to_json() const;
+  //! to_json's form; other fields keep their defaults. Error(InvalidInput) when out of range.
+  static MeasureOptions from_json(const nlohmann::json& j);
 };
 
 //! Error classes of a failed measurement (empty string for success).
@@ -49,8 +46,8 @@ struct MeasureResult {
 };
 
 //! A result as JSON (what a remote worker sends back) and back; Error(InvalidInput) on bad input.
-std::string result_to_json(const MeasureResult& r);
-MeasureResult result_from_json(const std::string& json);
+nlohmann::json result_to_json(const MeasureResult& r);
+MeasureResult result_from_json(const nlohmann::json& j);
 
 //! Whatever measures batches of one workload: here (Measurer) or on a remote worker.
 class BatchMeasurer {
@@ -76,7 +73,7 @@ class Measurer : public BatchMeasurer {
   //! Measures a batch; failures come back as results, never as exceptions. Throws only when
   //! measuring itself is impossible (no reference, no runner, no cache folder).
   std::vector<MeasureResult> measure(const std::vector<ir::Schedule>& batch) override;
-  std::string params_json() const override { return options_.to_json(); }
+  std::string params_json() const override;
   //! Candidates whose checked first run takes kFarSlower times this or longer are timed by
   //! that run alone (RunRequest::single_run_s): repeats would only make a loser's time more
   //! exact, and on a large workload cost seconds each. Others are repeated as the options say.

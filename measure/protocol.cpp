@@ -11,8 +11,24 @@ namespace tiletune::measure {
 
 using nlohmann::json;
 
+void Timing::to_json(json& j) const {
+  j["min_seconds"] = min_seconds;
+  j["max_seconds"] = max_seconds;
+  j["min_repeats"] = min_repeats;
+  j["max_repeats"] = max_repeats;
+  j["seed"] = seed;
+}
+
+void Timing::read_json(const json& j) {
+  min_seconds = j.value("min_seconds", min_seconds);
+  max_seconds = j.value("max_seconds", max_seconds);
+  min_repeats = j.value("min_repeats", min_repeats);
+  max_repeats = j.value("max_repeats", max_repeats);
+  seed = j.value("seed", seed);
+}
+
 std::string RunRequest::to_json() const {
-  return json{{"mode", mode == Mode::Reference ? "reference" : "measure"},
+  json j{{"mode", mode == Mode::Reference ? "reference" : "measure"},
               {"runtime", runtime},
               {"plugin", plugin},
               {"device", device},
@@ -21,14 +37,10 @@ std::string RunRequest::to_json() const {
               {"outputs", outputs},
               {"workspace_floats", workspace_floats},
               {"reference_path", reference_path},
-              {"seed", seed},
               {"tolerance", tolerance},
-              {"min_seconds", min_seconds},
-              {"max_seconds", max_seconds},
-              {"single_run_s", single_run_s},
-              {"min_repeats", min_repeats},
-              {"max_repeats", max_repeats}}
-      .dump();
+              {"single_run_s", single_run_s}};
+  Timing::to_json(j);
+  return j.dump();
 }
 
 RunRequest RunRequest::from_json(const std::string& text) {
@@ -44,13 +56,9 @@ RunRequest RunRequest::from_json(const std::string& text) {
     r.outputs = j.at("outputs").get<std::vector<std::vector<std::int64_t>>>();
     r.workspace_floats = j.at("workspace_floats").get<std::int64_t>();
     r.reference_path = j.at("reference_path").get<std::string>();
-    r.seed = j.at("seed").get<std::uint64_t>();
     r.tolerance = j.at("tolerance").get<double>();
-    r.min_seconds = j.at("min_seconds").get<double>();
-    r.max_seconds = j.at("max_seconds").get<double>();
     r.single_run_s = j.value("single_run_s", 0.0);
-    r.min_repeats = j.at("min_repeats").get<int>();
-    r.max_repeats = j.at("max_repeats").get<int>();
+    r.read_json(j);
     return r;
   } catch (const json::exception& e) {
     throw_error(ErrorKind::InvalidInput, std::string("run request: ") + e.what());

@@ -5,9 +5,11 @@
 #include <string>
 #include <vector>
 
+#include "measure/timing.hpp"
+
 namespace tiletune::measure {
 
-struct RunRequest {
+struct RunRequest : Timing {
   enum class Mode { Reference, Measure };
   Mode mode = Mode::Measure;
   std::string runtime;   //!< backend whose load() opens the artifact
@@ -17,14 +19,9 @@ struct RunRequest {
   std::vector<std::vector<std::int64_t>> inputs, outputs;  //!< shapes, in argument order
   std::int64_t workspace_floats = 0;
   std::string reference_path;  //!< raw f32 outputs, concatenated
-  std::uint64_t seed = 1;
-  double tolerance = 1e-4;     //!< relative, see within_tolerance
-  double min_seconds = 0.1;
-  double max_seconds = 2.0;  //!< stop repeating past this total, once one repeat is timed
+  double tolerance = 0;        //!< relative, see tolerance_for
   //! > 0: a checked first run at least this long is the only timing (a far slower loser)
   double single_run_s = 0;
-  int min_repeats = 3;
-  int max_repeats = 100;
 
   std::string to_json() const;
   static RunRequest from_json(const std::string& text);

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "db/store.hpp"
 #include "measure/measure.hpp"
 
 namespace tiletune::server {
@@ -54,17 +55,17 @@ class LeaseBoard {
 //! matched to configs by key; a config the worker did not report fails as a runtime error.
 class RemoteMeasurer : public measure::BatchMeasurer {
  public:
-  RemoteMeasurer(LeaseBoard& board, std::string target_key, nlohmann::json workload, measure::MeasureOptions options,
+  RemoteMeasurer(LeaseBoard& board, std::string target_key, db::WorkloadRow workload, measure::MeasureOptions options,
                  const std::atomic<bool>& stop)
       : board_(board), target_key_(std::move(target_key)), workload_(std::move(workload)), options_(options), stop_(stop) {}
   //! Throws Error(Unavailable) when stopped while waiting (nothing of the batch is stored).
   std::vector<measure::MeasureResult> measure(const std::vector<ir::Schedule>& batch) override;
-  std::string params_json() const override { return options_.to_json(); }
+  std::string params_json() const override { return options_.to_json().dump(); }
 
  private:
   LeaseBoard& board_;
   std::string target_key_;
-  nlohmann::json workload_;
+  db::WorkloadRow workload_;
   measure::MeasureOptions options_;
   const std::atomic<bool>& stop_;
 };

@@ -5,18 +5,19 @@
 #include <optional>
 #include <string>
 
+#include "codegen/backend.hpp"
+#include "tuner/tune.hpp"
+
 namespace tiletune::server {
 
 struct ServiceOptions {
   std::string db_path;
-  std::string cache_dir;     //!< built kernels; "" for the default
-  int threads = 0;           //!< threads of generated kernels (0: all cores)
-  std::string device;        //!< BackendOptions::device of local backends
-  double timeout_s = 10;     //!< per candidate
-  double min_seconds = 0.1;  //!< timed repeats per candidate
-  int batch_size = 16;
-  double lease_seconds = 120;  //!< a remote worker's batch goes to another worker after this
-  double unclaimed_seconds = 600;  //!< a remote job fails when no worker takes its batch in this time
+  //! What a job's request does not say: trials, strategy, batch size, measuring (timeout,
+  //! timing, the kernel cache folder).
+  tuner::TuneOptions job_defaults;
+  codegen::BackendOptions backend;  //!< threads and device of local backends
+  double lease_seconds = 120;       //!< a remote worker's batch goes to another worker after this
+  double unclaimed_seconds = 600;   //!< a remote job fails when no worker takes its batch in this time
 };
 
 //! The daemon's work, independent of HTTP: validates requests (every body against its schema in

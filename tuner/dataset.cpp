@@ -27,7 +27,7 @@ costmodel::Sample make_sample(const ir::Workload& w, const ir::Schedule& s, cons
   return {costmodel::featurize(w, s, t), w.key, latency_s};
 }
 
-Dataset load_dataset(db::Store& store, const std::string& target_key, const ir::TargetTraits& traits,
+Dataset load_dataset(db::RecordStore& store, const std::string& target_key, const ir::TargetTraits& traits,
                      const std::string& exclude_workload, int limit) {
   Dataset out;
   std::vector<db::Record> records;

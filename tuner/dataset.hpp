@@ -23,10 +23,13 @@ struct Dataset {
   int skipped = 0;
 };
 
+//! How many recent records of other workloads a model-guided search learns from by default.
+inline constexpr int kPriorRecords = 20000;
+
 //! At most `limit` most recent records of the target, excluding one workload's (its own records
 //! reach a search through notify, not as prior). `traits` are the target's (its backend's).
-Dataset load_dataset(db::Store& store, const std::string& target_key, const ir::TargetTraits& traits,
-                     const std::string& exclude_workload = "", int limit = 20000);
+Dataset load_dataset(db::RecordStore& store, const std::string& target_key, const ir::TargetTraits& traits,
+                     const std::string& exclude_workload = "", int limit = kPriorRecords);
 
 //! The features of a config of a workload on a target, for a sample.
 costmodel::Sample make_sample(const ir::Workload& w, const ir::Schedule& s, const ir::TargetTraits& t, double latency_s);

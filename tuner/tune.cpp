@@ -19,6 +19,11 @@ db::TargetRow target_row(const codegen::TargetInfo& t) {
   return {t.key, t.backend, t.family, t.fingerprint_json, codegen::traits_to_json(t.traits)};
 }
 
+codegen::TargetInfo target_info(const db::TargetRow& row) {
+  return {row.backend, row.key, row.family, row.fingerprint_json, codegen::traits_from_json(row.traits_json),
+          /*device=*/""};
+}
+
 db::Record to_record(const measure::MeasureResult& r, const ir::Workload& w, const std::string& target_key,
                      const std::string& measure_params_json) {
   db::Record rec;
@@ -37,7 +42,7 @@ db::Record to_record(const measure::MeasureResult& r, const ir::Workload& w, con
   return rec;
 }
 
-std::vector<db::Record> measure_and_store(const ir::Workload& w, const codegen::Backend& backend, db::Store& store,
+std::vector<db::Record> measure_and_store(const ir::Workload& w, const codegen::Backend& backend, db::RecordStore& store,
                                           const std::vector<ir::Schedule>& configs, const measure::MeasureOptions& options) {
   store.put_workload(workload_row(w));
   store.put_target(target_row(backend.target()));
@@ -50,14 +55,14 @@ std::vector<db::Record> measure_and_store(const ir::Workload& w, const codegen::
   return out;
 }
 
-TuneSummary tune(const ir::Workload& w, const codegen::Backend& backend, db::Store& store, const TuneOptions& options,
+TuneSummary tune(const ir::Workload& w, const codegen::Backend& backend, db::RecordStore& store, const TuneOptions& options,
                  const std::function<void(const Progress&)>& on_progress) {
   measure::Measurer measurer(backend, w, options.measure);
   return tune(w, backend.target(), measurer, store, options, on_progress);
 }
 
 TuneSummary tune(const ir::Workload& w, const codegen::TargetInfo& target, measure::BatchMeasurer& measurer,
-                 db::Store& store, const TuneOptions& options, const std::function<void(const Progress&)>& on_progress) {
+                 db::RecordStore& store, const TuneOptions& options, const std::function<void(const Progress&)>& on_progress) {
   store.put_workload(workload_row(w));
   store.put_target(target_row(target));
   Space space(w, target.traits);
@@ -66,7 +71,7 @@ TuneSummary tune(const ir::Workload& w, const codegen::TargetInfo& target, measu
   if (std::string kind = model_of_strategy(options.strategy); !kind.empty()) {
     // Transfer: what this target measured for other workloads trains the first model.
     context.prior = load_dataset(store, target.key, target.traits, w.key, options.prior_records).samples;
-    if (auto row = store.model(kind, target.key)) {
+    if (auto row = options.models ? options.models->model(kind, target.key) : std::nullopt) {
       try {
         context.pretrained = costmodel::load_model(row->blob);
       } catch (const Error& e) {

@@ -7,9 +7,15 @@
 
 #include "codegen/backend.hpp"
 #include "db/store.hpp"
+#include "tuner/dataset.hpp"
 #include "measure/measure.hpp"
 
 namespace tiletune::tuner {
+
+//! The largest trial budget of one request (the API schema's TuneRequest.trials maximum).
+inline constexpr int kMaxTrials = 100000;
+//! The largest batch: a remote worker posts a batch's results at once (LeaseResults.results).
+inline constexpr int kMaxBatch = 4096;
 
 struct TuneOptions {
   int trials = 64;  //!< records wanted for (workload, target), counting those already stored
@@ -19,8 +25,11 @@ struct TuneOptions {
   double max_seconds = 0;  //!< stop after the batch that passes this many seconds; 0: no limit
   //! Set by another thread to stop after the batch in flight (its records are stored).
   const std::atomic<bool>* cancel = nullptr;
-  int prior_records = 20000;  //!< model-guided strategies: most recent records of other workloads learned from
+  int prior_records = kPriorRecords;  //!< model-guided strategies: most recent records of other workloads learned from
   bool seeds = true;          //!< measure Space::seeds() in the first batch
+  //! Where a model-guided strategy looks for a saved cost model of the target; none: it trains
+  //! on the records alone.
+  db::ModelStore* models = nullptr;
   measure::MeasureOptions measure;
 };
 
@@ -45,17 +54,17 @@ struct TuneSummary {
 //! Tunes one workload on one backend: proposes batches with the chosen strategy, measures
 //! them and stores every result before proposing the next. Resumes from the records already
 //! in the store; a budget they already fill measures nothing.
-TuneSummary tune(const ir::Workload& w, const codegen::Backend& backend, db::Store& store, const TuneOptions& options,
+TuneSummary tune(const ir::Workload& w, const codegen::Backend& backend, db::RecordStore& store, const TuneOptions& options,
                  const std::function<void(const Progress&)>& on_progress = {});
 
 //! The same for a target measured elsewhere (a remote worker): `measurer` measures the batches
 //! and options.measure is not used.
 TuneSummary tune(const ir::Workload& w, const codegen::TargetInfo& target, measure::BatchMeasurer& measurer,
-                 db::Store& store, const TuneOptions& options, const std::function<void(const Progress&)>& on_progress = {});
+                 db::RecordStore& store, const TuneOptions& options, const std::function<void(const Progress&)>& on_progress = {});
 
 //! Measures given configs and stores each result (already measured configs are measured again
 //! and keep their first record). Returns the records in the order of the configs.
-std::vector<db::Record> measure_and_store(const ir::Workload& w, const codegen::Backend& backend, db::Store& store,
+std::vector<db::Record> measure_and_store(const ir::Workload& w, const codegen::Backend& backend, db::RecordStore& store,
                                           const std::vector<ir::Schedule>& configs, const measure::MeasureOptions& options);
 
 //! The record of a measurement of a workload on a target.
@@ -65,5 +74,7 @@ db::Record to_record(const measure::MeasureResult& r, const ir::Workload& w, con
 //! The database rows that identify a workload and a target.
 db::WorkloadRow workload_row(const ir::Workload& w);
 db::TargetRow target_row(const codegen::TargetInfo& t);
+//! A stored target as the schedule space and lookups see it (measured elsewhere: no device).
+codegen::TargetInfo target_info(const db::TargetRow& row);
 
 }  // namespace tiletune::tuner

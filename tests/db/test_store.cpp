@@ -367,7 +367,7 @@ TEST_CASE("record json: round trip of a success and a failure") {
   CHECK(back.tool_version == ok.tool_version);
   CHECK(back.created_unix_ms == ok.created_unix_ms);
 
-  json j = json::parse(record_to_json(ok));
+  json j = (record_to_json(ok));
   CHECK(j["result"]["median_s"].get<double>() == doctest::Approx(1.5e-4));
   CHECK(j["result"]["error_class"].is_null());
   CHECK(j["config"].is_object());
@@ -377,13 +377,13 @@ TEST_CASE("record json: round trip of a success and a failure") {
   CHECK(bad_back.error_class == "wrong_result");
   CHECK(bad_back.error_message == bad.error_message);
   CHECK(bad_back.times_s.empty());
-  CHECK(json::parse(record_to_json(bad))["result"]["median_s"].is_null());
+  CHECK((record_to_json(bad))["result"]["median_s"].is_null());
 }
 
 TEST_CASE("record json: malformed input is refused with what is wrong") {
-  json good = json::parse(record_to_json(success(1, {0.1})));
+  json good = (record_to_json(success(1, {0.1})));
   auto refuse = [](const std::string& text, const std::string& expected) {
-    auto msg = error_message(ErrorKind::InvalidInput, [&] { record_from_json(text); });
+    auto msg = error_message(ErrorKind::InvalidInput, [&] { record_from_text(text); });
     CHECK_MESSAGE(msg.rfind("record: ", 0) == 0, msg);
     CHECK_MESSAGE(contains(msg, expected), msg);
   };
@@ -421,15 +421,15 @@ TEST_CASE("record json: exported records validate against schemas/record.schema.
   store->add_record(success(1, {0.2, 0.1}));
   store->add_record(failure(2, "runtime_error"));
   for (const auto& r : store->history(kWorkload.key, kTarget.key)) {
-    auto errors = validate_json(schema, json::parse(record_to_json(r)));
+    auto errors = validate_json(schema, (record_to_json(r)));
     std::string all;
     for (const auto& e : errors) all += e + "\n";
     CHECK_MESSAGE(errors.empty(), all);
   }
-  json tampered = json::parse(record_to_json(success(3, {0.1})));
+  json tampered = (record_to_json(success(3, {0.1})));
   tampered["result"]["error_class"] = "timeout";  // a failure must not have a median
   CHECK_FALSE(validate_json(schema, tampered).empty());
-  tampered = json::parse(record_to_json(success(3, {0.1})));
+  tampered = (record_to_json(success(3, {0.1})));
   tampered["workload_key"] = "not-a-key";
   CHECK_FALSE(validate_json(schema, tampered).empty());
 }

@@ -46,10 +46,10 @@ class InProcessDaemon {
   static server::ServiceOptions service_options(const std::string& db) {
     server::ServiceOptions s;
     s.db_path = db;
-    s.cache_dir = kernel_cache();
-    s.timeout_s = 2;
-    s.min_seconds = 0.002;
-    s.batch_size = 4;
+    s.job_defaults.measure.cache_dir = kernel_cache();
+    s.job_defaults.measure.timeout_s = 2;
+    s.job_defaults.measure.min_seconds = 0.002;
+    s.job_defaults.batch_size = 4;
     s.lease_seconds = 2;
     s.unclaimed_seconds = 2;
     return s;

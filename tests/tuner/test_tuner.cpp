@@ -133,6 +133,7 @@ TEST_CASE("tune: model-guided strategies learn from other workloads' records and
   tuner::tune(library_workload("matmul", "M=32,N=32,K=32"), *be, *store, o);
   store->put_model({"xgb", be->target().key, 0, 6, "{}", "not a model", 0});
   o.strategy = "xgb";
+  o.models = store.get();
   o.trials = 4;
   o.batch_size = 4;
   auto w = library_workload("matmul", "M=24,N=40,K=16");
