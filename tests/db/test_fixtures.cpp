@@ -1,0 +1,114 @@
+// Stored data written by earlier versions (tests/fixtures/) keeps loading, or is refused with a
+// clear message: an old database, configs written before the knob table, a model of the
+// previous feature version.
+#include <doctest/doctest.h>
+#include <sqlite3.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "codegen/backend.hpp"
+#include "costmodel/model.hpp"
+#include "db/store.hpp"
+#include "helpers.hpp"
+#include "ir/loop_nest.hpp"
+#include "tuner/tune.hpp"
+
+using namespace tiletune;
+using nlohmann::json;
+
+namespace {
+
+std::string fixture(const std::string& name) {
+  std::ifstream in(std::string(TILETUNE_SOURCE_DIR) + "/tests/fixtures/" + name, std::ios::binary);
+  REQUIRE_MESSAGE(in.good(), "cannot read tests/fixtures/" << name);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::int64_t schema_version(const std::string& path) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  sqlite3_prepare_v2(db, "SELECT value FROM schema_meta WHERE key = 'schema_version'", -1, &st, nullptr);
+  std::int64_t v = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("fixtures: a schema-version-1 database migrates with its records intact") {
+  test::TempDir dir;
+  std::string path = dir.file("v1.db");
+  {
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+    char* error = nullptr;
+    int rc = sqlite3_exec(db, fixture("store_schema_v1.sql").c_str(), nullptr, nullptr, &error);
+    CHECK_MESSAGE(rc == SQLITE_OK, (error ? error : ""));
+    sqlite3_free(error);
+    sqlite3_close(db);
+  }
+  REQUIRE(schema_version(path) == 1);
+  auto store = db::open_sqlite_store(path);
+  CHECK(schema_version(path) == 4);
+  REQUIRE(store->workloads().size() == 1);
+  db::WorkloadRow w = store->workloads().front();
+  CHECK(w.op_text == "");  // written before op_text: the workload is rebuilt from its canonical text
+  ir::Workload bound = tuner::workload_from_row(w);
+  CHECK(bound.key == w.key);
+  auto targets = store->targets();
+  REQUIRE(targets.size() == 1);
+  CHECK(targets[0].traits_json == "");
+  auto history = store->history(w.key, targets[0].key);
+  CHECK(history.size() == 6);
+  auto best = store->best(w.key, targets[0].key);
+  REQUIRE(best);
+  CHECK(best->median_s() == doctest::Approx(1.5e-07));
+  // Every stored config still reads, under its stored key.
+  for (auto& r : history) CHECK(ir::Schedule::from_json(r.config_json).key() == r.config_key);
+  // The tables added since work on the migrated file.
+  db::TargetRow with_traits = targets[0];
+  with_traits.traits_json = codegen::traits_to_json(ir::TargetTraits{});
+  store->put_target(with_traits);
+  CHECK(store->target(with_traits.key)->traits_json == with_traits.traits_json);
+  db::JobRow job;
+  job.id = "j1";
+  job.request_key = "k";
+  job.request_json = "{}";
+  job.workload_key = w.key;
+  job.target_key = targets[0].key;
+  job.state = "queued";
+  CHECK(store->put_job(job).id == "j1");
+  CHECK(store->integrity_check() == "ok");
+}
+
+TEST_CASE("fixtures: configs written before the knob table keep their text, keys and validity") {
+  json fx = json::parse(fixture("configs_before_knob_table.json"));
+  ir::TargetTraits traits = codegen::traits_from_json(fx["target_traits"].dump());
+  REQUIRE(fx["configs"].size() >= 5);
+  for (auto& c : fx["configs"]) {
+    CAPTURE(c["config"].dump());
+    std::string sizes;
+    for (auto& [name, value] : c["sizes"].items()) sizes += (sizes.empty() ? "" : ",") + name + "=" + value.dump();
+    ir::Workload w = test::library_workload(c["op"], sizes);
+    CHECK(w.key == c["workload_key"]);  // workload keys are stable too
+    ir::Schedule s = ir::Schedule::from_json_value(c["config"]);
+    CHECK(s.to_json() == c["config"].dump());
+    CHECK(s.key() == c["config_key"]);
+    CHECK(ir::check_schedule(w, s, traits) == "");
+  }
+}
+
+TEST_CASE("fixtures: a model of the previous feature version is refused with the reason") {
+  std::string blob = fixture("model_nn_feature_version_1.bin");
+  ErrorKind kind{};
+  std::string why = test::error_of([&] { costmodel::load_model(blob); }, &kind);
+  CHECK(kind == ErrorKind::InvalidInput);
+  CHECK(why.find("trained with feature version 1 but this build extracts version " +
+                 std::to_string(costmodel::kFeatureVersion)) != std::string::npos);
+}
