@@ -40,8 +40,8 @@ int main(int argc, char** argv) {
   };
   auto first = make_client()->Post("/v1/best", nlohmann::json{{"op", op}, {"sizes", sizes}}.dump(), "application/json");
   if (!first || first->status != 200) {
-    std::cerr << "tiletune-load-bench: POST /v1/best failed: " << (first ? first->body : httplib::to_string(first.error()))
-              << "\n";
+    std::cerr << "tiletune-load-bench: POST /v1/best failed: "
+              << (first ? first->body : httplib::to_string(first.error())) << "\n";
     return 1;
   }
   auto answer = nlohmann::json::parse(first->body);
@@ -60,8 +60,10 @@ int main(int argc, char** argv) {
         auto t0 = std::chrono::steady_clock::now();
         auto r = c->Get(path.c_str());
         double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        if (!r || r->status != 200) ++failures[i];
-        else latencies[i].push_back(s);
+        if (!r || r->status != 200)
+          ++failures[i];
+        else
+          latencies[i].push_back(s);
       }
     });
   auto t0 = std::chrono::steady_clock::now();
@@ -77,7 +79,9 @@ int main(int argc, char** argv) {
     failed += failures[i];
   }
   std::sort(all.begin(), all.end());
-  auto pct = [&](double p) { return all.empty() ? 0.0 : all[std::min(all.size() - 1, static_cast<size_t>(p * all.size()))]; };
+  auto pct = [&](double p) {
+    return all.empty() ? 0.0 : all[std::min(all.size() - 1, static_cast<size_t>(p * all.size()))];
+  };
   std::printf("GET /v1/best: %d clients, %.1f s: %zu ok, %d failed\n", clients, elapsed, all.size(), failed);
   std::printf("throughput %.0f requests/s   p50 %.3f ms   p99 %.3f ms   max %.3f ms\n", all.size() / elapsed,
               pct(0.50) * 1e3, pct(0.99) * 1e3, all.empty() ? 0.0 : all.back() * 1e3);

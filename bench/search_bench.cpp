@@ -15,10 +15,10 @@
 #include <map>
 
 #include "codegen/backend.hpp"
+#include "costmodel/model.hpp"
 #include "ir/parse.hpp"
 #include "ops/library.hpp"
 #include "support/error.hpp"
-#include "costmodel/model.hpp"
 #include "tuner/dataset.hpp"
 #include "tuner/search.hpp"
 #include "tuner/tune.hpp"
@@ -50,7 +50,8 @@ class MemoMeasurer {
     for (auto& c : configs)
       if (!latency_.count(c.key())) fresh.push_back(c);
     if (!fresh.empty())
-      for (auto& r : tuner::measure_and_store(w_, backend_, store_, fresh, options_)) latency_[r.config_key] = r.median_s();
+      for (auto& r : tuner::measure_and_store(w_, backend_, store_, fresh, options_))
+        latency_[r.config_key] = r.median_s();
     std::vector<double> out;
     for (auto& c : configs) out.push_back(latency_.at(c.key()));
     return out;
@@ -148,7 +149,8 @@ int main(int argc, char** argv) {
   bool speed_only = false;
   std::vector<std::string> strategies = tuner::search_names();
   app.add_option("--trials", trials, "trial budget of each search run")->capture_default_str();
-  app.add_option("--reference", reference, "trials of the long random search that sets the target")->capture_default_str();
+  app.add_option("--reference", reference, "trials of the long random search that sets the target")
+      ->capture_default_str();
   app.add_option("--seeds", seeds, "runs per strategy and workload")->capture_default_str();
   app.add_option("--batch", batch, "candidates per round")->capture_default_str();
   app.add_option("--strategies", strategies, "strategies to compare")->capture_default_str();
@@ -196,8 +198,8 @@ int main(int argc, char** argv) {
         std::vector<double> runs;
         for (int seed = 1; seed <= seeds; ++seed) {
           auto t0 = std::chrono::steady_clock::now();
-          auto curve = run_search(strategy, w, *backend, *store, measure, trials, batch, static_cast<std::uint64_t>(seed),
-                                  extra_prior);
+          auto curve = run_search(strategy, w, *backend, *store, measure, trials, batch,
+                                  static_cast<std::uint64_t>(seed), extra_prior);
           auto hit = std::find_if(curve.begin(), curve.end(), [&](double l) { return l <= goal; });
           // Runs that never reach the goal count as needing more than the budget: 2x it.
           double n = hit == curve.end() ? 2.0 * trials : static_cast<double>(hit - curve.begin() + 1);
@@ -226,11 +228,13 @@ int main(int argc, char** argv) {
     for (auto& r : rows)
       for (std::size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
     for (auto* r : {&header}) {
-      for (std::size_t i = 0; i < r->size(); ++i) std::cout << (i ? "  " : "") << (*r)[i] << std::string(width[i] - (*r)[i].size(), ' ');
+      for (std::size_t i = 0; i < r->size(); ++i)
+        std::cout << (i ? "  " : "") << (*r)[i] << std::string(width[i] - (*r)[i].size(), ' ');
       std::cout << "\n";
     }
     for (auto& r : rows) {
-      for (std::size_t i = 0; i < r.size(); ++i) std::cout << (i ? "  " : "") << r[i] << std::string(width[i] - r[i].size(), ' ');
+      for (std::size_t i = 0; i < r.size(); ++i)
+        std::cout << (i ? "  " : "") << r[i] << std::string(width[i] - r[i].size(), ' ');
       std::cout << "\n";
     }
     std::cout << "(runs that miss the goal count as 2x the budget in medians; database " << db_path << ")\n";

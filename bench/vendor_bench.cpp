@@ -91,7 +91,8 @@ int main(int argc, char** argv) {
   app.add_option("--trials", trials, "tuning budget per case")->capture_default_str();
   app.add_option("--reps", reps, "rounds of 5 timed calls per implementation, alternating")->capture_default_str();
   app.add_option("--threads", threads, "threads for every implementation")->capture_default_str();
-  app.add_option("--pause", pause_ms, "milliseconds between implementations, for idle threads to settle")->capture_default_str();
+  app.add_option("--pause", pause_ms, "milliseconds between implementations, for idle threads to settle")
+      ->capture_default_str();
   app.add_option("--only", only, "run only cases whose label contains this");
   std::string strategy = tuner::TuneOptions().strategy;
   app.add_option("--strategy", strategy, "search strategy of the tuning")->capture_default_str();
@@ -107,8 +108,10 @@ int main(int argc, char** argv) {
     auto backend = codegen::make_backend("cpu", bo);
     auto store = db::open_sqlite_store(db_path);
     double peak = bench::measure_fma_peak_gflops(threads);
-    std::cout << "FMA peak measured now: " << fmt(peak) << " GFLOP/s on " << threads << " threads; trials per case: "
-              << trials << " (" << strategy << (no_seeds ? ", no seeds" : ", seeds first") << "); rounds: " << reps << " x 5 timed calls (medians, implementations alternating)\n\n";
+    std::cout << "FMA peak measured now: " << fmt(peak) << " GFLOP/s on " << threads
+              << " threads; trials per case: " << trials << " (" << strategy
+              << (no_seeds ? ", no seeds" : ", seeds first") << "); rounds: " << reps
+              << " x 5 timed calls (medians, implementations alternating)\n\n";
     std::vector<std::vector<std::string>> rows;
     for (const Case& c : kCases) {
       if (!only.empty() && c.label.find(only) == std::string::npos) continue;
@@ -181,22 +184,24 @@ int main(int argc, char** argv) {
       double ours_rate = work / median(t_ours) / 1e9, dnnl_rate = work / median(t_dnnl) / 1e9,
              blas_rate = work / median(t_blas) / 1e9;
       double roof = mem ? double(w.io_bytes()) / median(t_copy) / 1e9 : peak;
-      rows.push_back({c.label, std::to_string(measured), fmt(reference_s, "%.1f"), fmt(measured ? tune_s / measured : NAN, "%.2f"), fmt(ours_rate),
-                      fmt(dnnl_rate), fmt(ours_rate / dnnl_rate, "%.2f"), fmt(blas_rate), fmt(ours_rate / blas_rate, "%.2f"),
+      rows.push_back({c.label, std::to_string(measured), fmt(reference_s, "%.1f"),
+                      fmt(measured ? tune_s / measured : NAN, "%.2f"), fmt(ours_rate), fmt(dnnl_rate),
+                      fmt(ours_rate / dnnl_rate, "%.2f"), fmt(blas_rate), fmt(ours_rate / blas_rate, "%.2f"),
                       fmt(100 * ours_rate / roof, "%.0f%%") + (mem ? " copy" : " peak"),
                       c.adams2019 > 0 ? fmt(ours_rate / c.adams2019, "%.1f") : "-", mem ? "GB/s" : "GFLOP/s"});
       std::filesystem::remove_all(dir);
       std::cerr << c.label << " done\n";
     }
-    std::vector<std::string> header = {"case", "new trials", "reference s", "s/trial", "tiletune", "oneDNN", "x oneDNN", "OpenBLAS",
-                                       "x OpenBLAS", "of roof", "x Adams2019", "unit"};
+    std::vector<std::string> header = {"case",     "new trials", "reference s", "s/trial", "tiletune",    "oneDNN",
+                                       "x oneDNN", "OpenBLAS",   "x OpenBLAS",  "of roof", "x Adams2019", "unit"};
     std::vector<size_t> width(header.size());
     for (size_t i = 0; i < header.size(); ++i) width[i] = header[i].size();
     for (auto& r : rows)
       for (size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
     for (auto* r : {&header}) rows.insert(rows.begin(), *r);
     for (auto& r : rows) {
-      for (size_t i = 0; i < r.size(); ++i) std::cout << (i ? "  " : "") << r[i] << std::string(width[i] - r[i].size(), ' ');
+      for (size_t i = 0; i < r.size(); ++i)
+        std::cout << (i ? "  " : "") << r[i] << std::string(width[i] - r[i].size(), ' ');
       std::cout << "\n";
     }
   } catch (const Error& e) {

@@ -2,11 +2,11 @@
 
 #include <omp.h>
 
+#include <oneapi/dnnl/dnnl.h>
 #include <chrono>
 #include <cstring>
-#include <oneapi/dnnl/dnnl.h>
-#include <oneapi/dnnl/dnnl.hpp>
 #include <memory>
+#include <oneapi/dnnl/dnnl.hpp>
 
 #include "support/error.hpp"
 
@@ -46,8 +46,7 @@ VendorCall onednn_call(const ir::Workload& w, const std::vector<float*>& t, int 
     std::int64_t M = size_of(w, "M"), N = size_of(w, "N"), K = size_of(w, "K");
     float *A = t[0], *B = t[1];
     float* C = t.back();
-    if (op == "matmul")
-      return {"oneDNN sgemm", [=] { dnnl_sgemm('N', 'N', M, N, K, 1.0f, A, K, B, N, 0.0f, C, N); }};
+    if (op == "matmul") return {"oneDNN sgemm", [=] { dnnl_sgemm('N', 'N', M, N, K, 1.0f, A, K, B, N, 0.0f, C, N); }};
     float* bias = t[2];
     return {"oneDNN sgemm + bias/relu pass", [=] {
               dnnl_sgemm('N', 'N', M, N, K, 1.0f, A, K, B, N, 0.0f, C, N);
@@ -59,18 +58,19 @@ VendorCall onednn_call(const ir::Workload& w, const std::vector<float*>& t, int 
   auto r = std::make_shared<DnnlRunner>();
   auto mem = [&](const dnnl::memory::desc& d, float* p) { return dnnl::memory(d, r->engine, p); };
   if (op == "batch_matmul") {
-    dnnl::memory::dims a{size_of(w, "G"), size_of(w, "M"), size_of(w, "K")}, b{size_of(w, "G"), size_of(w, "K"), size_of(w, "N")},
-        c{size_of(w, "G"), size_of(w, "M"), size_of(w, "N")};
+    dnnl::memory::dims a{size_of(w, "G"), size_of(w, "M"), size_of(w, "K")},
+        b{size_of(w, "G"), size_of(w, "K"), size_of(w, "N")}, c{size_of(w, "G"), size_of(w, "M"), size_of(w, "N")};
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(md(a, tag::abc), md(b, tag::abc), md(c, tag::abc)), r->engine);
     r->prim = dnnl::matmul(pd);
-    r->args = {{DNNL_ARG_SRC, mem(pd.src_desc(), t[0])}, {DNNL_ARG_WEIGHTS, mem(pd.weights_desc(), t[1])},
+    r->args = {{DNNL_ARG_SRC, mem(pd.src_desc(), t[0])},
+               {DNNL_ARG_WEIGHTS, mem(pd.weights_desc(), t[1])},
                {DNNL_ARG_DST, mem(pd.dst_desc(), t[2])}};
     return {"oneDNN matmul", [r] { (*r)(); }};
   }
   if (op == "conv2d" || op == "depthwise_conv2d") {
     bool dw = op == "depthwise_conv2d";
-    std::int64_t N = size_of(w, "N"), C = size_of(w, "C"), H = size_of(w, "H"), W = size_of(w, "W"), R = size_of(w, "R"),
-                 S = size_of(w, "S"), K = dw ? C : size_of(w, "K");
+    std::int64_t N = size_of(w, "N"), C = size_of(w, "C"), H = size_of(w, "H"), W = size_of(w, "W"),
+                 R = size_of(w, "R"), S = size_of(w, "S"), K = dw ? C : size_of(w, "K");
     dnnl::memory::dims src{N, C, H, W}, dst{N, K, H - R + 1, W - S + 1};
     dnnl::memory::dims wei = dw ? dnnl::memory::dims{C, 1, 1, R, S} : dnnl::memory::dims{K, C, R, S};
     // The same NCHW tensors tiletune reads and writes: any layout change is inside oneDNN's time.
@@ -79,7 +79,8 @@ VendorCall onednn_call(const ir::Workload& w, const std::vector<float*>& t, int 
                                       md(src, tag::nchw), wei_md, md(dst, tag::nchw), {1, 1}, {0, 0}, {0, 0});
     dnnl::convolution_forward::primitive_desc pd(d, r->engine);
     r->prim = dnnl::convolution_forward(pd);
-    r->args = {{DNNL_ARG_SRC, mem(md(src, tag::nchw), t[0])}, {DNNL_ARG_WEIGHTS, mem(wei_md, t[1])},
+    r->args = {{DNNL_ARG_SRC, mem(md(src, tag::nchw), t[0])},
+               {DNNL_ARG_WEIGHTS, mem(wei_md, t[1])},
                {DNNL_ARG_DST, mem(md(dst, tag::nchw), t[2])}};
     return {"oneDNN convolution", [r] { (*r)(); }};
   }
@@ -113,17 +114,16 @@ VendorCall openblas_call(const ir::Workload& w, const std::vector<float*>& t, in
   if (w.op.name == "matmul") {
     std::int64_t M = size_of(w, "M"), N = size_of(w, "N"), K = size_of(w, "K");
     float *A = t[0], *B = t[1], *C = t[2];
-    return {"OpenBLAS sgemm", [=] {
-              cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, A, K, B, N, 0.0f, C, N);
-            }};
+    return {"OpenBLAS sgemm",
+            [=] { cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, A, K, B, N, 0.0f, C, N); }};
   }
   if (w.op.name == "batch_matmul") {
     std::int64_t G = size_of(w, "G"), M = size_of(w, "M"), N = size_of(w, "N"), K = size_of(w, "K");
     float *A = t[0], *B = t[1], *C = t[2];
     return {"OpenBLAS sgemm per batch", [=] {
               for (std::int64_t g = 0; g < G; ++g)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, A + g * M * K, K, B + g * K * N, N,
-                            0.0f, C + g * M * N, N);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, A + g * M * K, K, B + g * K * N,
+                            N, 0.0f, C + g * M * N, N);
             }};
   }
   return {"", {}};
@@ -151,8 +151,9 @@ double measure_fma_peak_gflops(int threads) {
       for (long i = 0; i < iterations; ++i) {
         c0 = c0 * a + b, c1 = c1 * a + b, c2 = c2 * a + b, c3 = c3 * a + b, c4 = c4 * a + b, c5 = c5 * a + b;
         c6 = c6 * a + b, c7 = c7 * a + b, c8 = c8 * a + b, c9 = c9 * a + b, c10 = c10 * a + b, c11 = c11 * a + b;
-        __asm__ volatile("" : "+v"(c0), "+v"(c1), "+v"(c2), "+v"(c3), "+v"(c4), "+v"(c5), "+v"(c6), "+v"(c7), "+v"(c8),
-                         "+v"(c9), "+v"(c10), "+v"(c11));
+        __asm__ volatile(""
+                         : "+v"(c0), "+v"(c1), "+v"(c2), "+v"(c3), "+v"(c4), "+v"(c5), "+v"(c6), "+v"(c7), "+v"(c8),
+                           "+v"(c9), "+v"(c10), "+v"(c11));
       }
       vf sum = c0 + c1 + c2 + c3 + c4 + c5 + c6 + c7 + c8 + c9 + c10 + c11;
       sink += sum[0];

@@ -54,7 +54,6 @@ ir::Workload load_workload(const std::string& op, const std::string& op_name, co
   return ir::bind(resolve_op(op, op_name), ir::parse_sizes(sizes));
 }
 
-
 //! The command line's tuning options with what the common options add.
 tuner::TuneOptions tune_options(const CommonOptions& c, const tuner::TuneOptions& t, db::ModelStore* models) {
   tuner::TuneOptions o = t;
@@ -92,8 +91,8 @@ class ProgressPrinter {
                         " ms  failed " + std::to_string(p.failed);
     if (tty_) {
       int width = 30, filled = p.total ? std::min(width, width * p.done / p.total) : width;
-      std::cerr << "\r" << label_ << " [" << std::string(filled, '#') << std::string(width - filled, '.') << "] " << stats
-                << "   " << std::flush;
+      std::cerr << "\r" << label_ << " [" << std::string(filled, '#') << std::string(width - filled, '.') << "] "
+                << stats << "   " << std::flush;
       drawn_ = true;
     } else {
       std::cerr << label_ << ": " << stats << "\n";
@@ -131,8 +130,8 @@ void print_table(const std::vector<std::string>& header, const std::vector<Row>&
   for (auto& r : rows) print(r.cells);
 }
 
-const std::vector<std::string> kTuneHeader = {"op",      "sizes",   "records", "new",  "failed", "naive ms",
-                                              "best ms", "IQR",     "GFLOP/s", "GB/s", "speedup"};
+const std::vector<std::string> kTuneHeader = {"op",      "sizes", "records", "new",  "failed", "naive ms",
+                                              "best ms", "IQR",   "GFLOP/s", "GB/s", "speedup"};
 
 Row tune_row(const ir::Workload& w, const tuner::TuneSummary& s) {
   double best = s.best ? s.best->median_s() : INFINITY;
@@ -184,9 +183,11 @@ int run_suite(const CommonOptions& c, const tuner::TuneOptions& t, const std::st
   if (!trials_given && j.contains("trials") && j["trials"].is_number_integer()) opts.trials = j["trials"].get<int>();
   std::vector<ir::Workload> workloads;
   for (auto& cs : j["cases"]) {
-    if (!cs.is_object() || !cs.contains("op") || !cs["op"].is_string() || !cs.contains("sizes") || !cs["sizes"].is_string())
+    if (!cs.is_object() || !cs.contains("op") || !cs["op"].is_string() || !cs.contains("sizes") ||
+        !cs["sizes"].is_string())
       throw_error(ErrorKind::InvalidInput, "suite " + suite + ": each case needs string fields \"op\" and \"sizes\"");
-    workloads.push_back(load_workload(cs["op"].get<std::string>(), cs.value("op_name", ""), cs["sizes"].get<std::string>()));
+    workloads.push_back(
+        load_workload(cs["op"].get<std::string>(), cs.value("op_name", ""), cs["sizes"].get<std::string>()));
   }
   auto backend = backend_for(c);
   auto store = db::open_sqlite_store(c.db);
@@ -260,8 +261,9 @@ int run_measure(const CommonOptions& c, const tuner::TuneOptions& t, const std::
   bool any_ok = false;
   for (auto& r : records) {
     any_ok = any_ok || r.ok();
-    rows.push_back({{r.ok() ? ms(r.median_s()) : r.error_class, r.ok() ? spread(r) : "-",
-                     r.ok() ? fmt("%.1f", w.flops() / r.median_s() / 1e9) : r.error_message.substr(0, 60), r.config_json}});
+    rows.push_back(
+        {{r.ok() ? ms(r.median_s()) : r.error_class, r.ok() ? spread(r) : "-",
+          r.ok() ? fmt("%.1f", w.flops() / r.median_s() / 1e9) : r.error_message.substr(0, 60), r.config_json}});
   }
   print_table({"median ms", "IQR", "GFLOP/s", "config"}, rows);
   return any_ok ? kOk : kNoResult;
@@ -309,10 +311,15 @@ int run_model_eval(const CommonOptions& c, const std::vector<std::string>& kinds
   auto results = tuner::evaluate_models(data, kinds, seed);
   if (json) {
     for (auto& r : results)
-      std::cout << nlohmann::json{{"model", r.model}, {"split", r.split}, {"folds", r.folds},
-                                  {"workloads", r.metrics.groups}, {"samples", r.metrics.samples},
-                                  {"pairwise_accuracy", r.metrics.pairwise_accuracy}, {"spearman", r.metrics.spearman},
-                                  {"top1", r.metrics.top1}, {"top5", r.metrics.top5}}
+      std::cout << nlohmann::json{{"model", r.model},
+                                  {"split", r.split},
+                                  {"folds", r.folds},
+                                  {"workloads", r.metrics.groups},
+                                  {"samples", r.metrics.samples},
+                                  {"pairwise_accuracy", r.metrics.pairwise_accuracy},
+                                  {"spearman", r.metrics.spearman},
+                                  {"top1", r.metrics.top1},
+                                  {"top5", r.metrics.top5}}
                        .dump()
                 << "\n";
     return kOk;

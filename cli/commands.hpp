@@ -16,9 +16,9 @@ namespace tiletune::cli {
 
 //! Options shared by the subcommands that touch an op, a backend and a database.
 struct CommonOptions {
-  std::string op;             //!< library name or path of a .tile file
-  std::string op_name;        //!< which op of a file holding several
-  std::string sizes;          //!< "M=512,N=512,K=512"
+  std::string op;       //!< library name or path of a .tile file
+  std::string op_name;  //!< which op of a file holding several
+  std::string sizes;    //!< "M=512,N=512,K=512"
   std::string db = "tiletune.db";
   std::string backend = codegen::kDefaultBackend;
   codegen::BackendOptions backend_options;  //!< threads and device of the backend
@@ -37,11 +37,11 @@ struct ServeOptions {
   std::size_t max_body_mb = 0;  //!< 0: HttpOptions' default
 };
 struct WorkerOptions {
-  std::string server;      //!< the daemon's URL
+  std::string server;  //!< the daemon's URL
   std::string token;
-  std::string name;        //!< shown in the daemon's log; default: the host name
-  double poll_s = 1;       //!< wait between leases when there is no work
-  int max_batches = 0;     //!< stop after this many batches; 0: until SIGTERM
+  std::string name;     //!< shown in the daemon's log; default: the host name
+  double poll_s = 1;    //!< wait between leases when there is no work
+  int max_batches = 0;  //!< stop after this many batches; 0: until SIGTERM
 };
 
 // Each subcommand is a thin call into the modules; each returns an exit code and lets
@@ -62,7 +62,8 @@ int run_model_eval(const CommonOptions& c, const std::vector<std::string>& kinds
 //! The daemon (cli/serve.cpp): returns when SIGTERM or SIGINT has stopped it cleanly.
 //! `service` holds the daemon's own options (lease times); its job defaults and backend come
 //! from `c` and `t`.
-int run_serve(const CommonOptions& c, const tuner::TuneOptions& t, const ServeOptions& s, server::ServiceOptions service);
+int run_serve(const CommonOptions& c, const tuner::TuneOptions& t, const ServeOptions& s,
+              server::ServiceOptions service);
 
 //! The first line of a token file, trimmed; Error if unreadable or empty.
 std::string read_token(const std::string& path);

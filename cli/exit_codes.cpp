@@ -4,17 +4,26 @@ namespace tiletune::cli {
 
 int exit_code_for(ErrorKind kind) {
   switch (kind) {
-    case ErrorKind::InvalidInput: return kUsage;
-    case ErrorKind::NotFound: return kNotFound;
-    case ErrorKind::Io: return kIoError;
-    case ErrorKind::Database: return kDatabaseError;
-    case ErrorKind::Build: return kBuildError;
-    case ErrorKind::Internal: return kInternalError;
+    case ErrorKind::InvalidInput:
+      return kUsage;
+    case ErrorKind::NotFound:
+      return kNotFound;
+    case ErrorKind::Io:
+      return kIoError;
+    case ErrorKind::Database:
+      return kDatabaseError;
+    case ErrorKind::Build:
+      return kBuildError;
+    case ErrorKind::Internal:
+      return kInternalError;
     case ErrorKind::Unauthorized:
-    case ErrorKind::Forbidden: return kDenied;
+    case ErrorKind::Forbidden:
+      return kDenied;
     case ErrorKind::Conflict:
-    case ErrorKind::TooLarge: return kUsage;
-    case ErrorKind::Unavailable: return kIoError;
+    case ErrorKind::TooLarge:
+      return kUsage;
+    case ErrorKind::Unavailable:
+      return kIoError;
   }
   return kInternalError;
 }

@@ -7,13 +7,13 @@ namespace tiletune::cli {
 //! The exit codes of the tiletune command, documented in `tiletune --help`.
 enum ExitCode : int {
   kOk = 0,
-  kNoResult = 1,      //!< the command ran but found no correct kernel
-  kUsage = 2,         //!< bad arguments, op text, sizes or config
-  kNotFound = 3,      //!< no such op, suite, file or record
+  kNoResult = 1,  //!< the command ran but found no correct kernel
+  kUsage = 2,     //!< bad arguments, op text, sizes or config
+  kNotFound = 3,  //!< no such op, suite, file or record
   kIoError = 4,
   kDatabaseError = 5,
-  kBuildError = 6,    //!< the compiler failed where it must not (the reference kernel)
-  kDenied = 7,        //!< a daemon refused the token
+  kBuildError = 6,  //!< the compiler failed where it must not (the reference kernel)
+  kDenied = 7,      //!< a daemon refused the token
   kInternalError = 70,
 };
 

@@ -22,12 +22,14 @@ void add_common(CLI::App* cmd, cli::CommonOptions& c, bool with_op) {
   }
   cmd->add_option("--db", c.db, "SQLite database of measurements")->capture_default_str();
   cmd->add_option("--backend", c.backend, "backend to generate code for")->capture_default_str();
-  cmd->add_option("--threads", c.backend_options.threads, "threads of generated kernels (0: all cores)")->capture_default_str();
+  cmd->add_option("--threads", c.backend_options.threads, "threads of generated kernels (0: all cores)")
+      ->capture_default_str();
   cmd->add_option("--cache", c.cache_dir, "folder for built kernels (default: ~/.cache/tiletune)");
   cmd->add_option("--device", c.backend_options.device,
                   "which device of the backend: an OpenCL device name part, a CUDA device index, or a CUDA arch "
                   "like sm_80 to build without a GPU");
-  cmd->add_option("--backend-plugin", c.plugins, "load a backend plug-in (.so, include/tiletune/backend_plugin.h); repeatable");
+  cmd->add_option("--backend-plugin", c.plugins,
+                  "load a backend plug-in (.so, include/tiletune/backend_plugin.h); repeatable");
 }
 
 //! How candidates are measured: shared by the tuning commands and the daemon.
@@ -68,8 +70,10 @@ int main(int argc, char** argv) {
   add_tune(tune_cmd, tune);
 
   std::string suite = "default";
-  auto* suite_cmd = app.add_subcommand("suite", "tune every case of a suite (library name or JSON file) and print a table");
-  suite_cmd->add_option("suite", suite, "suite name (see `tiletune ops`) or path of a suite JSON file")->capture_default_str();
+  auto* suite_cmd =
+      app.add_subcommand("suite", "tune every case of a suite (library name or JSON file) and print a table");
+  suite_cmd->add_option("suite", suite, "suite name (see `tiletune ops`) or path of a suite JSON file")
+      ->capture_default_str();
   add_common(suite_cmd, common, false);
   add_tune(suite_cmd, tune);
 
@@ -98,14 +102,17 @@ int main(int argc, char** argv) {
   cli::ServeOptions serve;
   auto* serve_cmd = app.add_subcommand("serve", "run the tuning daemon (REST API, schemas/openapi.yaml) until SIGTERM");
   add_common(serve_cmd, common, false);
-  serve_cmd->add_option("--listen", serve.listen, "HOST:PORT to listen on (port 0: any free port)")->capture_default_str();
+  serve_cmd->add_option("--listen", serve.listen, "HOST:PORT to listen on (port 0: any free port)")
+      ->capture_default_str();
   serve_cmd->add_option("--token", serve.token, "bearer token that tuning and writing requests must carry");
   serve_cmd->add_option("--token-file", serve.token_file, "read the token from this file instead");
   serve_cmd->add_flag("--open-reads", serve.open_reads, "let GET routes through without a token");
   serve.max_body_mb = server::HttpOptions().max_body_bytes >> 20;
   serve_cmd->add_option("--max-body-mb", serve.max_body_mb, "largest request body, MiB")->capture_default_str();
   server::ServiceOptions service;
-  serve_cmd->add_option("--lease-seconds", service.lease_seconds, "a remote worker's batch goes to another worker after this")
+  serve_cmd
+      ->add_option("--lease-seconds", service.lease_seconds,
+                   "a remote worker's batch goes to another worker after this")
       ->check(CLI::Range(0.5, 86400.0))
       ->capture_default_str();
   add_measuring(serve_cmd, tune);
@@ -118,18 +125,24 @@ int main(int argc, char** argv) {
   worker_cmd->add_option("--token", worker.token, "bearer token of the daemon");
   worker_cmd->add_option("--token-file", worker_token_file, "read the token from this file instead");
   worker_cmd->add_option("--name", worker.name, "name in the daemon's log (default: host name)");
-  worker_cmd->add_option("--poll", worker.poll_s, "seconds between leases when there is no work")->capture_default_str();
-  worker_cmd->add_option("--max-batches", worker.max_batches, "stop after this many batches (0: never)")->capture_default_str();
+  worker_cmd->add_option("--poll", worker.poll_s, "seconds between leases when there is no work")
+      ->capture_default_str();
+  worker_cmd->add_option("--max-batches", worker.max_batches, "stop after this many batches (0: never)")
+      ->capture_default_str();
 
   std::vector<std::string> kinds = costmodel::model_kinds();
   std::uint64_t model_seed = 1;
   auto* model_cmd = app.add_subcommand("model", "train and evaluate the cost models on the database's records");
   model_cmd->require_subcommand(1);
-  auto* train_cmd = model_cmd->add_subcommand("train", "train models on every record of this target and store them in the database");
-  auto* eval_cmd = model_cmd->add_subcommand("eval", "print held-out ranking metrics (unseen sizes, unseen ops) against a random ranker");
+  auto* train_cmd =
+      model_cmd->add_subcommand("train", "train models on every record of this target and store them in the database");
+  auto* eval_cmd = model_cmd->add_subcommand(
+      "eval", "print held-out ranking metrics (unseen sizes, unseen ops) against a random ranker");
   for (auto* cmd : {train_cmd, eval_cmd}) {
     add_common(cmd, common, false);
-    cmd->add_option("--kind", kinds, "model kinds: xgb, nn")->check(CLI::IsMember(costmodel::model_kinds()))->capture_default_str();
+    cmd->add_option("--kind", kinds, "model kinds: xgb, nn")
+        ->check(CLI::IsMember(costmodel::model_kinds()))
+        ->capture_default_str();
     cmd->add_option("--seed", model_seed, "seed of training")->capture_default_str();
   }
   eval_cmd->add_flag("--json", json, "print the metrics as JSON lines");

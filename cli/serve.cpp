@@ -34,7 +34,8 @@ std::string read_token(const std::string& path) {
 
 int run_serve(const CommonOptions& c, const tuner::TuneOptions& t, const ServeOptions& s, server::ServiceOptions so) {
   auto colon = s.listen.rfind(':');
-  if (colon == std::string::npos) throw_error(ErrorKind::InvalidInput, "--listen wants HOST:PORT, got '" + s.listen + "'");
+  if (colon == std::string::npos)
+    throw_error(ErrorKind::InvalidInput, "--listen wants HOST:PORT, got '" + s.listen + "'");
   server::HttpOptions http;
   http.host = s.listen.substr(0, colon);
   try {
@@ -46,7 +47,8 @@ int run_serve(const CommonOptions& c, const tuner::TuneOptions& t, const ServeOp
   http.open_reads = s.open_reads;
   if (s.max_body_mb > 0) http.max_body_bytes = s.max_body_mb << 20;
   if (!loopback(http.host) && http.token.empty())
-    throw_error(ErrorKind::InvalidInput, "listening on " + http.host + " beyond this machine needs a token (--token-file)");
+    throw_error(ErrorKind::InvalidInput,
+                "listening on " + http.host + " beyond this machine needs a token (--token-file)");
 
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e level=%l %v");
   so.db_path = c.db;

@@ -32,9 +32,9 @@ int run_worker(const CommonOptions& c, const WorkerOptions& o) {
   char host[256] = "worker";
   gethostname(host, sizeof host - 1);
   db::TargetRow t = tuner::target_row(backend->target());
-  nlohmann::json reg = daemon.call("POST", "/v1/workers",
-                                   {{"name", o.name.empty() ? std::string(host) : o.name},
-                                    {"target", db::target_to_json(t)}});
+  nlohmann::json reg =
+      daemon.call("POST", "/v1/workers",
+                  {{"name", o.name.empty() ? std::string(host) : o.name}, {"target", db::target_to_json(t)}});
   std::string id = reg["worker_id"];
   std::cout << "tiletune: worker " << id << " measuring for " << o.server << " as target " << t.key << std::endl;
   int batches = 0;
@@ -53,7 +53,8 @@ int run_worker(const CommonOptions& c, const WorkerOptions& o) {
     nlohmann::json results = nlohmann::json::array();
     for (auto& r : measurer.measure(configs)) results.push_back(measure::result_to_json(r));
     try {
-      daemon.call("POST", "/v1/leases/" + task.at("lease_id").get<std::string>(), {{"worker_id", id}, {"results", results}});
+      daemon.call("POST", "/v1/leases/" + task.at("lease_id").get<std::string>(),
+                  {{"worker_id", id}, {"results", results}});
     } catch (const Error& e) {
       // The lease ran out (another worker has the batch) or its job stopped: the work is lost,
       // not the worker.

@@ -49,12 +49,12 @@ Client::~Client() = default;
 
 json Client::call(const std::string& method, const std::string& path, const json& body) {
   std::lock_guard lock(impl_->mu);
-  httplib::Result res = method == "GET"      ? impl_->http.Get(path.c_str())
-                        : method == "DELETE" ? impl_->http.Delete(path.c_str())
-                                             // a compiler's message in a result may not be UTF-8
-                                             : impl_->http.Post(path.c_str(), body.dump(-1, ' ', false,
-                                                                                        json::error_handler_t::replace),
-                                                                "application/json");
+  httplib::Result res = method == "GET" ? impl_->http.Get(path.c_str())
+                        : method == "DELETE"
+                            ? impl_->http.Delete(path.c_str())
+                            // a compiler's message in a result may not be UTF-8
+                            : impl_->http.Post(path.c_str(), body.dump(-1, ' ', false, json::error_handler_t::replace),
+                                               "application/json");
   if (!res) throw_error(ErrorKind::Io, "no answer from the daemon (" + httplib::to_string(res.error()) + ")");
   if (res->status == 204) return nullptr;  // nothing to say (a worker's lease when there is no work)
   json j = json::parse(res->body, nullptr, false);
@@ -65,7 +65,7 @@ json Client::call(const std::string& method, const std::string& path, const json
   bool ours = !j.is_discarded() && j.is_object() && j.contains("error") && j["error"].is_object();
   std::string code = ours ? j["error"].value("code", "") : "";
   std::string message = ours ? j["error"].value("message", "") : res->body;
-  ErrorKind kind = res->status == 400 ? ErrorKind::InvalidInput
+  ErrorKind kind = res->status == 400   ? ErrorKind::InvalidInput
                    : res->status == 401 ? ErrorKind::Unauthorized
                    : res->status == 403 ? ErrorKind::Forbidden
                    : res->status == 404 ? ErrorKind::NotFound

@@ -17,7 +17,7 @@ struct TargetInfo {
   std::string family;            //!< device identity without the toolchain: lookup fallback
   std::string fingerprint_json;  //!< device, ISA, cores, compiler, flags, codegen version
   ir::TargetTraits traits;
-  std::string device;            //!< BackendOptions::device it was made with: a measuring worker opens the same
+  std::string device;  //!< BackendOptions::device it was made with: a measuring worker opens the same
 };
 
 //! Target traits as JSON (stored with the target, so that a remote target can be searched) and
@@ -70,9 +70,9 @@ class Backend {
 inline constexpr const char* kDefaultBackend = "cpu";
 
 struct BackendOptions {
-  int threads = 0;           //!< 0: all cores
-  std::string compiler;      //!< "" : the backend's default
-  std::string device;        //!< backend-specific choice of device ("" : the first one)
+  int threads = 0;       //!< 0: all cores
+  std::string compiler;  //!< "" : the backend's default
+  std::string device;    //!< backend-specific choice of device ("" : the first one)
 };
 
 using BackendFactory = std::function<std::unique_ptr<Backend>(const BackendOptions&)>;

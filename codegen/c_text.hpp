@@ -33,8 +33,10 @@ struct Linear {
                      [](const auto& a, const auto& b) { return std::abs(a.second) > std::abs(b.second); });
     for (auto& [v, c] : sorted) {
       if (c == 0) continue;
-      if (!s.empty()) s += c < 0 ? " - " : " + ";
-      else if (c < 0) s += "-";
+      if (!s.empty())
+        s += c < 0 ? " - " : " + ";
+      else if (c < 0)
+        s += "-";
       std::int64_t a = c < 0 ? -c : c;
       s += a == 1 ? v : v + " * " + std::to_string(a);
     }
@@ -57,17 +59,28 @@ inline std::string float_literal(double v) {
 //! The C operator of a binary arithmetic or comparison node, spaced (" + ", " < ").
 inline const char* c_operator(ir::Expr::Kind k) {
   switch (k) {
-    case ir::Expr::Kind::Add: return " + ";
-    case ir::Expr::Kind::Sub: return " - ";
-    case ir::Expr::Kind::Mul: return " * ";
-    case ir::Expr::Kind::Div: return " / ";
-    case ir::Expr::Kind::Lt: return " < ";
-    case ir::Expr::Kind::Le: return " <= ";
-    case ir::Expr::Kind::Gt: return " > ";
-    case ir::Expr::Kind::Ge: return " >= ";
-    case ir::Expr::Kind::Eq: return " == ";
-    case ir::Expr::Kind::Ne: return " != ";
-    default: return " ? ";
+    case ir::Expr::Kind::Add:
+      return " + ";
+    case ir::Expr::Kind::Sub:
+      return " - ";
+    case ir::Expr::Kind::Mul:
+      return " * ";
+    case ir::Expr::Kind::Div:
+      return " / ";
+    case ir::Expr::Kind::Lt:
+      return " < ";
+    case ir::Expr::Kind::Le:
+      return " <= ";
+    case ir::Expr::Kind::Gt:
+      return " > ";
+    case ir::Expr::Kind::Ge:
+      return " >= ";
+    case ir::Expr::Kind::Eq:
+      return " == ";
+    case ir::Expr::Kind::Ne:
+      return " != ";
+    default:
+      return " ? ";
   }
 }
 

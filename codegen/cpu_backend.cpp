@@ -34,8 +34,9 @@ CpuInfo read_cpuinfo() {
   CpuInfo info;
   std::ifstream in("/proc/cpuinfo");
   std::string line;
-  static const std::set<std::string> wanted = {"sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl",
-                                               "avx512dq", "avx512_bf16", "avx512_vnni", "amx_tile", "asimd", "sve"};
+  static const std::set<std::string> wanted = {"sse4_2",   "avx",      "avx2",     "fma",         "avx512f",
+                                               "avx512bw", "avx512vl", "avx512dq", "avx512_bf16", "avx512_vnni",
+                                               "amx_tile", "asimd",    "sve"};
   while (std::getline(in, line)) {
     auto colon = line.find(':');
     if (colon == std::string::npos) continue;
@@ -77,7 +78,9 @@ class CpuBackend : public Backend {
  public:
   explicit CpuBackend(const BackendOptions& options) : options_(options) {
     compiler_ = options.compiler.empty() ? "g++" : options.compiler;
-    flags_ = {"-O3", "-march=native", "-ffp-contract=fast", "-fno-math-errno", "-fopenmp", "-fPIC", "-shared", "-std=c++17", "-w"};
+    flags_ = {
+        "-O3", "-march=native", "-ffp-contract=fast", "-fno-math-errno", "-fopenmp", "-fPIC", "-shared", "-std=c++17",
+        "-w"};
   }
 
   std::string name() const override { return "cpu"; }
@@ -98,7 +101,10 @@ class CpuBackend : public Backend {
     int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     target_.backend = "cpu";
     target_.traits.threads = options.threads > 0 ? options.threads : cores;
-    target_.traits.vector_lanes = has(cpu, "avx512f") ? 16 : has(cpu, "avx2") ? 8 : (has(cpu, "sse4_2") || has(cpu, "asimd")) ? 4 : 1;
+    target_.traits.vector_lanes = has(cpu, "avx512f")                         ? 16
+                                  : has(cpu, "avx2")                          ? 8
+                                  : (has(cpu, "sse4_2") || has(cpu, "asimd")) ? 4
+                                                                              : 1;
     target_.traits.vector_registers = has(cpu, "avx512f") ? 32 : has(cpu, "asimd") ? 32 : 16;
     ProcessResult version = run_process({compiler_, "--version"}, 30);
     std::string compiler_id = version.output.substr(0, version.output.find('\n'));
@@ -117,8 +123,8 @@ class CpuBackend : public Backend {
                              {"caches", {target_.traits.l1_bytes, target_.traits.l2_bytes, target_.traits.l3_bytes}}};
     std::string flags;
     for (auto& f : flags_) flags += (flags.empty() ? "" : " ") + f;
-    nlohmann::json fp = {{"backend", "cpu"},      {"device", device}, {"threads", target_.traits.threads},
-                         {"compiler", compiler_id}, {"flags", flags},  {"codegen", kCodegenVersion}};
+    nlohmann::json fp = {{"backend", "cpu"},        {"device", device}, {"threads", target_.traits.threads},
+                         {"compiler", compiler_id}, {"flags", flags},   {"codegen", kCodegenVersion}};
     target_.fingerprint_json = fp.dump();
     target_.key = hash_hex(target_.fingerprint_json);
     target_.family = hash_hex(nlohmann::json({{"backend", "cpu"}, {"device", device}}).dump());
@@ -156,6 +162,8 @@ class CpuBackend : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& options) { return std::make_unique<CpuBackend>(options); }
+std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& options) {
+  return std::make_unique<CpuBackend>(options);
+}
 
 }  // namespace tiletune::codegen

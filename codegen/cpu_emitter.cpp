@@ -3,10 +3,10 @@
 #include "codegen/c_text.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <cctype>
-#include <cstdlib>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <sstream>
@@ -33,32 +33,46 @@ using Point = std::map<std::string, AxisValue>;
 
 double identity(Combine c) {
   switch (c) {
-    case Combine::Add: return 0.0;
-    case Combine::Mul: return 1.0;
-    case Combine::Max: return -INFINITY;
-    case Combine::Min: return INFINITY;
-    case Combine::Assign: return 0.0;
+    case Combine::Add:
+      return 0.0;
+    case Combine::Mul:
+      return 1.0;
+    case Combine::Max:
+      return -INFINITY;
+    case Combine::Min:
+      return INFINITY;
+    case Combine::Assign:
+      return 0.0;
   }
   return 0.0;
 }
 
 std::string combine(Combine c, bool vec, const std::string& a, const std::string& b) {
   switch (c) {
-    case Combine::Add: return a + " + " + b;
-    case Combine::Mul: return a + " * " + b;
-    case Combine::Max: return std::string(vec ? "tt_vmax(" : "tt_max(") + a + ", " + b + ")";
-    case Combine::Min: return std::string(vec ? "tt_vmin(" : "tt_min(") + a + ", " + b + ")";
-    case Combine::Assign: return b;
+    case Combine::Add:
+      return a + " + " + b;
+    case Combine::Mul:
+      return a + " * " + b;
+    case Combine::Max:
+      return std::string(vec ? "tt_vmax(" : "tt_max(") + a + ", " + b + ")";
+    case Combine::Min:
+      return std::string(vec ? "tt_vmin(" : "tt_min(") + a + ", " + b + ")";
+    case Combine::Assign:
+      return b;
   }
   return b;
 }
 
 const char* horizontal(Combine c) {
   switch (c) {
-    case Combine::Mul: return "tt_hprod";
-    case Combine::Max: return "tt_hmax";
-    case Combine::Min: return "tt_hmin";
-    default: return "tt_hsum";
+    case Combine::Mul:
+      return "tt_hprod";
+    case Combine::Max:
+      return "tt_hmax";
+    case Combine::Min:
+      return "tt_hmin";
+    default:
+      return "tt_hsum";
   }
 }
 
@@ -90,8 +104,8 @@ class Emitter {
       row_var_ = fresh("row");
       if (traits_.threads > 1)
         line(1, "#pragma omp parallel for schedule(static) num_threads(" + std::to_string(traits_.threads) + ")");
-      line(1, "for (std::int64_t " + row_var_ + " = 0; " + row_var_ + " < " + std::to_string(nest_.rows) + "; " + row_var_ +
-                  " += " + std::to_string(nest_.fuse_rows) + ") {");
+      line(1, "for (std::int64_t " + row_var_ + " = 0; " + row_var_ + " < " + std::to_string(nest_.rows) + "; " +
+                  row_var_ + " += " + std::to_string(nest_.fuse_rows) + ") {");
       // Temporaries hold only the rows of the current block, in a slot of the thread's own,
       // so they stay in cache instead of streaming the whole tensor through memory. Slot t
       // is rows [t * block, (t + 1) * block) of the full-size buffer. A block uses rows
@@ -100,8 +114,10 @@ class Emitter {
       // the OpenMP this is built with). check_fuse_rows makes every stage index a temporary's
       // first dimension by the shared row axis and allows no packs or parallel loops inside.
       slot_var_ = fresh("slot");
-      line(2, "const std::int64_t " + slot_var_ + " = " +
-                  (traits_.threads > 1 ? "omp_get_thread_num() * " + std::to_string(nest_.fuse_rows) : std::string("0")) + ";");
+      line(2,
+           "const std::int64_t " + slot_var_ + " = " +
+               (traits_.threads > 1 ? "omp_get_thread_num() * " + std::to_string(nest_.fuse_rows) : std::string("0")) +
+               ";");
       base_ = 2;
     }
     for (auto& sn : nest_.stages) stage(sn);
@@ -123,12 +139,12 @@ class Emitter {
   const ir::Stage* st_ = nullptr;
   std::map<std::pair<std::string, int>, std::string> loop_var_;
   std::map<std::string, std::string> packed_names_;  // tensor -> its panels' pointer
-  std::string row_var_;  // the row-block loop around all stages (fuse_rows)
-  std::string slot_var_;  // first row of this thread's slot in each temporary (fuse_rows)
-  std::string partial_;  // lanes in use when emitting a vector cut by the end of its axis
-  std::int64_t out_stride_ = 1;  // the output's stride along the vector axis (gathered if not 1)
-  bool strided_vector_ = false;  // vectors need panels or gathers: cut vectors go lane by lane
-  int base_ = 1;         // indentation of a stage
+  std::string row_var_;                              // the row-block loop around all stages (fuse_rows)
+  std::string slot_var_;                             // first row of this thread's slot in each temporary (fuse_rows)
+  std::string partial_;                              // lanes in use when emitting a vector cut by the end of its axis
+  std::int64_t out_stride_ = 1;                      // the output's stride along the vector axis (gathered if not 1)
+  bool strided_vector_ = false;                      // vectors need panels or gathers: cut vectors go lane by lane
+  int base_ = 1;                                     // indentation of a stage
   //! Packed inputs the code being emitted reads through their panels (full tiles only).
   std::map<std::string, std::pair<const ir::Pack*, std::string>> packed_;
   std::string first_, last_;  // C++ conditions ("" when always true)
@@ -137,19 +153,25 @@ class Emitter {
     // User names become C++ identifiers: step around C++'s words, the lower-case macros of
     // the C library and anything that looks like a macro (upper case, two letters or more).
     static const std::set<std::string> cxx = {
-        "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break", "case", "catch",
-        "char", "char8_t", "char16_t", "char32_t", "class", "compl", "concept", "const", "consteval", "constexpr",
-        "constinit", "const_cast", "continue", "co_await", "co_return", "co_yield", "decltype", "default", "delete",
-        "do", "double", "dynamic_cast", "else", "enum", "explicit", "export", "extern", "false", "float", "for",
-        "friend", "goto", "if", "inline", "int", "long", "mutable", "namespace", "new", "noexcept", "not", "not_eq",
-        "nullptr", "operator", "or", "or_eq", "private", "protected", "public", "register", "reinterpret_cast",
-        "requires", "return", "short", "signed", "sizeof", "static", "static_assert", "static_cast", "struct",
-        "switch", "template", "this", "thread_local", "throw", "true", "try", "typedef", "typeid", "typename",
-        "union", "unsigned", "using", "virtual", "void", "volatile", "wchar_t", "while", "xor", "xor_eq", "std",
-        "errno", "assert", "stdin", "stdout", "stderr", "offsetof", "setjmp", "va_arg", "va_start", "va_end",
-        "main", "isnan", "isinf", "isfinite", "signbit", "fpclassify", "isnormal"};
+        "alignas",     "alignof",   "and",        "and_eq",     "asm",      "auto",         "bitand",
+        "bitor",       "bool",      "break",      "case",       "catch",    "char",         "char8_t",
+        "char16_t",    "char32_t",  "class",      "compl",      "concept",  "const",        "consteval",
+        "constexpr",   "constinit", "const_cast", "continue",   "co_await", "co_return",    "co_yield",
+        "decltype",    "default",   "delete",     "do",         "double",   "dynamic_cast", "else",
+        "enum",        "explicit",  "export",     "extern",     "false",    "float",        "for",
+        "friend",      "goto",      "if",         "inline",     "int",      "long",         "mutable",
+        "namespace",   "new",       "noexcept",   "not",        "not_eq",   "nullptr",      "operator",
+        "or",          "or_eq",     "private",    "protected",  "public",   "register",     "reinterpret_cast",
+        "requires",    "return",    "short",      "signed",     "sizeof",   "static",       "static_assert",
+        "static_cast", "struct",    "switch",     "template",   "this",     "thread_local", "throw",
+        "true",        "try",       "typedef",    "typeid",     "typename", "union",        "unsigned",
+        "using",       "virtual",   "void",       "volatile",   "wchar_t",  "while",        "xor",
+        "xor_eq",      "std",       "errno",      "assert",     "stdin",    "stdout",       "stderr",
+        "offsetof",    "setjmp",    "va_arg",     "va_start",   "va_end",   "main",         "isnan",
+        "isinf",       "isfinite",  "signbit",    "fpclassify", "isnormal"};
     auto looks_like_macro = [](const std::string& n) {
-      return n.size() >= 2 && std::none_of(n.begin(), n.end(), [](char c) { return std::islower(static_cast<unsigned char>(c)); });
+      return n.size() >= 2 &&
+             std::none_of(n.begin(), n.end(), [](char c) { return std::islower(static_cast<unsigned char>(c)); });
     };
     std::string name = base;
     if (looks_like_macro(name)) name += "_v";
@@ -164,7 +186,8 @@ class Emitter {
   void line(int depth, const std::string& text) { out_ << std::string(2 * depth, ' ') << text << "\n"; }
   std::string shape(size_t b) const {
     std::string s = "[";
-    for (size_t i = 0; i < w_.buffers[b].shape.size(); ++i) s += (i ? ", " : "") + std::to_string(w_.buffers[b].shape[i]);
+    for (size_t i = 0; i < w_.buffers[b].shape.size(); ++i)
+      s += (i ? ", " : "") + std::to_string(w_.buffers[b].shape[i]);
     return s + "]";
   }
   const std::string& var(const std::string& axis, int level) {
@@ -240,7 +263,8 @@ class Emitter {
     if (traits_.threads > 1)
       line(depth, "#pragma omp parallel for schedule(static) num_threads(" + std::to_string(traits_.threads) + ")");
     std::string panel = fresh("panel");
-    line(depth, "for (std::int64_t " + panel + " = 0; " + panel + " < " + std::to_string(pack.panels) + "; ++" + panel + ") {");
+    line(depth, "for (std::int64_t " + panel + " = 0; " + panel + " < " + std::to_string(pack.panels) + "; ++" + panel +
+                    ") {");
     int d = depth + 1;
     std::vector<std::string> idx(buf.shape.size());
     Linear dst_lin, src_lin;
@@ -255,7 +279,8 @@ class Emitter {
     for (size_t k = 0; k < buf.shape.size(); ++k) {
       if (static_cast<int>(k) == pack.dim) continue;
       idx[k] = fresh("i" + std::to_string(k));
-      line(d++, "for (std::int64_t " + idx[k] + " = 0; " + idx[k] + " < " + std::to_string(buf.shape[k]) + "; ++" + idx[k] + ") {");
+      line(d++, "for (std::int64_t " + idx[k] + " = 0; " + idx[k] + " < " + std::to_string(buf.shape[k]) + "; ++" +
+                    idx[k] + ") {");
       opened.push_back(idx[k]);
       src_lin.add(idx[k], src_strides[k]);
     }
@@ -271,13 +296,14 @@ class Emitter {
     line(d, "const std::int64_t " + first + " = " + panel + " * " + blk + ";");
     std::string to = fresh("to"), from = fresh("from");
     line(d, "float* __restrict " + to + " = " + dst + " + " + dst_lin.str() + ";");
-    line(d, "const float* __restrict " + from + " = " + src + " + " + src_lin.str() + " + " + first + " * " + pack_stride + ";");
+    line(d, "const float* __restrict " + from + " = " + src + " + " + src_lin.str() + " + " + first + " * " +
+                pack_stride + ";");
     if (buf.shape[pack.dim] % pack.block == 0) {
-      line(d, "for (std::int64_t " + j + " = 0; " + j + " < " + blk + "; ++" + j + ") " + to + "[" + j + "] = " + from + "[" +
-                  j + " * " + pack_stride + "];");
+      line(d, "for (std::int64_t " + j + " = 0; " + j + " < " + blk + "; ++" + j + ") " + to + "[" + j + "] = " + from +
+                  "[" + j + " * " + pack_stride + "];");
     } else {
-      line(d, "for (std::int64_t " + j + " = 0; " + j + " < " + blk + "; ++" + j + ") " + to + "[" + j + "] = " + first +
-                  " + " + j + " < " + extent + " ? " + from + "[" + j + " * " + pack_stride + "] : 0.0f;");
+      line(d, "for (std::int64_t " + j + " = 0; " + j + " < " + blk + "; ++" + j + ") " + to + "[" + j + "] = " +
+                  first + " + " + j + " < " + extent + " ? " + from + "[" + j + " * " + pack_stride + "] : 0.0f;");
     }
     for (size_t k = 0; k < opened.size(); ++k) line(--d, "}");
     line(depth, "}");
@@ -309,14 +335,15 @@ class Emitter {
   std::string value(const Expr& e, const Point& p, bool vec, Block& blk, const std::string& acc_value) {
     auto arg = [&](size_t i) { return value(e.args[i], p, vec, blk, acc_value); };
     switch (e.kind) {
-      case Expr::Kind::Const: return vec ? "tt_splat(" + float_literal(e.value) + ")" : float_literal(e.value);
+      case Expr::Kind::Const:
+        return vec ? "tt_splat(" + float_literal(e.value) + ")" : float_literal(e.value);
       case Expr::Kind::Access: {
         if (!acc_value.empty() && e.name == st_->name) return acc_value;
         std::string addr = element(e.name, e.indices, p);
-        std::string load = !vec                   ? addr
-                           : !vector_coeff(e)     ? "tt_splat(" + addr + ")"
-                           : partial_.empty()     ? "tt_load(&" + addr + ")"
-                                                  : "tt_load_n(&" + addr + ", " + partial_ + ")";
+        std::string load = !vec               ? addr
+                           : !vector_coeff(e) ? "tt_splat(" + addr + ")"
+                           : partial_.empty() ? "tt_load(&" + addr + ")"
+                                              : "tt_load_n(&" + addr + ", " + partial_ + ")";
         auto it = blk.load_names.find(load);
         if (it != blk.load_names.end()) return it->second;
         // Block-local names (A_0, A_1, ...) that avoid the kernel-wide ones.
@@ -327,10 +354,12 @@ class Emitter {
         blk.load_names[load] = name;
         return name;
       }
-      case Expr::Kind::Neg: return "(-" + arg(0) + ")";
+      case Expr::Kind::Neg:
+        return "(-" + arg(0) + ")";
       case Expr::Kind::Add:
       case Expr::Kind::Sub:
-      case Expr::Kind::Mul: return "(" + arg(0) + c_operator(e.kind) + arg(1) + ")";
+      case Expr::Kind::Mul:
+        return "(" + arg(0) + c_operator(e.kind) + arg(1) + ")";
       case Expr::Kind::Div:
         // A divisor that is the same in every lane is inverted once: a SIMD division costs
         // several multiplications (x / s[n] in softmax).
@@ -370,10 +399,14 @@ class Emitter {
   void store_all(int depth, const std::vector<Point>& pts, bool vec, const std::vector<std::string>& results) {
     auto put = [&](int d, const Point& p, const std::string& v) {
       std::string addr = out_addr(p);
-      if (!vec) line(d, addr + " = " + v + ";");
-      else if (out_stride_ != 1) line(d, "tt_store_s(&" + addr + ", " + v + ", " + std::to_string(out_stride_) + ");");
-      else if (partial_.empty()) line(d, "tt_store(&" + addr + ", " + v + ");");
-      else line(d, "tt_store_n(&" + addr + ", " + v + ", " + partial_ + ");");
+      if (!vec)
+        line(d, addr + " = " + v + ";");
+      else if (out_stride_ != 1)
+        line(d, "tt_store_s(&" + addr + ", " + v + ", " + std::to_string(out_stride_) + ");");
+      else if (partial_.empty())
+        line(d, "tt_store(&" + addr + ", " + v + ");");
+      else
+        line(d, "tt_store_n(&" + addr + ", " + v + ", " + partial_ + ");");
     };
     if (sn_->epilogue < 0) {
       for (size_t i = 0; i < pts.size(); ++i) put(depth, pts[i], results[i]);
@@ -399,7 +432,8 @@ class Emitter {
       if (!vector_reduce_axis_too && sn_->vector_reduce && l.axis == sn_->vector_axis) continue;
       std::string parent = var(l.axis, l.level - 1);
       std::string end = block_end(parent, l.block, l.extent);
-      if (sn_->unroll > 0 && &l == &sn_->reduce_inner.back()) line(depth, "#pragma GCC unroll " + std::to_string(sn_->unroll));
+      if (sn_->unroll > 0 && &l == &sn_->reduce_inner.back())
+        line(depth, "#pragma GCC unroll " + std::to_string(sn_->unroll));
       const std::string& v = var(l.axis, l.level);
       line(depth, "for (std::int64_t " + v + " = " + parent + "; " + v + " < " + end + "; ++" + v + ") {");
       ++depth;
@@ -440,8 +474,9 @@ class Emitter {
         line(depth, "float " + acc.back() + "_tail = " + id + ";");
       } else {
         std::string init = vec ? "tt_splat(" + id + ")" : id;
-        std::string prev = !vec               ? out_addr(pts[i])
-                           : out_stride_ != 1 ? "tt_load_s(&" + out_addr(pts[i]) + ", " + std::to_string(out_stride_) + ")"
+        std::string prev = !vec ? out_addr(pts[i])
+                           : out_stride_ != 1
+                               ? "tt_load_s(&" + out_addr(pts[i]) + ", " + std::to_string(out_stride_) + ")"
                            : partial_.empty() ? "tt_load(&" + out_addr(pts[i]) + ")"
                                               : "tt_load_n(&" + out_addr(pts[i]) + ", " + partial_ + ")";
         line(depth, std::string(vec ? "tt_vf " : "float ") + acc.back() + " = " +
@@ -540,7 +575,8 @@ class Emitter {
     // Packed inputs are read through their panels wherever their pack axis stands at its
     // register base (see element()); elsewhere from the original tensor.
     packed_.clear();
-    for (auto& pack : sn_->packs) packed_[w_.buffers[pack.buffer].name] = {&pack, packed_names_.at(w_.buffers[pack.buffer].name)};
+    for (auto& pack : sn_->packs)
+      packed_[w_.buffers[pack.buffer].name] = {&pack, packed_names_.at(w_.buffers[pack.buffer].name)};
     if (full.empty()) {
       points(depth, pts, mode);
       return;
@@ -642,24 +678,29 @@ class Emitter {
       const auto& shape = w_.buffers[sn.store].shape;
       size_t d = 0;
       for (auto& a : st_->axes)
-        if (!a.reduce && a.name != sn.vector_axis) ++d;
-        else if (!a.reduce) break;
+        if (!a.reduce && a.name != sn.vector_axis)
+          ++d;
+        else if (!a.reduce)
+          break;
       for (size_t k = d + 1; k < shape.size(); ++k) out_stride_ *= shape[k];
     }
-    strided_vector_ = out_stride_ != 1 || (!sn.vector_axis.empty() && !ir::strided_reads(sn.body, sn.vector_axis).empty());
+    strided_vector_ =
+        out_stride_ != 1 || (!sn.vector_axis.empty() && !ir::strided_reads(sn.body, sn.vector_axis).empty());
     const auto& stmt = w_.op.stmts[sn.stage];
     std::string text = stmt.tensor + "[";
     for (size_t i = 0; i < stmt.lhs_vars.size(); ++i) text += (i ? ", " : "") + stmt.lhs_vars[i];
     text += std::string("] ") + ir::combine_token(stmt.combine) + " " + ir::to_string(stmt.rhs);
     line(base_, "// stage " + st_->name + ": " + text);
-    if (sn.epilogue >= 0) line(base_, "// with the epilogue of stage " + w_.stages[sn.epilogue].name + " fused at the store");
+    if (sn.epilogue >= 0)
+      line(base_, "// with the epilogue of stage " + w_.stages[sn.epilogue].name + " fused at the store");
     line(base_, "{");
     int depth = base_ + 1;
     for (auto& pack : sn.packs) emit_pack(depth, pack);
     int parallel = 0;
     for (auto& l : sn.outer) parallel += l.parallel ? 1 : 0;
     if (parallel > 0)
-      line(depth, "#pragma omp parallel for" + (parallel > 1 ? " collapse(" + std::to_string(parallel) + ")" : std::string()) +
+      line(depth, "#pragma omp parallel for" +
+                      (parallel > 1 ? " collapse(" + std::to_string(parallel) + ")" : std::string()) +
                       " schedule(static) num_threads(" + std::to_string(std::max(traits_.threads, 1)) + ")");
     for (auto& l : sn.outer) {
       const std::string& v = var(l.axis, l.level);
@@ -667,14 +708,16 @@ class Emitter {
       if (l.level == 0 && !row_var_.empty() && l.axis == st_->axes[0].name) {
         std::int64_t rows = nest_.fuse_rows;
         std::string end = block_end(row_var_, rows, l.extent);
-        line(depth++, "for (std::int64_t " + v + " = " + row_var_ + "; " + v + " < " + end + "; " + v + " += " + step + ") {");
+        line(depth++,
+             "for (std::int64_t " + v + " = " + row_var_ + "; " + v + " < " + end + "; " + v + " += " + step + ") {");
       } else if (l.level == 0) {
-        line(depth++, "for (std::int64_t " + v + " = 0; " + v + " < " + std::to_string(l.extent) + "; " + v + " += " + step +
-                          ") {");
+        line(depth++, "for (std::int64_t " + v + " = 0; " + v + " < " + std::to_string(l.extent) + "; " + v +
+                          " += " + step + ") {");
       } else {
         std::string parent = var(l.axis, l.level - 1);
         std::string end = block_end(parent, l.block, l.extent);
-        line(depth++, "for (std::int64_t " + v + " = " + parent + "; " + v + " < " + end + "; " + v + " += " + step + ") {");
+        line(depth++,
+             "for (std::int64_t " + v + " = " + parent + "; " + v + " < " + end + "; " + v + " += " + step + ") {");
       }
     }
     // A register tile starts from the identity on the first block of every reduction axis
@@ -685,7 +728,8 @@ class Emitter {
       if (l.block >= l.extent) continue;
       std::string base = var(l.axis, l.level - 1);
       first_ += (first_.empty() ? "" : " && ") + base + " == 0";
-      last_ += (last_.empty() ? "" : " && ") + base + " + " + std::to_string(l.block) + " >= " + std::to_string(l.extent);
+      last_ +=
+          (last_.empty() ? "" : " && ") + base + " + " + std::to_string(l.block) + " >= " + std::to_string(l.extent);
     }
     micro_kernel(depth);
     close_to(depth, base_ + 1);

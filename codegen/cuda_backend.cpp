@@ -112,8 +112,10 @@ const Driver& driver() {
     int count = 0;
     CUresult r = d.cuInit(0);
     if (r == 0) r = d.cuDeviceGetCount(&count);
-    if (r != 0) failure = "the CUDA driver finds no device: " + d.error(r);
-    else if (count == 0) failure = "the CUDA driver reports 0 devices";
+    if (r != 0)
+      failure = "the CUDA driver finds no device: " + d.error(r);
+    else if (count == 0)
+      failure = "the CUDA driver reports 0 devices";
   });
   if (!failure.empty()) throw_error(ErrorKind::Unavailable, "no CUDA device: " + failure);
   return d;
@@ -133,7 +135,8 @@ DeviceInfo device_info(const std::string& want) {
   int count = 0;
   d.cuDeviceGetCount(&count);
   if (index >= count)
-    throw_error(ErrorKind::Unavailable, "no CUDA device " + std::to_string(index) + " (the driver reports " + std::to_string(count) + ")");
+    throw_error(ErrorKind::Unavailable,
+                "no CUDA device " + std::to_string(index) + " (the driver reports " + std::to_string(count) + ")");
   DeviceInfo info;
   d.check(d.cuDeviceGet(&info.device, index), "device " + std::to_string(index));
   char name[256] = {};
@@ -207,7 +210,8 @@ class CudaKernel : public Kernel {
     floats.push_back(shape.workspace_floats);  // the workspace is never copied
     for (auto f : floats) {
       CUdeviceptr p = 0;
-      d_.check(d_.cuMemAlloc(&p, static_cast<size_t>(std::max<std::int64_t>(f, 1)) * 4), "allocating " + std::to_string(f) + " floats");
+      d_.check(d_.cuMemAlloc(&p, static_cast<size_t>(std::max<std::int64_t>(f, 1)) * 4),
+               "allocating " + std::to_string(f) + " floats");
       buffers_.push_back(p);
     }
     d_.check(d_.cuEventCreate(&start_, 0), "creating an event");
@@ -235,9 +239,9 @@ class CudaKernel : public Kernel {
 class CudaBackend : public WorkGroupBackend {
  public:
   explicit CudaBackend(const BackendOptions& options) : WorkGroupBackend(options, "cuda", ".cu", GpuDialect::Cuda) {
-    nvcc_ = !options.compiler.empty() ? options.compiler
+    nvcc_ = !options.compiler.empty()                             ? options.compiler
             : std::filesystem::exists("/usr/local/cuda/bin/nvcc") ? "/usr/local/cuda/bin/nvcc"
-                                                                   : "nvcc";
+                                                                  : "nvcc";
   }
 
   std::string build(const std::string& source_path, const std::string& artifact_path) const override {
@@ -288,10 +292,13 @@ class CudaBackend : public WorkGroupBackend {
       t.local_bytes = info.shared;
     }
     ProcessResult version = run_process({nvcc_, "--version"}, 60);
-    std::string nvcc_id = version.ok() ? version.output.substr(version.output.rfind("Build ") == std::string::npos ? 0 : version.output.rfind("Build "))
+    std::string nvcc_id = version.ok() ? version.output.substr(version.output.rfind("Build ") == std::string::npos
+                                                                   ? 0
+                                                                   : version.output.rfind("Build "))
                                        : nvcc_ + " (version unknown)";
     while (!nvcc_id.empty() && (nvcc_id.back() == '\n' || nvcc_id.back() == '\r')) nvcc_id.pop_back();
-    nlohmann::json fp = {{"backend", "cuda"}, {"device", device}, {"arch", arch}, {"nvcc", nvcc_id}, {"codegen", kCodegenVersion}};
+    nlohmann::json fp = {
+        {"backend", "cuda"}, {"device", device}, {"arch", arch}, {"nvcc", nvcc_id}, {"codegen", kCodegenVersion}};
     target.fingerprint_json = fp.dump();
     target.key = hash_hex(target.fingerprint_json);
     target.family = hash_hex(nlohmann::json({{"backend", "cuda"}, {"device", device}}).dump());
@@ -300,6 +307,8 @@ class CudaBackend : public WorkGroupBackend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& options) { return std::make_unique<CudaBackend>(options); }
+std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& options) {
+  return std::make_unique<CudaBackend>(options);
+}
 
 }  // namespace tiletune::codegen

@@ -35,24 +35,51 @@ struct Dialect {
 };
 
 const Dialect& dialect_of(GpuDialect d) {
-  static const Dialect opencl{
-      "__kernel", "__global ", "restrict", "__local", "get_group_id(0)", "get_local_id(0)",
-      "barrier(CLK_LOCAL_MEM_FENCE);",
-      "#define TT_MAX(a, b) ((a) > (b) ? (a) : (b))\n"
-      "#define TT_MIN(a, b) ((a) < (b) ? (a) : (b))\n"
-      "#define tt_sigmoid(x) (1.0f / (1.0f + exp(-(x))))\n"
-      "#define tt_select(c, a, b) ((c) != 0.0f ? (a) : (b))\n",
-      {{"exp", "exp"}, {"log", "log"}, {"sqrt", "sqrt"}, {"tanh", "tanh"}, {"abs", "fabs"}, {"erf", "erf"},
-       {"pow", "pow"}, {"max", "TT_MAX"}, {"min", "TT_MIN"}, {"sigmoid", "tt_sigmoid"}, {"select", "tt_select"}}};
-  static const Dialect cuda{
-      "extern \"C\" __global__", "", "__restrict__", "__shared__", "blockIdx.x", "threadIdx.x", "__syncthreads();",
-      "#ifndef INFINITY\n#define INFINITY __int_as_float(0x7f800000)\n#endif\n"
-      "#define TT_MAX(a, b) ((a) > (b) ? (a) : (b))\n"
-      "#define TT_MIN(a, b) ((a) < (b) ? (a) : (b))\n"
-      "#define tt_sigmoid(x) (1.0f / (1.0f + expf(-(x))))\n"
-      "#define tt_select(c, a, b) ((c) != 0.0f ? (a) : (b))\n",
-      {{"exp", "expf"}, {"log", "logf"}, {"sqrt", "sqrtf"}, {"tanh", "tanhf"}, {"abs", "fabsf"}, {"erf", "erff"},
-       {"pow", "powf"}, {"max", "TT_MAX"}, {"min", "TT_MIN"}, {"sigmoid", "tt_sigmoid"}, {"select", "tt_select"}}};
+  static const Dialect opencl{"__kernel",
+                              "__global ",
+                              "restrict",
+                              "__local",
+                              "get_group_id(0)",
+                              "get_local_id(0)",
+                              "barrier(CLK_LOCAL_MEM_FENCE);",
+                              "#define TT_MAX(a, b) ((a) > (b) ? (a) : (b))\n"
+                              "#define TT_MIN(a, b) ((a) < (b) ? (a) : (b))\n"
+                              "#define tt_sigmoid(x) (1.0f / (1.0f + exp(-(x))))\n"
+                              "#define tt_select(c, a, b) ((c) != 0.0f ? (a) : (b))\n",
+                              {{"exp", "exp"},
+                               {"log", "log"},
+                               {"sqrt", "sqrt"},
+                               {"tanh", "tanh"},
+                               {"abs", "fabs"},
+                               {"erf", "erf"},
+                               {"pow", "pow"},
+                               {"max", "TT_MAX"},
+                               {"min", "TT_MIN"},
+                               {"sigmoid", "tt_sigmoid"},
+                               {"select", "tt_select"}}};
+  static const Dialect cuda{"extern \"C\" __global__",
+                            "",
+                            "__restrict__",
+                            "__shared__",
+                            "blockIdx.x",
+                            "threadIdx.x",
+                            "__syncthreads();",
+                            "#ifndef INFINITY\n#define INFINITY __int_as_float(0x7f800000)\n#endif\n"
+                            "#define TT_MAX(a, b) ((a) > (b) ? (a) : (b))\n"
+                            "#define TT_MIN(a, b) ((a) < (b) ? (a) : (b))\n"
+                            "#define tt_sigmoid(x) (1.0f / (1.0f + expf(-(x))))\n"
+                            "#define tt_select(c, a, b) ((c) != 0.0f ? (a) : (b))\n",
+                            {{"exp", "expf"},
+                             {"log", "logf"},
+                             {"sqrt", "sqrtf"},
+                             {"tanh", "tanhf"},
+                             {"abs", "fabsf"},
+                             {"erf", "erff"},
+                             {"pow", "powf"},
+                             {"max", "TT_MAX"},
+                             {"min", "TT_MIN"},
+                             {"sigmoid", "tt_sigmoid"},
+                             {"select", "tt_select"}}};
   return d == GpuDialect::OpenCL ? opencl : cuda;
 }
 
@@ -65,20 +92,29 @@ std::string launches_json(const std::vector<Launch>& launches) {
 
 double identity(Combine c) {
   switch (c) {
-    case Combine::Mul: return 1.0;
-    case Combine::Max: return -INFINITY;
-    case Combine::Min: return INFINITY;
-    default: return 0.0;
+    case Combine::Mul:
+      return 1.0;
+    case Combine::Max:
+      return -INFINITY;
+    case Combine::Min:
+      return INFINITY;
+    default:
+      return 0.0;
   }
 }
 
 std::string combine(Combine c, const std::string& a, const std::string& b, bool vec) {
   switch (c) {
-    case Combine::Add: return a + " + " + b;
-    case Combine::Mul: return a + " * " + b;
-    case Combine::Max: return std::string(vec ? "fmax(" : "TT_MAX(") + a + ", " + b + ")";
-    case Combine::Min: return std::string(vec ? "fmin(" : "TT_MIN(") + a + ", " + b + ")";
-    default: return b;
+    case Combine::Add:
+      return a + " + " + b;
+    case Combine::Mul:
+      return a + " * " + b;
+    case Combine::Max:
+      return std::string(vec ? "fmax(" : "TT_MAX(") + a + ", " + b + ")";
+    case Combine::Min:
+      return std::string(vec ? "fmin(" : "TT_MIN(") + a + ", " + b + ")";
+    default:
+      return b;
   }
 }
 
@@ -108,7 +144,11 @@ struct SpatialAxis {
 class Emitter {
  public:
   Emitter(const ir::Workload& w, const ir::LoopNest& nest, GpuDialect d, bool split)
-      : w_(w), nest_(nest), d_(dialect_of(d)), cuda_(d == GpuDialect::Cuda), split_vectors_(split || d == GpuDialect::Cuda) {
+      : w_(w),
+        nest_(nest),
+        d_(dialect_of(d)),
+        cuda_(d == GpuDialect::Cuda),
+        split_vectors_(split || d == GpuDialect::Cuda) {
     std::int64_t largest = nest.workspace_floats;
     for (auto& b : w.buffers) largest = std::max(largest, b.elements());
     index_ = largest < (std::int64_t(1) << 31) ? "int" : cuda_ ? "long long" : "long";
@@ -124,8 +164,8 @@ class Emitter {
     }
     std::ostringstream src;
     src << kLaunchTag << launches_json(launches) << "\n";
-    src << "// tiletune " << (cuda_ ? "CUDA" : "OpenCL") << " kernels for op " << w_.op.name << " with " << w_.sizes_text()
-        << "\n// workload " << w_.key << "\n// config " << config_json << "\n"
+    src << "// tiletune " << (cuda_ ? "CUDA" : "OpenCL") << " kernels for op " << w_.op.name << " with "
+        << w_.sizes_text() << "\n// workload " << w_.key << "\n// config " << config_json << "\n"
         << (cuda_ ? "// tensors and the workspace must be 16-byte aligned (float4 loads and stores)\n" : "")
         << d_.prelude << "\n"
         << body.str();
@@ -151,7 +191,7 @@ class Emitter {
   std::map<std::string, std::string> reduce_outer_;  //!< innermost tile-loop variable of each reduction axis
   std::map<std::string, const ir::Pack*> staged_;
   std::map<std::string, std::string> staged_name_;
-  std::string vec_axis_;  //!< the spatial axis computed in vectors; "" for none
+  std::string vec_axis_;    //!< the spatial axis computed in vectors; "" for none
   std::int64_t lanes_ = 1;  //!< lanes of vector arithmetic (1 with split vectors)
   //! Split vectors (CUDA, which has no float4 arithmetic): scalar math on the register tile,
   //! but loads and stores along the vector axis `split_` floats at a time where aligned.
@@ -184,11 +224,12 @@ class Emitter {
   bool split_aligned(const Expr& access) const {
     if (access.indices.empty()) return false;
     const ir::IndexExpr& last = access.indices.back();
-    if (last.terms.size() != 1 || last.terms[0].var != vec_axis_ || last.terms[0].coeff != 1 || last.constant % split_ != 0)
+    if (last.terms.size() != 1 || last.terms[0].var != vec_axis_ || last.terms[0].coeff != 1 ||
+        last.constant % split_ != 0)
       return false;
     auto staged = staged_.find(access.name);
-    std::int64_t row = staged != staged_.end() ? staged->second->box.back()
-                                               : w_.buffers[w_.buffer_index(access.name)].shape.back();
+    std::int64_t row =
+        staged != staged_.end() ? staged->second->box.back() : w_.buffers[w_.buffer_index(access.name)].shape.back();
     return row % split_ == 0;
   }
 
@@ -283,7 +324,8 @@ class Emitter {
   }
 
   //! The tensor (or staged tile) an access reads and the flat index into it.
-  std::pair<std::string, std::string> address(const Expr& access, const std::map<std::string, std::int64_t>& point) const {
+  std::pair<std::string, std::string> address(const Expr& access,
+                                              const std::map<std::string, std::int64_t>& point) const {
     const auto& shape = w_.buffers[w_.buffer_index(access.name)].shape;
     auto staged = staged_.find(access.name);
     Linear flat;
@@ -302,20 +344,25 @@ class Emitter {
     return {staged != staged_.end() ? staged_name_.at(access.name) : tensor_.at(access.name), flat.str()};
   }
 
-  std::string value(const Expr& e, const std::map<std::string, std::int64_t>& point, Block& blk, const std::string& acc) {
+  std::string value(const Expr& e, const std::map<std::string, std::int64_t>& point, Block& blk,
+                    const std::string& acc) {
     auto arg = [&](size_t i) { return value(e.args[i], point, blk, acc); };
     switch (e.kind) {
-      case Expr::Kind::Const: return float_literal(e.value);
-      case Expr::Kind::Size: return float_literal(static_cast<double>(w_.sizes.at(e.name)));
+      case Expr::Kind::Const:
+        return float_literal(e.value);
+      case Expr::Kind::Size:
+        return float_literal(static_cast<double>(w_.sizes.at(e.name)));
       case Expr::Kind::Access: {
         if (!acc.empty() && e.name == st_->name) return acc;
         if (split_ && split_aligned(e)) return split_load(e, point, blk);
         auto [base, flat] = address(e, point);
         bool vec = along_vector(e);
-        std::string load = vec ? "vload" + std::to_string(lanes_) + "(0, " + base + " + " + flat + ")" : base + "[" + flat + "]";
+        std::string load =
+            vec ? "vload" + std::to_string(lanes_) + "(0, " + base + " + " + flat + ")" : base + "[" + flat + "]";
         return named_load(blk, e.name, vec ? vector_type() : "float", load);
       }
-      case Expr::Kind::Neg: return "(-" + arg(0) + ")";
+      case Expr::Kind::Neg:
+        return "(-" + arg(0) + ")";
       case Expr::Kind::Call: {
         // fmax/fmin take a vector and a scalar alike (max(v, 0.0f) in a vectorized epilogue).
         std::string fn = lanes_ > 1 && (e.name == "max" || e.name == "min") ? "f" + e.name : d_.functions.at(e.name);
@@ -326,8 +373,10 @@ class Emitter {
       case Expr::Kind::Add:
       case Expr::Kind::Sub:
       case Expr::Kind::Mul:
-      case Expr::Kind::Div: return "(" + arg(0) + c_operator(e.kind) + arg(1) + ")";
-      default: return "((" + arg(0) + c_operator(e.kind) + arg(1) + ") ? 1.0f : 0.0f)";  // comparisons
+      case Expr::Kind::Div:
+        return "(" + arg(0) + c_operator(e.kind) + arg(1) + ")";
+      default:
+        return "((" + arg(0) + c_operator(e.kind) + arg(1) + ") ? 1.0f : 0.0f)";  // comparisons
     }
   }
 
@@ -372,7 +421,9 @@ class Emitter {
   std::string inside(const std::map<std::string, std::int64_t>& p) const {
     std::string c;
     for (auto& [name, a] : spatial_)
-      if (a.tail) c += (c.empty() ? "" : " && ") + a.start + " + " + std::to_string(p.at(name)) + " < " + std::to_string(a.extent);
+      if (a.tail)
+        c +=
+            (c.empty() ? "" : " && ") + a.start + " + " + std::to_string(p.at(name)) + " < " + std::to_string(a.extent);
     return c;
   }
 
@@ -402,9 +453,8 @@ class Emitter {
     auto decompose = [&](const std::string& id, bool local) {
       std::vector<SpatialAxis*> axes;
       for (auto& [n, a] : spatial_) axes.push_back(&a);
-      std::sort(axes.begin(), axes.end(), [&](auto* x, auto* y) {
-        return local ? x->local_pos < y->local_pos : x->group_pos < y->group_pos;
-      });
+      std::sort(axes.begin(), axes.end(),
+                [&](auto* x, auto* y) { return local ? x->local_pos < y->local_pos : x->group_pos < y->group_pos; });
       std::int64_t stride = 1;
       for (size_t i = axes.size(); i-- > 0;) {
         SpatialAxis& a = *axes[i];
@@ -415,12 +465,14 @@ class Emitter {
         if (radix == 1) coord = "0";
         if (!local) {
           a.group_start = fresh(a.name + "_g");
-          line(depth, "const " + index_ + " " + a.group_start + " = " + (coord == "0" ? "0" : coord + " * " + std::to_string(a.group)) +
+          line(depth, "const " + index_ + " " + a.group_start + " = " +
+                          (coord == "0" ? "0" : coord + " * " + std::to_string(a.group)) +
                           ";  // first point of the work-group along " + a.name);
         } else {
           a.start = fresh(a.name + "0");
           std::string off = coord == "0" ? "" : " + " + coord + " * " + std::to_string(a.reg);
-          line(depth, "const " + index_ + " " + a.start + " = " + a.group_start + off + ";  // first point of the work-item");
+          line(depth,
+               "const " + index_ + " " + a.start + " = " + a.group_start + off + ";  // first point of the work-item");
         }
         stride *= radix;
       }
@@ -451,8 +503,8 @@ class Emitter {
     for (auto* a : acc)
       if (a->name == buf.name) access = a;
     std::string i = fresh("tt_i");
-    line(depth, "for (" + index_ + " " + i + " = tt_item; " + i + " < " + std::to_string(p.elements()) + "; " + i + " += " +
-                    std::to_string(items) + ") {");
+    line(depth, "for (" + index_ + " " + i + " = tt_item; " + i + " < " + std::to_string(p.elements()) + "; " + i +
+                    " += " + std::to_string(items) + ") {");
     std::vector<std::string> coord(buf.shape.size());
     std::string cond;
     Linear flat;
@@ -461,14 +513,15 @@ class Emitter {
       coord[d] = fresh("tt_c" + std::to_string(d));
       std::string c = box_stride > 1 ? "(" + i + " / " + std::to_string(box_stride) + ")" : i;
       if (d > 0) c += " % " + std::to_string(p.box[d]);
-      line(depth + 1, "const " + index_ + " " + coord[d] + " = " + staged_origin(access->indices[d]).str() + " + " + c + ";");
+      line(depth + 1,
+           "const " + index_ + " " + coord[d] + " = " + staged_origin(access->indices[d]).str() + " + " + c + ";");
       cond += (cond.empty() ? "" : " && ") + coord[d] + " >= 0 && " + coord[d] + " < " + std::to_string(buf.shape[d]);
       flat.add(coord[d], stride);
       box_stride *= p.box[d];
       stride *= buf.shape[d];
     }
-    line(depth + 1, staged_name_.at(buf.name) + "[" + i + "] = (" + cond + ") ? " + tensor_.at(buf.name) + "[" + flat.str() +
-                        "] : 0.0f;");
+    line(depth + 1, staged_name_.at(buf.name) + "[" + i + "] = (" + cond + ") ? " + tensor_.at(buf.name) + "[" +
+                        flat.str() + "] : 0.0f;");
     line(depth, "}");
   }
 
@@ -514,7 +567,8 @@ class Emitter {
     std::vector<std::string> accs;
     for (auto& p : pts) {
       accs.push_back(fresh("acc" + point_suffix(p)));
-      if (reduce) line(1, vector_type() + " " + accs.back() + " = " + widen(float_literal(identity(st_->combine))) + ";");
+      if (reduce)
+        line(1, vector_type() + " " + accs.back() + " = " + widen(float_literal(identity(st_->combine))) + ";");
     }
     int depth = 1;
     std::map<std::string, std::string> last_level;
@@ -523,8 +577,8 @@ class Emitter {
       std::string v = fresh(l.axis + "_o" + std::to_string(l.level));
       std::string from = l.level == 0 ? "0" : last_level.at(l.axis);
       std::string end = l.level == 0 ? std::to_string(l.extent) : block_end(from, l.block, l.extent, "TT_MIN");
-      line(depth++, "for (" + index_ + " " + v + " = " + from + "; " + v + " < " + end + "; " + v + " += " +
-                        std::to_string(l.step) + ") {");
+      line(depth++, "for (" + index_ + " " + v + " = " + from + "; " + v + " < " + end + "; " + v +
+                        " += " + std::to_string(l.step) + ") {");
       last_level[l.axis] = v;
       reduce_outer_[l.axis] = v;
     }
@@ -539,7 +593,8 @@ class Emitter {
       reduce_var_[l.axis] = v;
       auto outer = last_level.find(l.axis);
       std::string from = outer == last_level.end() ? "0" : outer->second;
-      std::string end = outer == last_level.end() ? std::to_string(l.extent) : block_end(from, l.block, l.extent, "TT_MIN");
+      std::string end =
+          outer == last_level.end() ? std::to_string(l.extent) : block_end(from, l.block, l.extent, "TT_MIN");
       if (r + 1 == sn.reduce_inner.size() && sn.unroll > 0) line(depth, "#pragma unroll " + std::to_string(sn.unroll));
       line(depth++, "for (" + index_ + " " + v + " = " + from + "; " + v + " < " + end + "; ++" + v + ") {");
     }
@@ -566,7 +621,8 @@ class Emitter {
       std::string cond = inside(pts[i]);
       auto [base, flat] = address(target, pts[i]);
       std::string store = base + "[" + flat + "] = " + finals[i] + ";";
-      if (lanes_ > 1) store = "vstore" + std::to_string(lanes_) + "(" + finals[i] + ", 0, " + base + " + " + flat + ");";
+      if (lanes_ > 1)
+        store = "vstore" + std::to_string(lanes_) + "(" + finals[i] + ", 0, " + base + " + " + flat + ");";
       if (split_ && split_aligned(target)) {
         // The lanes of one vector are consecutive points (the vector axis is the last of the
         // register tile): one store per vector, from its first point.
@@ -575,8 +631,10 @@ class Emitter {
         std::string lanes;
         for (std::int64_t j = 0; j < split_; ++j) lanes += (j ? ", " : "") + finals[i + j];
         std::string type = "float" + std::to_string(split_);
-        store = cuda_ ? "*reinterpret_cast<" + type + "*>(" + base + " + " + flat + ") = make_" + type + "(" + lanes + ");"
-                      : "vstore" + std::to_string(split_) + "((" + type + ")(" + lanes + "), 0, " + base + " + " + flat + ");";
+        store =
+            cuda_ ? "*reinterpret_cast<" + type + "*>(" + base + " + " + flat + ") = make_" + type + "(" + lanes + ");"
+                  : "vstore" + std::to_string(split_) + "((" + type + ")(" + lanes + "), 0, " + base + " + " + flat +
+                        ");";
       }
       stores.push_back(cond.empty() ? store : "if (" + cond + ") " + store);
     }
@@ -593,8 +651,8 @@ class Emitter {
     for (auto& b : w_.buffers) {
       if (b.role == ir::Buffer::Role::Temp) continue;
       bool input = b.role == ir::Buffer::Role::Input;
-      params += std::string(arg++ ? ",\n    " : "") + d_.global_ptr + (input ? "const " : "") + "float* " + d_.restrict_kw +
-                " " + tensor_[b.name];
+      params += std::string(arg++ ? ",\n    " : "") + d_.global_ptr + (input ? "const " : "") + "float* " +
+                d_.restrict_kw + " " + tensor_[b.name];
     }
     params += std::string(arg ? ",\n    " : "") + d_.global_ptr + "float* " + d_.restrict_kw + " tt_ws";
     if (cuda_)
@@ -622,7 +680,8 @@ std::vector<Launch> read_launches(const std::string& source) {
     try {
       if (j.is_array())
         for (auto& l : j) {
-          Launch launch{l.at("kernel").get<std::string>(), l.at("groups").get<std::int64_t>(), l.at("items").get<std::int64_t>()};
+          Launch launch{l.at("kernel").get<std::string>(), l.at("groups").get<std::int64_t>(),
+                        l.at("items").get<std::int64_t>()};
           if (launch.groups < 1 || launch.items < 1 || launch.kernel.empty())
             throw_error(ErrorKind::InvalidInput, "a kernel launch needs a name and positive groups and items");
           out.push_back(launch);
@@ -631,7 +690,9 @@ std::vector<Launch> read_launches(const std::string& source) {
       throw_error(ErrorKind::InvalidInput, std::string("malformed kernel launches: ") + e.what());
     }
   }
-  if (out.empty()) throw_error(ErrorKind::InvalidInput, "the source records no kernel launches (first line '" + std::string(kLaunchTag) + "...')");
+  if (out.empty())
+    throw_error(ErrorKind::InvalidInput,
+                "the source records no kernel launches (first line '" + std::string(kLaunchTag) + "...')");
   return out;
 }
 

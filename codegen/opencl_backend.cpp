@@ -22,7 +22,8 @@ constexpr const char* kCodegenVersion = "opencl-2";
 constexpr const char* kBuildOptions = "-cl-mad-enable -cl-no-signed-zeros";
 
 void check(cl_int status, const std::string& what) {
-  if (status != CL_SUCCESS) throw_error(ErrorKind::Internal, "OpenCL: " + what + " failed with status " + std::to_string(status));
+  if (status != CL_SUCCESS)
+    throw_error(ErrorKind::Internal, "OpenCL: " + what + " failed with status " + std::to_string(status));
 }
 
 std::string device_string(cl_device_id d, cl_device_info what) {
@@ -61,9 +62,8 @@ struct Device {
     cl_uint count = 0;
     cl_int status = clGetPlatformIDs(0, nullptr, &count);
     if (status != CL_SUCCESS || count == 0)
-      throw_error(ErrorKind::Unavailable,
-                  "no OpenCL platform (status " + std::to_string(status) +
-                      "): install an OpenCL driver, e.g. Debian's pocl-opencl-icd for CPUs");
+      throw_error(ErrorKind::Unavailable, "no OpenCL platform (status " + std::to_string(status) +
+                                              "): install an OpenCL driver, e.g. Debian's pocl-opencl-icd for CPUs");
     std::vector<cl_platform_id> platforms(count);
     clGetPlatformIDs(count, platforms.data(), nullptr);
     std::string seen;
@@ -86,7 +86,8 @@ struct Device {
       if (device) break;
     }
     if (!device)
-      throw_error(ErrorKind::Unavailable, "no OpenCL device " + (want.empty() ? std::string() : "named like '" + want + "' ") +
+      throw_error(ErrorKind::Unavailable, "no OpenCL device " +
+                                              (want.empty() ? std::string() : "named like '" + want + "' ") +
                                               "(devices: " + (seen.empty() ? "none" : seen) + ")");
     context = clCreateContext(nullptr, 1, &device, nullptr, nullptr, &status);
     check(status, "clCreateContext");
@@ -192,7 +193,8 @@ class ClKernel : public Kernel {
       cl_kernel k = clCreateKernel(program_, l.kernel.c_str(), &status);
       check(status, "clCreateKernel " + l.kernel);
       kernels_.push_back(k);
-      for (cl_uint a = 0; a < buffers_.size(); ++a) check(clSetKernelArg(k, a, sizeof(cl_mem), &buffers_[a]), "clSetKernelArg");
+      for (cl_uint a = 0; a < buffers_.size(); ++a)
+        check(clSetKernelArg(k, a, sizeof(cl_mem), &buffers_[a]), "clSetKernelArg");
     }
   }
 
@@ -209,8 +211,8 @@ class ClKernel : public Kernel {
 
   cl_mem make_buffer(std::int64_t floats) {
     cl_int status = CL_SUCCESS;
-    cl_mem m = clCreateBuffer(device_.context, CL_MEM_READ_WRITE, static_cast<size_t>(std::max<std::int64_t>(floats, 1)) * 4,
-                              nullptr, &status);
+    cl_mem m = clCreateBuffer(device_.context, CL_MEM_READ_WRITE,
+                              static_cast<size_t>(std::max<std::int64_t>(floats, 1)) * 4, nullptr, &status);
     check(status, "clCreateBuffer of " + std::to_string(floats) + " floats");
     return m;
   }
@@ -218,7 +220,8 @@ class ClKernel : public Kernel {
 
 class OpenClBackend : public WorkGroupBackend {
  public:
-  explicit OpenClBackend(const BackendOptions& options) : WorkGroupBackend(options, "opencl", ".cl", GpuDialect::OpenCL) {}
+  explicit OpenClBackend(const BackendOptions& options)
+      : WorkGroupBackend(options, "opencl", ".cl", GpuDialect::OpenCL) {}
 
   std::string build(const std::string& source_path, const std::string& artifact_path) const override {
     target();
@@ -243,9 +246,10 @@ class OpenClBackend : public WorkGroupBackend {
       if (k) clReleaseKernel(k);
       if (status != CL_SUCCESS || static_cast<std::int64_t>(limit) < l.items) {
         clReleaseProgram(program);
-        return status != CL_SUCCESS ? "OpenCL: no kernel " + l.kernel + " in the program (status " + std::to_string(status) + ")"
-                                    : "kernel " + l.kernel + " allows work-groups of " + std::to_string(limit) +
-                                          " items on this device; the config needs " + std::to_string(l.items);
+        return status != CL_SUCCESS
+                   ? "OpenCL: no kernel " + l.kernel + " in the program (status " + std::to_string(status) + ")"
+                   : "kernel " + l.kernel + " allows work-groups of " + std::to_string(limit) +
+                         " items on this device; the config needs " + std::to_string(l.items);
       }
     }
     size_t size = 0;
@@ -301,6 +305,8 @@ class OpenClBackend : public WorkGroupBackend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_opencl_backend(const BackendOptions& options) { return std::make_unique<OpenClBackend>(options); }
+std::unique_ptr<Backend> make_opencl_backend(const BackendOptions& options) {
+  return std::make_unique<OpenClBackend>(options);
+}
 
 }  // namespace tiletune::codegen

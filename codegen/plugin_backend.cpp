@@ -42,7 +42,8 @@ class PluginKernel : public Kernel {
       throw_error(ErrorKind::Internal, std::string(p_.name) + " plug-in: " + m.what("running the kernel failed"));
     // A time that is not a positive number would rank the candidate first.
     if (!(seconds > 0) || !std::isfinite(seconds))
-      throw_error(ErrorKind::Internal, std::string(p_.name) + " plug-in: run reported " + std::to_string(seconds) + " seconds");
+      throw_error(ErrorKind::Internal,
+                  std::string(p_.name) + " plug-in: run reported " + std::to_string(seconds) + " seconds");
     return seconds;
   }
 
@@ -57,7 +58,8 @@ class PluginBackend : public Backend {
     Message m;
     nlohmann::json o = {{"threads", options.threads}, {"compiler", options.compiler}, {"device", options.device}};
     self_ = p_.create(o.dump().c_str(), m.text, kMessageBytes);
-    if (!self_) throw_error(ErrorKind::InvalidInput, name() + " plug-in failed to initialise: " + m.what("create returned NULL"));
+    if (!self_)
+      throw_error(ErrorKind::InvalidInput, name() + " plug-in failed to initialise: " + m.what("create returned NULL"));
     device_ = options.device;
   }
   ~PluginBackend() override { p_.destroy(self_); }
@@ -71,11 +73,13 @@ class PluginBackend : public Backend {
       tt_target t{};
       Message m;
       if (p_.describe(self_, &t, m.text, kMessageBytes) != 0 || !t.fingerprint_json)
-        throw_error(ErrorKind::Unavailable, name() + " plug-in cannot describe its target: " + m.what("describe failed"));
+        throw_error(ErrorKind::Unavailable,
+                    name() + " plug-in cannot describe its target: " + m.what("describe failed"));
       // The backend's name is part of the fingerprint: two plug-ins never share records.
       target_.backend = name();
       target_.device = device_;
-      target_.fingerprint_json = nlohmann::json({{"backend", name()}, {"plugin", std::string(t.fingerprint_json)}}).dump();
+      target_.fingerprint_json =
+          nlohmann::json({{"backend", name()}, {"plugin", std::string(t.fingerprint_json)}}).dump();
       target_.key = hash_hex(target_.fingerprint_json);
       target_.family = hash_hex(name() + "\n" + (t.family_json ? t.family_json : t.fingerprint_json));
       target_.traits.vector_lanes = t.vector_lanes;
@@ -98,7 +102,8 @@ class PluginBackend : public Backend {
     std::lock_guard<std::mutex> lock(calls_);
     char* text = p_.emit(self_, program.c_str(), m.text, kMessageBytes);
     // A config the plug-in cannot express is an invalid config for this backend.
-    if (!text) throw_error(ErrorKind::InvalidInput, name() + " plug-in cannot emit this config: " + m.what("emit failed"));
+    if (!text)
+      throw_error(ErrorKind::InvalidInput, name() + " plug-in cannot emit this config: " + m.what("emit failed"));
     std::string source(text);
     p_.free_text(text);
     return source;
@@ -113,8 +118,9 @@ class PluginBackend : public Backend {
   std::unique_ptr<Kernel> load(const std::string& artifact_path, const KernelShape& shape) const override {
     Message m;
     std::lock_guard<std::mutex> lock(calls_);
-    void* k = p_.load(self_, artifact_path.c_str(), shape.tensor_floats.data(), static_cast<std::int32_t>(shape.tensor_floats.size()),
-                      shape.workspace_floats, m.text, kMessageBytes);
+    void* k =
+        p_.load(self_, artifact_path.c_str(), shape.tensor_floats.data(),
+                static_cast<std::int32_t>(shape.tensor_floats.size()), shape.workspace_floats, m.text, kMessageBytes);
     if (!k) throw_error(ErrorKind::Io, name() + " plug-in cannot load " + artifact_path + ": " + m.what("load failed"));
     return std::make_unique<PluginKernel>(p_, k);
   }
@@ -172,16 +178,26 @@ std::string load_backend_plugin(const std::string& given) {
   if (!t.name || !std::regex_match(t.name, std::regex("[a-z0-9_-]{1,64}")))
     fail("names itself '" + std::string(t.name ? t.name : "") + "'; a backend name is 1-64 of [a-z0-9_-]");
   std::string name = t.name;
-  const char* missing = !t.create ? "create" : !t.destroy ? "destroy" : !t.describe ? "describe" : !t.emit ? "emit"
-                        : !t.free_text ? "free_text" : !t.build ? "build" : !t.load ? "load" : !t.run ? "run"
-                        : !t.unload ? "unload" : !t.source_extension ? "source_extension" : nullptr;
+  const char* missing = !t.create             ? "create"
+                        : !t.destroy          ? "destroy"
+                        : !t.describe         ? "describe"
+                        : !t.emit             ? "emit"
+                        : !t.free_text        ? "free_text"
+                        : !t.build            ? "build"
+                        : !t.load             ? "load"
+                        : !t.run              ? "run"
+                        : !t.unload           ? "unload"
+                        : !t.source_extension ? "source_extension"
+                                              : nullptr;
   if (missing) fail("leaves " + std::string(missing) + " unset in its tt_plugin table");
   for (auto& [name_, e] : list_backends())
     if (name_ == name && backend_origin(name) != path) fail("registers backend '" + name + "', which is already taken");
   Loaded& stored = plugins()[path] = loaded;
   register_backend(
       name, t.description ? t.description : "plug-in " + path,
-      [&table = stored.table](const BackendOptions& options) { return std::make_unique<PluginBackend>(table, options); },
+      [&table = stored.table](const BackendOptions& options) {
+        return std::make_unique<PluginBackend>(table, options);
+      },
       path);
   stored.name = name;
   return name;

@@ -8,10 +8,14 @@
 namespace tiletune::codegen {
 
 std::string traits_to_json(const ir::TargetTraits& t) {
-  return nlohmann::json{{"vector_lanes", t.vector_lanes}, {"vector_registers", t.vector_registers},
-                        {"threads", t.threads},           {"l1_bytes", t.l1_bytes},
-                        {"l2_bytes", t.l2_bytes},         {"l3_bytes", t.l3_bytes},
-                        {"max_group_size", t.max_group_size}, {"local_bytes", t.local_bytes}}
+  return nlohmann::json{{"vector_lanes", t.vector_lanes},
+                        {"vector_registers", t.vector_registers},
+                        {"threads", t.threads},
+                        {"l1_bytes", t.l1_bytes},
+                        {"l2_bytes", t.l2_bytes},
+                        {"l3_bytes", t.l3_bytes},
+                        {"max_group_size", t.max_group_size},
+                        {"local_bytes", t.local_bytes}}
       .dump();
 }
 

@@ -17,10 +17,42 @@ using ir::Loop;
 using ir::StageNest;
 
 enum Feature {
-  kFlops, kPoints, kRegPoints, kVectorLanes, kVectorReduce, kAccumulators, kRegisterPressure, kLoadsPerUpdate,
-  kReduceInner, kUnroll, kParallel, kParallelBalance, kOuterLoops, kEdgeFraction, kInnerUnitStride, kFootprintReg,
-  kFitL1, kFitL2, kFitL3, kFootprintTotal, kIntensityReg, kIntensityL2, kPacked, kPackedBytes, kEpilogue, kInlined,
-  kFuseRows, kStages, kTempBytes, kReductionPosition, kOutputStores, kPrefetch, kParallelLoops, kLoopTrips, kFootprintCurve, kCount
+  kFlops,
+  kPoints,
+  kRegPoints,
+  kVectorLanes,
+  kVectorReduce,
+  kAccumulators,
+  kRegisterPressure,
+  kLoadsPerUpdate,
+  kReduceInner,
+  kUnroll,
+  kParallel,
+  kParallelBalance,
+  kOuterLoops,
+  kEdgeFraction,
+  kInnerUnitStride,
+  kFootprintReg,
+  kFitL1,
+  kFitL2,
+  kFitL3,
+  kFootprintTotal,
+  kIntensityReg,
+  kIntensityL2,
+  kPacked,
+  kPackedBytes,
+  kEpilogue,
+  kInlined,
+  kFuseRows,
+  kStages,
+  kTempBytes,
+  kReductionPosition,
+  kOutputStores,
+  kPrefetch,
+  kParallelLoops,
+  kLoopTrips,
+  kFootprintCurve,
+  kCount
 };
 
 const std::vector<std::pair<std::string, std::string>> kDocs = {
@@ -57,7 +89,8 @@ const std::vector<std::pair<std::string, std::string>> kDocs = {
     {"output_stores_log", "log2 of stores of output points (reduction blocks outside the register tile)"},
     {"prefetch", "iterations of the micro-kernel's reduction loop ahead that its vector loads are prefetched"},
     {"parallel_loops", "tile loops collapsed into the parallel loop"},
-    {"loop_trips_by_depth", "mean over tile loops of depth (1 outermost) times log2(1 + trips): where the long loops sit"},
+    {"loop_trips_by_depth",
+     "mean over tile loops of depth (1 outermost) times log2(1 + trips): where the long loops sit"},
     {"footprint_curve_log", "mean over tile-loop depths of log2(1 + bytes touched inside them): the footprint curve"},
 };
 
@@ -135,7 +168,8 @@ struct StageFeatures {
       for (auto& l : sn.reg)
         for (auto& ix : a->indices)
           if (ix.coeff_of(l.axis) != 0) {
-            copies *= (l.axis == sn.vector_axis && !sn.vector_reduce) ? std::max<double>(1, l.block / sn.lanes) : l.block;
+            copies *=
+                (l.axis == sn.vector_axis && !sn.vector_reduce) ? std::max<double>(1, l.block / sn.lanes) : l.block;
             break;
           }
       loads.insert(a->name + ":" + std::to_string(copies));
@@ -159,7 +193,8 @@ struct StageFeatures {
     }
     int threads = std::max(1, t.threads);
     f[kParallel] += any_parallel ? log2p(par) : 0;
-    f[kParallelBalance] += any_parallel ? static_cast<float>(par / (threads * std::ceil(par / threads))) : 1.0f / threads;
+    f[kParallelBalance] +=
+        any_parallel ? static_cast<float>(par / (threads * std::ceil(par / threads))) : 1.0f / threads;
     f[kOuterLoops] += static_cast<float>(sn.outer.size());
     double parallel_loops = 0, trips_by_depth = 0;
     for (size_t i = 0; i < sn.outer.size(); ++i) {

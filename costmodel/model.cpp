@@ -66,7 +66,8 @@ std::unique_ptr<CostModel> load_model(const std::string& blob, ModelMeta* meta) 
     bad("header is not a " + std::string(kBlobFormat) + " header (not a tiletune model, or from another version)");
   std::string payload = blob.substr(nl + 1);
   try {
-    if (h.at("payload_bytes").get<std::size_t>() != payload.size() || h.at("payload_hash").get<std::string>() != hash_hex(payload))
+    if (h.at("payload_bytes").get<std::size_t>() != payload.size() ||
+        h.at("payload_hash").get<std::string>() != hash_hex(payload))
       bad("payload is truncated or corrupt (size or hash differs from the header)");
     int version = h.at("feature_version").get<int>();
     if (version != kFeatureVersion || h.at("feature_count").get<std::size_t>() != feature_count())

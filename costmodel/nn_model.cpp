@@ -4,9 +4,9 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <mutex>
 #include <numeric>
 #include <random>
-#include <mutex>
 #include <sstream>
 
 #include "costmodel/kinds.hpp"
@@ -117,7 +117,8 @@ class NnModel final : public CostModel {
       for (std::size_t s = 0; s < rows[i]->stages.size(); ++s) {
         const FeatureRow& row = rows[i]->stages[s];
         check_feature_row(row);
-        std::copy(row.begin(), row.end(), p + (static_cast<std::int64_t>(i) * nests + static_cast<std::int64_t>(s)) * f);
+        std::copy(row.begin(), row.end(),
+                  p + (static_cast<std::int64_t>(i) * nests + static_cast<std::int64_t>(s)) * f);
         m[static_cast<std::int64_t>(i) * nests + static_cast<std::int64_t>(s)] = 1;
       }
     return {(in - mean_) * scale_ * mask.unsqueeze(-1), mask};

@@ -89,8 +89,10 @@ RankingMetrics evaluate_ranking(const std::vector<std::string>& group, const std
         if (la == lb) continue;  // equal (or both failed): no order to get right
         pairs += 1;
         float sa = score[idx[a]], sb = score[idx[b]];
-        if (sa == sb) agree += 0.5;
-        else agree += (la < lb) == (sa > sb);
+        if (sa == sb)
+          agree += 0.5;
+        else
+          agree += (la < lb) == (sa > sb);
       }
     std::vector<double> speed, s;
     for (auto i : ok) {

@@ -51,9 +51,16 @@ class Matrix {
 //   measurements, the compiler and the daemon need; one thread trains these sizes in < 1 s.
 constexpr int kRounds = 150;
 const std::pair<const char*, const char*> kParams[] = {
-    {"objective", "rank:pairwise"}, {"eta", "0.2"},   {"max_depth", "6"},   {"min_child_weight", "0"},
-    {"gamma", "0.001"},             {"lambda", "1"},  {"subsample", "1"},   {"tree_method", "hist"},
-    {"nthread", "1"},               {"verbosity", "0"},
+    {"objective", "rank:pairwise"},
+    {"eta", "0.2"},
+    {"max_depth", "6"},
+    {"min_child_weight", "0"},
+    {"gamma", "0.001"},
+    {"lambda", "1"},
+    {"subsample", "1"},
+    {"tree_method", "hist"},
+    {"nthread", "1"},
+    {"verbosity", "0"},
 };
 
 class XgbModel final : public CostModel {
@@ -79,7 +86,8 @@ class XgbModel final : public CostModel {
     reset();
     DMatrixHandle train[] = {m.get()};
     check(XGBoosterCreate(train, 1, &booster_), ErrorKind::Internal, "creating a booster");
-    for (auto& [k, v] : kParams) check(XGBoosterSetParam(booster_, k, v), ErrorKind::Internal, std::string("parameter ") + k);
+    for (auto& [k, v] : kParams)
+      check(XGBoosterSetParam(booster_, k, v), ErrorKind::Internal, std::string("parameter ") + k);
     check(XGBoosterSetParam(booster_, "seed", std::to_string(seed_ % 2147483647).c_str()), ErrorKind::Internal, "seed");
     for (int i = 0; i < kRounds; ++i)
       check(XGBoosterUpdateOneIter(booster_, i, m.get()), ErrorKind::Internal, "training round " + std::to_string(i));
@@ -94,8 +102,9 @@ class XgbModel final : public CostModel {
     bst_ulong n = 0;
     const float* out = nullptr;
     check(XGBoosterPredict(booster_, m.get(), 0, 0, 0, &n, &out), ErrorKind::Internal, "predicting");
-    if (n != x.size()) throw_error(ErrorKind::Internal, "xgb: predicted " + std::to_string(n) + " scores for " +
-                                                            std::to_string(x.size()) + " rows");
+    if (n != x.size())
+      throw_error(ErrorKind::Internal,
+                  "xgb: predicted " + std::to_string(n) + " scores for " + std::to_string(x.size()) + " rows");
     return std::vector<float>(out, out + n);
   }
 

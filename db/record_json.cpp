@@ -126,7 +126,10 @@ Record record_from_json(const json& j) {
 
 // Workload and target rows travel with their JSON-valued columns as strings, as stored.
 json workload_to_json(const WorkloadRow& w) {
-  return {{"key", w.key}, {"op_name", w.op_name}, {"canonical_text", w.canonical_text}, {"sizes_json", w.sizes_json},
+  return {{"key", w.key},
+          {"op_name", w.op_name},
+          {"canonical_text", w.canonical_text},
+          {"sizes_json", w.sizes_json},
           {"op_text", w.op_text}};
 }
 
@@ -138,14 +141,18 @@ WorkloadRow workload_from_json(const json& j) {
 }
 
 json target_to_json(const TargetRow& t) {
-  return {{"key", t.key}, {"backend", t.backend}, {"family", t.family}, {"fingerprint_json", t.fingerprint_json},
+  return {{"key", t.key},
+          {"backend", t.backend},
+          {"family", t.family},
+          {"fingerprint_json", t.fingerprint_json},
           {"traits_json", t.traits_json}};
 }
 
 TargetRow target_from_json(const json& j) {
   require_object(j, "target");
-  return {string_member(j, "key", "target"), string_member(j, "backend", "target"), string_member(j, "family", "target"),
-          string_member(j, "fingerprint_json", "target"), optional_string(j, "traits_json", "target")};
+  return {string_member(j, "key", "target"), string_member(j, "backend", "target"),
+          string_member(j, "family", "target"), string_member(j, "fingerprint_json", "target"),
+          optional_string(j, "traits_json", "target")};
 }
 
 }  // namespace tiletune::db

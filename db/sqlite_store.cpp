@@ -1,7 +1,7 @@
 #include <sqlite3.h>
 
-#include <chrono>
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <nlohmann/json.hpp>
 
@@ -159,8 +159,10 @@ class Statement {
     check(v ? sqlite3_bind_double(stmt_, i, *v) : sqlite3_bind_null(stmt_, i));
   }
   void bind_one(int i, const std::optional<std::string>& v) {
-    if (v) bind_one(i, *v);
-    else check(sqlite3_bind_null(stmt_, i));
+    if (v)
+      bind_one(i, *v);
+    else
+      check(sqlite3_bind_null(stmt_, i));
   }
 
   std::string first_line() const {
@@ -241,8 +243,9 @@ class SqliteStore final : public Store {
   void put_workload(const WorkloadRow& w) override {
     std::lock_guard lock(mu_);
     WriteTransaction tx(db());
-    Statement(db(), "INSERT INTO workloads (key, op_name, canonical_text, sizes_json, op_text, created) "
-                    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING")
+    Statement(db(),
+              "INSERT INTO workloads (key, op_name, canonical_text, sizes_json, op_text, created) "
+              "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING")
         .bind(w.key, w.op_name, w.canonical_text, w.sizes_json, w.op_text, now_unix_ms())
         .step();
     tx.commit();
@@ -251,9 +254,10 @@ class SqliteStore final : public Store {
   void put_target(const TargetRow& t) override {
     std::lock_guard lock(mu_);
     WriteTransaction tx(db());
-    Statement(db(), "INSERT INTO targets (key, backend, family, fingerprint_json, traits_json, created) "
-                    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO UPDATE SET traits_json = excluded.traits_json "
-                    "WHERE targets.traits_json = ''")
+    Statement(db(),
+              "INSERT INTO targets (key, backend, family, fingerprint_json, traits_json, created) "
+              "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO UPDATE SET traits_json = excluded.traits_json "
+              "WHERE targets.traits_json = ''")
         .bind(t.key, t.backend, t.family, t.fingerprint_json, t.traits_json, now_unix_ms())
         .step();
     tx.commit();
@@ -294,16 +298,17 @@ class SqliteStore final : public Store {
     std::lock_guard lock(mu_);
     WriteTransaction tx(db());
     try {
-      Statement(db(), "INSERT INTO records (workload_key, target_key, config_key, config_json, times_json, "
-                      "median_s, error_class, error_message, measure_params_json, tool_version, created_unix_ms) "
-                      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING")
-          .bind(r.workload_key, r.target_key, r.config_key, r.config_json, times, median, error_class,
-                r.error_message, r.measure_params_json, r.tool_version, created)
+      Statement(db(),
+                "INSERT INTO records (workload_key, target_key, config_key, config_json, times_json, "
+                "median_s, error_class, error_message, measure_params_json, tool_version, created_unix_ms) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING")
+          .bind(r.workload_key, r.target_key, r.config_key, r.config_json, times, median, error_class, r.error_message,
+                r.measure_params_json, r.tool_version, created)
           .step();
     } catch (const Error&) {
       if (sqlite3_extended_errcode(db()) == SQLITE_CONSTRAINT_FOREIGNKEY)
-        throw_error(ErrorKind::Database, "add_record: workload '" + r.workload_key + "' or target '" +
-                                             r.target_key + "' is not in the database (put it first)");
+        throw_error(ErrorKind::Database, "add_record: workload '" + r.workload_key + "' or target '" + r.target_key +
+                                             "' is not in the database (put it first)");
       throw;
     }
     // The row is either the one just inserted or the earlier duplicate: one query serves both.
@@ -319,7 +324,8 @@ class SqliteStore final : public Store {
     // Empty filters match everything: "? = ''" short-circuits the comparison. median_s is NULL
     // exactly for failures, which never rank.
     return query("SELECT " + kRecordColumns + " FROM records WHERE " + kRecordFilter +
-                     (q.fastest_first ? " AND median_s IS NOT NULL ORDER BY median_s, id" : " ORDER BY id") + " LIMIT ?",
+                     (q.fastest_first ? " AND median_s IS NOT NULL ORDER BY median_s, id" : " ORDER BY id") +
+                     " LIMIT ?",
                  q.workload_key, q.workload_key, q.target_key, q.target_key, q.config_key, q.config_key, q.after_id,
                  q.ok_only ? 1 : 0, q.limit < 0 ? 0 : q.limit);
   }
@@ -345,8 +351,9 @@ class SqliteStore final : public Store {
     std::lock_guard lock(mu_);
     WriteTransaction tx(db());
     try {
-      Statement(db(), "INSERT OR REPLACE INTO models (kind, target_key, feature_version, records, metrics_json, blob, "
-                      "created_unix_ms) VALUES (?, ?, ?, ?, ?, ?, ?)")
+      Statement(db(),
+                "INSERT OR REPLACE INTO models (kind, target_key, feature_version, records, metrics_json, blob, "
+                "created_unix_ms) VALUES (?, ?, ?, ?, ?, ?, ?)")
           .bind(m.kind, m.target_key, m.feature_version, m.records, m.metrics_json, Blob{m.blob},
                 m.created_unix_ms ? m.created_unix_ms : now_unix_ms())
           .step();
@@ -360,24 +367,28 @@ class SqliteStore final : public Store {
 
   std::optional<ModelRow> model(const std::string& kind, const std::string& target_key) override {
     std::lock_guard lock(mu_);
-    Statement st(db(), "SELECT kind, target_key, feature_version, records, metrics_json, blob, created_unix_ms "
-                       "FROM models WHERE kind = ? AND target_key = ?");
+    Statement st(db(),
+                 "SELECT kind, target_key, feature_version, records, metrics_json, blob, created_unix_ms "
+                 "FROM models WHERE kind = ? AND target_key = ?");
     if (!st.bind(kind, target_key).step()) return std::nullopt;
-    return ModelRow{st.text(0), st.text(1), static_cast<int>(st.integer(2)), st.integer(3), st.text(4), st.blob(5),
-                    st.integer(6)};
+    return ModelRow{st.text(0), st.text(1),   static_cast<int>(st.integer(2)), st.integer(3), st.text(4),
+                    st.blob(5), st.integer(6)};
   }
 
   JobRow put_job(const JobRow& j) override {
     std::lock_guard lock(mu_);
     WriteTransaction tx(db());
     {
-      Statement st(db(), ("SELECT " + kJobColumns + " FROM jobs WHERE request_key = ? AND state IN ('queued', "
-                          "'running') ORDER BY created_unix_ms LIMIT 1").c_str());
+      Statement st(db(), ("SELECT " + kJobColumns +
+                          " FROM jobs WHERE request_key = ? AND state IN ('queued', "
+                          "'running') ORDER BY created_unix_ms LIMIT 1")
+                             .c_str());
       if (st.bind(j.request_key).step()) return read_job(st);  // the transaction rolls back: nothing written
     }
     std::int64_t now = now_unix_ms();
-    Statement(db(), "INSERT INTO jobs (id, request_key, request_json, workload_key, target_key, state, done, total, "
-                    "best_s, error, created_unix_ms, updated_unix_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+    Statement(db(),
+              "INSERT INTO jobs (id, request_key, request_json, workload_key, target_key, state, done, total, "
+              "best_s, error, created_unix_ms, updated_unix_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
         .bind(j.id, j.request_key, j.request_json, j.workload_key, j.target_key, j.state, j.done, j.total, j.best_s,
               j.error, now, now)
         .step();
@@ -390,8 +401,9 @@ class SqliteStore final : public Store {
   void update_job(const JobRow& j) override {
     std::lock_guard lock(mu_);
     WriteTransaction tx(db());
-    Statement(db(), "UPDATE jobs SET state = ?, done = ?, total = ?, best_s = ?, error = ?, updated_unix_ms = ? "
-                    "WHERE id = ?")
+    Statement(db(),
+              "UPDATE jobs SET state = ?, done = ?, total = ?, best_s = ?, error = ?, updated_unix_ms = ? "
+              "WHERE id = ?")
         .bind(j.state, j.done, j.total, j.best_s, j.error, now_unix_ms(), j.id)
         .step();
     tx.commit();
@@ -417,8 +429,10 @@ class SqliteStore final : public Store {
 
   std::vector<JobRow> jobs(const std::string& state, int limit) override {
     std::lock_guard lock(mu_);
-    Statement st(db(), ("SELECT " + kJobColumns + " FROM jobs WHERE (? = '' OR state = ?) "
-                        "ORDER BY created_unix_ms DESC, id LIMIT ?").c_str());
+    Statement st(db(), ("SELECT " + kJobColumns +
+                        " FROM jobs WHERE (? = '' OR state = ?) "
+                        "ORDER BY created_unix_ms DESC, id LIMIT ?")
+                           .c_str());
     st.bind(state, state, limit < 0 ? 0 : limit);
     std::vector<JobRow> out;
     while (st.step()) out.push_back(read_job(st));
@@ -450,8 +464,8 @@ class SqliteStore final : public Store {
       "id, request_key, request_json, workload_key, target_key, state, done, total, best_s, error, "
       "created_unix_ms, updated_unix_ms";
   static JobRow read_job(const Statement& st) {
-    JobRow j{st.text(0), st.text(1), st.text(2), st.text(3), st.text(4), st.text(5), st.integer(6), st.integer(7),
-             std::nullopt, st.text(9), st.integer(10), st.integer(11)};
+    JobRow j{st.text(0),    st.text(1),    st.text(2),   st.text(3), st.text(4),     st.text(5),
+             st.integer(6), st.integer(7), std::nullopt, st.text(9), st.integer(10), st.integer(11)};
     if (!st.is_null(8)) j.best_s = st.real(8);
     return j;
   }
@@ -483,10 +497,13 @@ class SqliteStore final : public Store {
     if (!version) {
       Statement other(db(), "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'");
       if (other.step())
-        throw_error(ErrorKind::Database, "database '" + path_ + "' is an SQLite file but not a tiletune "
-                                         "database (it has table '" + other.text(0) + "' and no schema_meta)");
-      exec(db(), "CREATE TABLE schema_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);"
-                 "INSERT INTO schema_meta VALUES ('schema_version', 0)",
+        throw_error(ErrorKind::Database, "database '" + path_ +
+                                             "' is an SQLite file but not a tiletune "
+                                             "database (it has table '" +
+                                             other.text(0) + "' and no schema_meta)");
+      exec(db(),
+           "CREATE TABLE schema_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);"
+           "INSERT INTO schema_meta VALUES ('schema_version', 0)",
            "creating schema_meta");
       version = 0;
     }
@@ -508,8 +525,6 @@ class SqliteStore final : public Store {
 
 }  // namespace
 
-std::unique_ptr<Store> open_sqlite_store(const std::string& path) {
-  return std::make_unique<SqliteStore>(path);
-}
+std::unique_ptr<Store> open_sqlite_store(const std::string& path) { return std::make_unique<SqliteStore>(path); }
 
 }  // namespace tiletune::db

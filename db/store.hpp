@@ -35,8 +35,8 @@ struct Record {
   std::int64_t id = 0;  //!< assigned by the store
   std::string workload_key;
   std::string target_key;
-  std::string config_key;   //!< hash of config_json
-  std::string config_json;  //!< canonical (sorted keys) JSON
+  std::string config_key;       //!< hash of config_json
+  std::string config_json;      //!< canonical (sorted keys) JSON
   std::vector<double> times_s;  //!< every timed repeat, seconds; empty on failure
   std::string error_class;      //!< "" | "build_error" | "runtime_error" | "timeout" | "wrong_result" | ...
   std::string error_message;
@@ -56,7 +56,7 @@ struct RecordQuery {
   std::string target_key;
   std::int64_t after_id = 0;
   int limit = 1000;
-  bool ok_only = false;        //!< successful records only
+  bool ok_only = false;  //!< successful records only
   std::string config_key;
   bool fastest_first = false;  //!< by median, ties to the older record (successful records only); else by id
 };

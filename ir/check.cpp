@@ -47,8 +47,7 @@ struct Checker {
     if (defined.count(s.tensor))
       fail_at(s.loc, "tensor '" + s.tensor + "' is assigned twice: each tensor has exactly one statement");
     std::set<std::string> lhs(s.lhs_vars.begin(), s.lhs_vars.end());
-    if (lhs.size() != s.lhs_vars.size())
-      fail_at(s.loc, "an index name repeats on the left of '" + s.tensor + "'");
+    if (lhs.size() != s.lhs_vars.size()) fail_at(s.loc, "an index name repeats on the left of '" + s.tensor + "'");
     const TensorDecl* out = nullptr;
     if (auto it = outputs.find(s.tensor); it != outputs.end()) {
       out = it->second;
@@ -94,8 +93,9 @@ struct Checker {
       auto it = extent.find(v);
       if (it == extent.end()) {
         SourceLoc loc = first_use.count(v) ? first_use[v] : s.loc;
-        fail_at(loc, "index '" + v + "' has no inferable range: it must appear alone as the index of some "
-                     "dimension (like 'k' in A[m, k])");
+        fail_at(loc, "index '" + v +
+                         "' has no inferable range: it must appear alone as the index of some "
+                         "dimension (like 'k' in A[m, k])");
       }
       s.vars.push_back({v, it->second, !lhs.count(v)});
     }

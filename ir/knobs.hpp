@@ -22,10 +22,10 @@ struct Choice {
 struct Knob {
   const char* name;  //!< the config's JSON key; "key.part" for a part of a structured knob
   const char* doc;
-  std::int64_t default_value;  //!< the naive schedule's value
-  std::int64_t min, max;       //!< what the checker accepts
+  std::int64_t default_value;   //!< the naive schedule's value
+  std::int64_t min, max;        //!< what the checker accepts
   std::vector<Choice> choices;  //!< what the space draws (a knob of two choices {1, 0} is a coin)
-  const char* feature;  //!< the cost-model feature (costmodel::feature_docs) it enters
+  const char* feature;          //!< the cost-model feature (costmodel::feature_docs) it enters
   //! The StageSchedule field of an integer knob of a stage (unroll, prefetch, parallel):
   //! the config JSON, the checker and "has no knobs" iterate over these.
   int StageSchedule::*field = nullptr;

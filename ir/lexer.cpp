@@ -8,8 +8,7 @@
 namespace tiletune::ir::detail {
 
 void fail_at(SourceLoc loc, const std::string& message) {
-  throw_error(ErrorKind::InvalidInput,
-              std::to_string(loc.line) + ":" + std::to_string(loc.column) + ": " + message);
+  throw_error(ErrorKind::InvalidInput, std::to_string(loc.line) + ":" + std::to_string(loc.column) + ": " + message);
 }
 
 namespace {
@@ -85,9 +84,10 @@ std::vector<Token> lex(const std::string& text) {
         if (std::string("()[]{}:,+-*/=<>;").find(c) == std::string::npos) {
           char hex[8];
           std::snprintf(hex, sizeof hex, "0x%02x", static_cast<unsigned char>(c));
-          std::string shown = std::isprint(static_cast<unsigned char>(c)) ? std::string(1, c) : std::string("byte ") + hex;
-          fail_at(t.loc, "unexpected character '" + shown +
-                             "': names are plain ASCII identifiers [A-Za-z_][A-Za-z0-9_]*");
+          std::string shown =
+              std::isprint(static_cast<unsigned char>(c)) ? std::string(1, c) : std::string("byte ") + hex;
+          fail_at(t.loc,
+                  "unexpected character '" + shown + "': names are plain ASCII identifiers [A-Za-z_][A-Za-z0-9_]*");
         }
         advance(1);
       }

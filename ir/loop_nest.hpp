@@ -42,26 +42,26 @@ struct Pack {
 //! A stage after scheduling: what the code generators emit and the cost model reads.
 struct StageNest {
   int stage = -1;
-  Expr body;                        //!< right side with inlined stages substituted
-  std::vector<Loop> outer;          //!< tile loops, outermost first
-  std::vector<Loop> reduce_inner;   //!< the micro-kernel's reduction loops (innermost level)
-  std::vector<Loop> reg;            //!< the register tile: innermost level of each spatial axis
-  std::string vector_axis;          //!< "" if scalar
-  bool vector_reduce = false;       //!< the vector axis is a reduction axis
+  Expr body;                       //!< right side with inlined stages substituted
+  std::vector<Loop> outer;         //!< tile loops, outermost first
+  std::vector<Loop> reduce_inner;  //!< the micro-kernel's reduction loops (innermost level)
+  std::vector<Loop> reg;           //!< the register tile: innermost level of each spatial axis
+  std::string vector_axis;         //!< "" if scalar
+  bool vector_reduce = false;      //!< the vector axis is a reduction axis
   int lanes = 1;
   int unroll = 0;
-  int prefetch = 0;     //!< see StageSchedule::prefetch
-  int epilogue = -1;    //!< stage fused at the store (its output receives the results)
-  Expr epilogue_body;   //!< its right side in this stage's axis names
-  int store = -1;       //!< buffer written: the stage's own, or the epilogue's when fused
+  int prefetch = 0;    //!< see StageSchedule::prefetch
+  int epilogue = -1;   //!< stage fused at the store (its output receives the results)
+  Expr epilogue_body;  //!< its right side in this stage's axis names
+  int store = -1;      //!< buffer written: the stage's own, or the epilogue's when fused
   std::vector<Pack> packs;
 };
 
 //! A workload lowered under a schedule: stages to run in order and the temp buffers they need.
 struct LoopNest {
   std::vector<StageNest> stages;
-  std::int64_t fuse_rows = 0;   //!< rows per block of the loop around all stages; 0: none
-  std::int64_t rows = 0;        //!< extent of the shared first axis when fused
+  std::int64_t fuse_rows = 0;                  //!< rows per block of the loop around all stages; 0: none
+  std::int64_t rows = 0;                       //!< extent of the shared first axis when fused
   std::vector<std::int64_t> workspace_offset;  //!< per buffer, in floats; -1 if not in the workspace
   std::int64_t workspace_floats = 0;
 };

@@ -98,12 +98,12 @@ LoopNest lower(const Workload& w, const Schedule& s, const TargetTraits& t) {
   };
   nest.workspace_offset.assign(w.buffers.size(), -1);
   for (size_t b = 0; b < w.buffers.size(); ++b)
-    if (w.buffers[b].role == Buffer::Role::Temp && materialized[b]) nest.workspace_offset[b] = reserve(w.buffers[b].elements());
+    if (w.buffers[b].role == Buffer::Role::Temp && materialized[b])
+      nest.workspace_offset[b] = reserve(w.buffers[b].elements());
   for (auto& sn : nest.stages)
     for (auto& p : sn.packs)
       if (p.box.empty()) p.offset = reserve(p.elements());
   return nest;
 }
-
 
 }  // namespace tiletune::ir

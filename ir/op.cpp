@@ -17,9 +17,9 @@ std::int64_t IndexExpr::coeff_of(const std::string& var) const {
 }
 
 int builtin_arity(const std::string& name) {
-  static const std::map<std::string, int> arity = {
-      {"exp", 1}, {"log", 1}, {"sqrt", 1}, {"tanh", 1}, {"abs", 1}, {"sigmoid", 1},
-      {"erf", 1}, {"max", 2}, {"min", 2},  {"pow", 2},  {"select", 3}};
+  static const std::map<std::string, int> arity = {{"exp", 1}, {"log", 1},     {"sqrt", 1},  {"tanh", 1},
+                                                   {"abs", 1}, {"sigmoid", 1}, {"erf", 1},   {"max", 2},
+                                                   {"min", 2}, {"pow", 2},     {"select", 3}};
   auto it = arity.find(name);
   return it == arity.end() ? -1 : it->second;
 }
@@ -37,23 +37,34 @@ int count_ops(const Expr& e) {
 
 const char* combine_token(Combine c) {
   switch (c) {
-    case Combine::Assign: return "=";
-    case Combine::Add: return "+=";
-    case Combine::Mul: return "*=";
-    case Combine::Max: return "max=";
-    case Combine::Min: return "min=";
+    case Combine::Assign:
+      return "=";
+    case Combine::Add:
+      return "+=";
+    case Combine::Mul:
+      return "*=";
+    case Combine::Max:
+      return "max=";
+    case Combine::Min:
+      return "min=";
   }
   return "=";
 }
 
 std::string to_string(const SizeExpr& e) {
   switch (e.kind) {
-    case SizeExpr::Kind::Const: return std::to_string(e.value);
-    case SizeExpr::Kind::Symbol: return e.symbol;
-    case SizeExpr::Kind::Add: return "(" + to_string(e.args[0]) + " + " + to_string(e.args[1]) + ")";
-    case SizeExpr::Kind::Sub: return "(" + to_string(e.args[0]) + " - " + to_string(e.args[1]) + ")";
-    case SizeExpr::Kind::Mul: return "(" + to_string(e.args[0]) + " * " + to_string(e.args[1]) + ")";
-    case SizeExpr::Kind::Div: return "(" + to_string(e.args[0]) + " / " + to_string(e.args[1]) + ")";
+    case SizeExpr::Kind::Const:
+      return std::to_string(e.value);
+    case SizeExpr::Kind::Symbol:
+      return e.symbol;
+    case SizeExpr::Kind::Add:
+      return "(" + to_string(e.args[0]) + " + " + to_string(e.args[1]) + ")";
+    case SizeExpr::Kind::Sub:
+      return "(" + to_string(e.args[0]) + " - " + to_string(e.args[1]) + ")";
+    case SizeExpr::Kind::Mul:
+      return "(" + to_string(e.args[0]) + " * " + to_string(e.args[1]) + ")";
+    case SizeExpr::Kind::Div:
+      return "(" + to_string(e.args[0]) + " / " + to_string(e.args[1]) + ")";
   }
   return "?";
 }
@@ -88,37 +99,52 @@ std::string number(double v) {
 }
 const char* infix(Expr::Kind k) {
   switch (k) {
-    case Expr::Kind::Add: return " + ";
-    case Expr::Kind::Sub: return " - ";
-    case Expr::Kind::Mul: return " * ";
-    case Expr::Kind::Div: return " / ";
-    case Expr::Kind::Lt: return " < ";
-    case Expr::Kind::Le: return " <= ";
-    case Expr::Kind::Gt: return " > ";
-    case Expr::Kind::Ge: return " >= ";
-    case Expr::Kind::Eq: return " == ";
-    case Expr::Kind::Ne: return " != ";
-    default: return " ? ";
+    case Expr::Kind::Add:
+      return " + ";
+    case Expr::Kind::Sub:
+      return " - ";
+    case Expr::Kind::Mul:
+      return " * ";
+    case Expr::Kind::Div:
+      return " / ";
+    case Expr::Kind::Lt:
+      return " < ";
+    case Expr::Kind::Le:
+      return " <= ";
+    case Expr::Kind::Gt:
+      return " > ";
+    case Expr::Kind::Ge:
+      return " >= ";
+    case Expr::Kind::Eq:
+      return " == ";
+    case Expr::Kind::Ne:
+      return " != ";
+    default:
+      return " ? ";
   }
 }
 }  // namespace
 
 std::string to_string(const Expr& e) {
   switch (e.kind) {
-    case Expr::Kind::Const: return number(e.value);
-    case Expr::Kind::Size: return e.name;
+    case Expr::Kind::Const:
+      return number(e.value);
+    case Expr::Kind::Size:
+      return e.name;
     case Expr::Kind::Access: {
       std::string s = e.name + "[";
       for (size_t i = 0; i < e.indices.size(); ++i) s += (i ? ", " : "") + to_string(e.indices[i]);
       return s + "]";
     }
-    case Expr::Kind::Neg: return "(-" + to_string(e.args[0]) + ")";
+    case Expr::Kind::Neg:
+      return "(-" + to_string(e.args[0]) + ")";
     case Expr::Kind::Call: {
       std::string s = e.name + "(";
       for (size_t i = 0; i < e.args.size(); ++i) s += (i ? ", " : "") + to_string(e.args[i]);
       return s + ")";
     }
-    default: return "(" + to_string(e.args[0]) + infix(e.kind) + to_string(e.args[1]) + ")";
+    default:
+      return "(" + to_string(e.args[0]) + infix(e.kind) + to_string(e.args[1]) + ")";
   }
 }
 

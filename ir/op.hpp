@@ -16,9 +16,9 @@ struct SourceLoc {
 struct SizeExpr {
   enum class Kind { Const, Symbol, Add, Sub, Mul, Div };
   Kind kind = Kind::Const;
-  std::int64_t value = 0;       //!< Const
-  std::string symbol;           //!< Symbol
-  std::vector<SizeExpr> args;   //!< two operands for Add..Div
+  std::int64_t value = 0;      //!< Const
+  std::string symbol;          //!< Symbol
+  std::vector<SizeExpr> args;  //!< two operands for Add..Div
 };
 
 //! An affine index expression: sum(coefficient * index variable) + constant (`2*y + r`).
@@ -39,10 +39,10 @@ struct IndexExpr {
 struct Expr {
   enum class Kind { Const, Size, Access, Neg, Add, Sub, Mul, Div, Call, Lt, Le, Gt, Ge, Eq, Ne };
   Kind kind = Kind::Const;
-  double value = 0;                 //!< Const
-  std::string name;                 //!< tensor (Access), function (Call) or size symbol (Size)
-  std::vector<IndexExpr> indices;   //!< Access
-  std::vector<Expr> args;           //!< operands
+  double value = 0;                //!< Const
+  std::string name;                //!< tensor (Access), function (Call) or size symbol (Size)
+  std::vector<IndexExpr> indices;  //!< Access
+  std::vector<Expr> args;          //!< operands
   SourceLoc loc;
 };
 

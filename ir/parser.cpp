@@ -28,7 +28,7 @@ using detail::Tok;
 using detail::Token;
 
 const std::set<std::string>& reserved_words() {
-  static const std::set<std::string> words = {"op", "f32", "max", "min", "exp", "log", "sqrt",
+  static const std::set<std::string> words = {"op",   "f32",    "max", "min",     "exp", "log", "sqrt",
                                               "tanh", "select", "abs", "sigmoid", "erf", "pow"};
   return words;
 }
@@ -59,7 +59,8 @@ class Parser {
   struct DepthGuard {
     Parser& p;
     DepthGuard(Parser& parser, SourceLoc loc) : p(parser) {
-      if (++p.depth_ > kMaxDepth) fail_at(loc, "expression nested deeper than " + std::to_string(kMaxDepth) + " levels");
+      if (++p.depth_ > kMaxDepth)
+        fail_at(loc, "expression nested deeper than " + std::to_string(kMaxDepth) + " levels");
     }
     ~DepthGuard() { --p.depth_; }
   };
@@ -79,9 +80,7 @@ class Parser {
   }
 
   const Token& peek(size_t ahead = 0) const { return toks_[std::min(pos_ + ahead, toks_.size() - 1)]; }
-  static std::string describe(const Token& t) {
-    return t.kind == Tok::End ? "end of text" : "'" + t.text + "'";
-  }
+  static std::string describe(const Token& t) { return t.kind == Tok::End ? "end of text" : "'" + t.text + "'"; }
   bool at(const char* text) const { return peek().kind != Tok::End && peek().text == text; }
   bool accept(const char* text) {
     if (!at(text)) return false;
@@ -100,8 +99,7 @@ class Parser {
     for (auto& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
     if (t.text[0] == '_' || lower == "tt_")
       fail_at(t.loc, "'" + t.text + "' is not a plain name: names may not start with '_' or 'tt_'");
-    if (reserved_words().count(t.text))
-      fail_at(t.loc, "'" + t.text + "' is a reserved word and cannot name " + what);
+    if (reserved_words().count(t.text)) fail_at(t.loc, "'" + t.text + "' is a reserved word and cannot name " + what);
     ++pos_;
     return t.text;
   }
@@ -112,11 +110,13 @@ class Parser {
     expect("op", "'op'");
     op.name = name("the op's name");
     expect("(", "'(' after the op name");
-    do op.inputs.push_back(decl()); while (accept(","));
+    do op.inputs.push_back(decl());
+    while (accept(","));
     expect(")", "')' or ',' after an input");
     expect("->", "'->' before the outputs");
     if (accept("(")) {
-      do op.outputs.push_back(decl()); while (accept(","));
+      do op.outputs.push_back(decl());
+      while (accept(","));
       expect(")", "')' or ',' after an output");
     } else {
       op.outputs.push_back(decl());
@@ -142,7 +142,8 @@ class Parser {
     if (peek().text != "f32") fail_at(peek().loc, "unsupported dtype '" + peek().text + "': only f32 is supported");
     d.dtype = toks_[pos_++].text;
     expect("[", "'[' to open the shape");
-    do d.dims.push_back(size_sum()); while (accept(","));
+    do d.dims.push_back(size_sum());
+    while (accept(","));
     expect("]", "']' or ',' in the shape");
     return d;
   }
@@ -227,9 +228,9 @@ class Parser {
 
   Expr expr() {
     Expr lhs = sum();
-    static const std::pair<const char*, Expr::Kind> cmps[] = {
-        {"<", Expr::Kind::Lt}, {"<=", Expr::Kind::Le}, {">", Expr::Kind::Gt},
-        {">=", Expr::Kind::Ge}, {"==", Expr::Kind::Eq}, {"!=", Expr::Kind::Ne}};
+    static const std::pair<const char*, Expr::Kind> cmps[] = {{"<", Expr::Kind::Lt},  {"<=", Expr::Kind::Le},
+                                                              {">", Expr::Kind::Gt},  {">=", Expr::Kind::Ge},
+                                                              {"==", Expr::Kind::Eq}, {"!=", Expr::Kind::Ne}};
     for (auto& [tok, kind] : cmps) {
       if (at(tok)) {
         SourceLoc loc = toks_[pos_++].loc;
@@ -278,7 +279,8 @@ class Parser {
       if (builtin_arity(e.name) < 0) fail_at(e.loc, "unknown function '" + e.name + "'");
       expect("(", "'('");
       if (!at(")")) {
-        do e.args.push_back(expr()); while (accept(","));
+        do e.args.push_back(expr());
+        while (accept(","));
       }
       expect(")", "')' or ',' in the arguments");
       if (static_cast<int>(e.args.size()) != builtin_arity(e.name))
@@ -295,7 +297,8 @@ class Parser {
       e.kind = Expr::Kind::Access;
       e.name = name("a tensor name");
       expect("[", "'['");
-      do e.indices.push_back(index()); while (accept(","));
+      do e.indices.push_back(index());
+      while (accept(","));
       expect("]", "']' or ',' in the indices");
       return e;
     }
@@ -321,8 +324,8 @@ class Parser {
         var = name("an index name");
         if (accept("*")) {
           if (peek().kind != Tok::Int)
-            fail_at(peek().loc, "index expressions must be affine: expected an integer after '*', found " +
-                                    describe(peek()));
+            fail_at(peek().loc,
+                    "index expressions must be affine: expected an integer after '*', found " + describe(peek()));
           coeff *= integer(toks_[pos_++]);
         }
       } else {
@@ -352,7 +355,8 @@ class Parser {
       if (t.coeff != 0) kept.push_back(t);
     for (auto& t : kept)
       if (t.coeff > kMaxInt || t.coeff < -kMaxInt) fail_at(peek().loc, "index coefficient out of range (at most 2^31)");
-    if (ix.constant > kMaxInt || ix.constant < -kMaxInt) fail_at(peek().loc, "index constant out of range (at most 2^31)");
+    if (ix.constant > kMaxInt || ix.constant < -kMaxInt)
+      fail_at(peek().loc, "index constant out of range (at most 2^31)");
     ix.terms = kept;
     return ix;
   }
@@ -377,15 +381,15 @@ OpDef select_op(std::vector<OpDef> defs, const std::string& op_name, const std::
   if (defs.size() != 1) {
     std::string names;
     for (auto& d : defs) names += (names.empty() ? "" : ", ") + d.name;
-    throw_error(ErrorKind::InvalidInput, where + " holds several ops (" + names + "): choose one by name (--op-name, \"op_name\")");
+    throw_error(ErrorKind::InvalidInput,
+                where + " holds several ops (" + names + "): choose one by name (--op-name, \"op_name\")");
   }
   return std::move(defs.front());
 }
 
 OpDef parse_op(const std::string& text) {
   auto ops = parse_ops(text);
-  if (ops.size() != 1)
-    detail::fail_at(ops[1].loc, "expected exactly one op, found " + std::to_string(ops.size()));
+  if (ops.size() != 1) detail::fail_at(ops[1].loc, "expected exactly one op, found " + std::to_string(ops.size()));
   return std::move(ops[0]);
 }
 

@@ -10,21 +10,36 @@ using nlohmann::json;
 
 const char* kind_name(Expr::Kind k) {
   switch (k) {
-    case Expr::Kind::Const: return "const";
-    case Expr::Kind::Size: return "const";
-    case Expr::Kind::Access: return "load";
-    case Expr::Kind::Neg: return "neg";
-    case Expr::Kind::Add: return "add";
-    case Expr::Kind::Sub: return "sub";
-    case Expr::Kind::Mul: return "mul";
-    case Expr::Kind::Div: return "div";
-    case Expr::Kind::Call: return "call";
-    case Expr::Kind::Lt: return "lt";
-    case Expr::Kind::Le: return "le";
-    case Expr::Kind::Gt: return "gt";
-    case Expr::Kind::Ge: return "ge";
-    case Expr::Kind::Eq: return "eq";
-    case Expr::Kind::Ne: return "ne";
+    case Expr::Kind::Const:
+      return "const";
+    case Expr::Kind::Size:
+      return "const";
+    case Expr::Kind::Access:
+      return "load";
+    case Expr::Kind::Neg:
+      return "neg";
+    case Expr::Kind::Add:
+      return "add";
+    case Expr::Kind::Sub:
+      return "sub";
+    case Expr::Kind::Mul:
+      return "mul";
+    case Expr::Kind::Div:
+      return "div";
+    case Expr::Kind::Call:
+      return "call";
+    case Expr::Kind::Lt:
+      return "lt";
+    case Expr::Kind::Le:
+      return "le";
+    case Expr::Kind::Gt:
+      return "gt";
+    case Expr::Kind::Ge:
+      return "ge";
+    case Expr::Kind::Eq:
+      return "eq";
+    case Expr::Kind::Ne:
+      return "ne";
   }
   return "?";
 }
@@ -38,15 +53,21 @@ json index_json(const IndexExpr& ix) {
 json expr_json(const Workload& w, const Expr& e) {
   json j = {{"op", kind_name(e.kind)}};
   switch (e.kind) {
-    case Expr::Kind::Const: j["value"] = e.value; break;
-    case Expr::Kind::Size: j["value"] = static_cast<double>(w.sizes.at(e.name)); break;
+    case Expr::Kind::Const:
+      j["value"] = e.value;
+      break;
+    case Expr::Kind::Size:
+      j["value"] = static_cast<double>(w.sizes.at(e.name));
+      break;
     case Expr::Kind::Access: {
       j["tensor"] = e.name;
       j["index"] = json::array();
       for (auto& ix : e.indices) j["index"].push_back(index_json(ix));
       break;
     }
-    case Expr::Kind::Call: j["fn"] = e.name; [[fallthrough]];
+    case Expr::Kind::Call:
+      j["fn"] = e.name;
+      [[fallthrough]];
     default: {
       j["args"] = json::array();
       for (auto& a : e.args) j["args"].push_back(expr_json(w, a));
@@ -58,8 +79,13 @@ json expr_json(const Workload& w, const Expr& e) {
 json loops_json(const std::vector<Loop>& loops) {
   json out = json::array();
   for (auto& l : loops)
-    out.push_back({{"axis", l.axis}, {"level", l.level}, {"step", l.step}, {"block", l.block},
-                   {"extent", l.extent}, {"reduce", l.reduce}, {"parallel", l.parallel}});
+    out.push_back({{"axis", l.axis},
+                   {"level", l.level},
+                   {"step", l.step},
+                   {"block", l.block},
+                   {"extent", l.extent},
+                   {"reduce", l.reduce},
+                   {"parallel", l.parallel}});
   return out;
 }
 

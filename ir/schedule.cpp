@@ -81,16 +81,24 @@ Schedule Schedule::from_json_value(const json& j) {
     for (auto& st : j.at("stages")) {
       StageSchedule ss;
       for (auto& [k, v] : st.items()) {
-        if (k == "stage") ss.stage = v.get<std::string>();
+        if (k == "stage")
+          ss.stage = v.get<std::string>();
         else if (k == "tile") {
           for (auto& [axis, sizes] : v.items()) ss.tile[axis] = sizes.get<std::vector<std::int64_t>>();
-        } else if (k == "order") ss.order = v.get<std::vector<std::string>>();
-        else if (k == "vectorize") ss.vectorize = v.is_null() ? "" : v.get<std::string>();
-        else if (const Knob* knob = stage_int_knob(k)) ss.*(knob->field) = v.get<int>();
-        else if (k == "inline") ss.inline_stage = v.get<bool>();
-        else if (k == "fuse_epilogue") ss.fuse_epilogue = v.get<bool>();
-        else if (k == "pack") ss.pack = v.get<std::vector<std::string>>();
-        else bad("unknown stage key '" + k + "'");
+        } else if (k == "order")
+          ss.order = v.get<std::vector<std::string>>();
+        else if (k == "vectorize")
+          ss.vectorize = v.is_null() ? "" : v.get<std::string>();
+        else if (const Knob* knob = stage_int_knob(k))
+          ss.*(knob->field) = v.get<int>();
+        else if (k == "inline")
+          ss.inline_stage = v.get<bool>();
+        else if (k == "fuse_epilogue")
+          ss.fuse_epilogue = v.get<bool>();
+        else if (k == "pack")
+          ss.pack = v.get<std::vector<std::string>>();
+        else
+          bad("unknown stage key '" + k + "'");
       }
       if (ss.stage.empty()) bad("a stage entry has no 'stage' name");
       s.stages.push_back(std::move(ss));
@@ -155,7 +163,8 @@ std::string vector_panels_problem(const Expr& body, const std::string& tensor, c
     if (a->name != tensor) continue;
     int along = 0;
     for (auto& ix : a->indices) {
-      if (ix.plain_var().empty()) return "'" + tensor + "' is read at " + to_string(ix) + ", which panels cannot follow";
+      if (ix.plain_var().empty())
+        return "'" + tensor + "' is read at " + to_string(ix) + ", which panels cannot follow";
       along += ix.plain_var() == axis;
     }
     if (along != 1) return "'" + tensor + "' is read along '" + axis + "' in " + std::to_string(along) + " dimensions";
@@ -179,8 +188,7 @@ std::vector<std::string> vectorizable_axes(const Workload& w, int stage) {
 
 bool can_inline(const Workload& w, int stage) {
   const Stage& st = w.stages[stage];
-  return !st.is_reduction() && st.combine == Combine::Assign &&
-         w.buffers[st.output].role == Buffer::Role::Temp;
+  return !st.is_reduction() && st.combine == Combine::Assign && w.buffers[st.output].role == Buffer::Role::Temp;
 }
 
 bool can_fuse_epilogue(const Workload& w, int stage) {

@@ -10,11 +10,11 @@
 
 namespace tiletune::ir {
 
-//! How one stage is computed (each knob is declared, with its range and choices, in ir/knobs.hpp). Loop structure of a stage with `tile[a] = {s1, ..., sL}`:
-//! axis `a` gets loops a.0 (step s1 over the whole extent), a.1 (step s2 inside s1), ...,
-//! a.L (unit steps inside sL). The loops a.0 .. a.(L-1) of all axes nest in `order`; inside
-//! them sits the micro-kernel: the innermost loop a.L of each reduction axis, around a
-//! register tile that holds sL points of each spatial axis in registers, fully unrolled.
+//! How one stage is computed (each knob is declared, with its range and choices, in ir/knobs.hpp). Loop structure of a
+//! stage with `tile[a] = {s1, ..., sL}`: axis `a` gets loops a.0 (step s1 over the whole extent), a.1 (step s2 inside
+//! s1), ..., a.L (unit steps inside sL). The loops a.0 .. a.(L-1) of all axes nest in `order`; inside them sits the
+//! micro-kernel: the innermost loop a.L of each reduction axis, around a register tile that holds sL points of each
+//! spatial axis in registers, fully unrolled.
 struct StageSchedule {
   std::string stage;
   std::map<std::string, std::vector<std::int64_t>> tile;  //!< per axis, decreasing, each divides the previous
@@ -54,7 +54,7 @@ struct Schedule {
 //! What the target offers the schedule: SIMD width in f32 lanes, registers, threads and the
 //! cache sizes read from the machine; for GPU-style devices the work-group limits.
 struct TargetTraits {
-  int vector_lanes = 16;   //!< 16 on AVX-512, 8 on AVX2, 4 on SSE/NEON, 1 for scalar
+  int vector_lanes = 16;  //!< 16 on AVX-512, 8 on AVX2, 4 on SSE/NEON, 1 for scalar
   int vector_registers = 32;
   int threads = 2;
   std::int64_t l1_bytes = 32 * 1024;  //!< per core, data

@@ -95,14 +95,16 @@ std::string check_stage(const Workload& w, const Schedule& s, const TargetTraits
   std::map<std::string, int> next_level;
   size_t expected = 0;
   for (auto& a : st.axes) expected += ss.tile.at(a.name).size();  // levels 0 .. L-1 of each axis
-  if (ss.order.size() != expected) return "order must list each of the " + std::to_string(expected) + " tile loops once";
+  if (ss.order.size() != expected)
+    return "order must list each of the " + std::to_string(expected) + " tile loops once";
   for (auto& loop : ss.order) {
     auto dot = loop.rfind('.');
     if (dot == std::string::npos) return "order entry '" + loop + "' is not axis.level";
     std::string axis = loop.substr(0, dot);
     if (!axes.count(axis)) return "order names unknown axis '" + axis + "'";
     if (next_level[axis] >= static_cast<int>(ss.tile.at(axis).size()))
-      return "order entry '" + loop + "' is beyond the " + std::to_string(ss.tile.at(axis).size()) + " tile level(s) of " + axis;
+      return "order entry '" + loop + "' is beyond the " + std::to_string(ss.tile.at(axis).size()) +
+             " tile level(s) of " + axis;
     if (loop.substr(dot + 1) != std::to_string(next_level[axis]))
       return "order must list " + axis + "." + std::to_string(next_level[axis]) + " before '" + loop + "'";
     ++next_level[axis];
@@ -149,7 +151,8 @@ std::string check_stage(const Workload& w, const Schedule& s, const TargetTraits
     for (auto& tensor : strided_reads(body, ss.vectorize)) {
       if (vector_reduce || t.groups() || std::find(ss.pack.begin(), ss.pack.end(), tensor) == ss.pack.end())
         return "'" + tensor + "' is read strided along '" + ss.vectorize + "'" +
-               (vector_reduce || t.groups() ? ", which cannot be vectorized" : ": vectorizing it needs '" + tensor + "' packed");
+               (vector_reduce || t.groups() ? ", which cannot be vectorized"
+                                            : ": vectorizing it needs '" + tensor + "' packed");
       // With every index plain and the vector axis in one dimension, plan_pack runs the
       // panels along the vector axis (the SIMD axis wins), so vector loads are contiguous.
       std::string why = vector_panels_problem(body, tensor, ss.vectorize);
@@ -162,8 +165,8 @@ std::string check_stage(const Workload& w, const Schedule& s, const TargetTraits
     }
     double vectors = vector_reduce ? points : points / t.vector_lanes;
     if (vectors > t.vector_registers - 4)
-      return "register tile needs " + std::to_string(static_cast<long long>(vectors)) + " vector registers; the target has " +
-             std::to_string(t.vector_registers);
+      return "register tile needs " + std::to_string(static_cast<long long>(vectors)) +
+             " vector registers; the target has " + std::to_string(t.vector_registers);
   } else if (points > 64) {
     return "scalar register tile of " + std::to_string(static_cast<long long>(points)) + " points is over 64";
   }
@@ -209,7 +212,6 @@ std::string check_fuse_rows(const Workload& w, const Schedule& s) {
   return "";
 }
 
-
 }  // namespace
 
 std::string check_schedule(const Workload& w, const Schedule& s, const TargetTraits& t) {
@@ -218,7 +220,8 @@ std::string check_schedule(const Workload& w, const Schedule& s, const TargetTra
     return "config has " + std::to_string(s.stages.size()) + " stages; the op has " + std::to_string(w.stages.size());
   for (size_t i = 0; i < w.stages.size(); ++i) {
     if (s.stages[i].stage != w.stages[i].name)
-      return "config stage " + std::to_string(i) + " is '" + s.stages[i].stage + "'; expected '" + w.stages[i].name + "'";
+      return "config stage " + std::to_string(i) + " is '" + s.stages[i].stage + "'; expected '" + w.stages[i].name +
+             "'";
     std::string why = check_stage(w, s, t, static_cast<int>(i));
     if (!why.empty()) return "stage " + w.stages[i].name + ": " + why;
   }

@@ -25,7 +25,6 @@ IndexExpr substitute(const IndexExpr& ix, const VarMap& vars) {
   return out;
 }
 
-
 IndexExpr plain(const std::string& var) {
   IndexExpr ix;
   ix.terms.push_back({var, 1});
@@ -37,7 +36,6 @@ int stage_of(const Workload& w, const std::string& tensor) {
     if (w.stages[i].name == tensor) return static_cast<int>(i);
   return -1;
 }
-
 
 //! The accesses of input `tensor` in `body` (pointers into it), or why there are none to
 //! copy (`what`: "packed", "staged").
@@ -79,7 +77,6 @@ Expr effective_body(const Workload& w, const Schedule& s, const Expr& e) {
   return out;
 }
 
-
 Expr fused_epilogue_body(const Workload& w, const Schedule& s, int i) {
   const Stage& e = w.stages[i + 1];
   VarMap rename;
@@ -88,7 +85,6 @@ Expr fused_epilogue_body(const Workload& w, const Schedule& s, int i) {
     if (!a.reduce) rename[e.axes[d++].name] = plain(a.name);
   return substitute(effective_body(w, s, e.rhs), rename);
 }
-
 
 std::string plan_pack(const Workload& w, const Schedule& s, int i, const std::string& tensor, Pack& pack) {
   const Stage& st = w.stages[i];
@@ -133,7 +129,8 @@ std::string plan_pack(const Workload& w, const Schedule& s, int i, const std::st
       best_block = block;
     }
   }
-  if (pack.axis.empty() || pack.block < 2) return "packing '" + tensor + "' gains nothing: no register-tiled axis indexes it";
+  if (pack.axis.empty() || pack.block < 2)
+    return "packing '" + tensor + "' gains nothing: no register-tiled axis indexes it";
   pack.panels = (w.buffers[b].shape[pack.dim] + pack.block - 1) / pack.block;
   for (size_t d = 0; d < w.buffers[b].shape.size(); ++d)
     if (static_cast<int>(d) != pack.dim) pack.others *= w.buffers[b].shape[d];

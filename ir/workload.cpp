@@ -15,7 +15,8 @@ namespace {
 std::int64_t eval(const SizeExpr& e, const Sizes& sizes) {
   std::int64_t r = 0;
   switch (e.kind) {
-    case SizeExpr::Kind::Const: return e.value;
+    case SizeExpr::Kind::Const:
+      return e.value;
     case SizeExpr::Kind::Symbol: {
       auto it = sizes.find(e.symbol);
       if (it == sizes.end()) invalid("size '" + e.symbol + "' is not bound: pass " + e.symbol + "=<value>");
@@ -161,8 +162,7 @@ Sizes parse_sizes(const std::string& text) {
     size_t vstart = i;
     while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
     std::string digits = text.substr(vstart, i - vstart);
-    if (digits.empty() || digits.size() > 10)
-      invalid("sizes: '" + name + "' needs a positive integer value");
+    if (digits.empty() || digits.size() > 10) invalid("sizes: '" + name + "' needs a positive integer value");
     std::int64_t v = std::stoll(digits);
     if (v < 1 || v >= (std::int64_t(1) << 31)) invalid("sizes: " + name + "=" + digits + " is out of range [1, 2^31)");
     if (!sizes.emplace(name, v).second) invalid("sizes: '" + name + "' is given twice");
@@ -249,8 +249,8 @@ Workload bind(const OpDef& op, const Sizes& sizes) {
         if (lo < 0 || hi >= b.shape[d])
           invalid(std::to_string(e->loc.line) + ":" + std::to_string(e->loc.column) + ": index " + to_string(ix) +
                   " of '" + e->name + "' runs over [" + std::to_string(static_cast<long long>(lo)) + ", " +
-                  std::to_string(static_cast<long long>(hi)) +
-                  "] but that dimension has size " + std::to_string(b.shape[d]) + " with " + w.sizes_text());
+                  std::to_string(static_cast<long long>(hi)) + "] but that dimension has size " +
+                  std::to_string(b.shape[d]) + " with " + w.sizes_text());
       }
     }
     w.stages.push_back(std::move(stage));

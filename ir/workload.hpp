@@ -29,8 +29,8 @@ struct Axis {
 
 //! One statement of a bound op: computes buffer `output` over `axes`.
 struct Stage {
-  std::string name;  //!< the tensor it assigns
-  int output = -1;   //!< index into Workload::buffers
+  std::string name;        //!< the tensor it assigns
+  int output = -1;         //!< index into Workload::buffers
   std::vector<Axis> axes;  //!< left-hand axes in order, then reduction axes
   Combine combine = Combine::Assign;
   Expr rhs;
@@ -50,9 +50,9 @@ struct Workload {
   std::string source_text;     //!< like canonical_text with the op's own index names, which configs use
 
   int buffer_index(const std::string& name) const;  //!< -1 if absent
-  double flops() const;         //!< arithmetic operations of one call
-  std::int64_t io_bytes() const;  //!< bytes of inputs plus outputs
-  std::string sizes_text() const; //!< "K=512,M=512,N=512"
+  double flops() const;                             //!< arithmetic operations of one call
+  std::int64_t io_bytes() const;                    //!< bytes of inputs plus outputs
+  std::string sizes_text() const;                   //!< "K=512,M=512,N=512"
 };
 
 //! Parses "M=512,N=512,K=512" (spaces allowed). Throws Error(InvalidInput) on malformed text,

@@ -10,8 +10,8 @@
 #include <fstream>
 #include <limits>
 #include <map>
-#include <random>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <thread>
 
 #include "measure/protocol.hpp"
@@ -45,8 +45,12 @@ MeasureOptions MeasureOptions::from_json(const nlohmann::json& j) {
 std::string Measurer::params_json() const { return options_.to_json().dump(); }
 
 nlohmann::json result_to_json(const MeasureResult& r) {
-  return {{"config_json", r.config_json}, {"config_key", r.config_key},       {"times_s", r.times_s},
-          {"error_class", r.error_class}, {"error_message", r.error_message}, {"build_s", r.build_s},
+  return {{"config_json", r.config_json},
+          {"config_key", r.config_key},
+          {"times_s", r.times_s},
+          {"error_class", r.error_class},
+          {"error_message", r.error_message},
+          {"build_s", r.build_s},
           {"run_s", r.run_s}};
 }
 
@@ -64,7 +68,8 @@ MeasureResult result_from_json(const nlohmann::json& j) {
     throw_error(ErrorKind::InvalidInput, std::string("measurement result: ") + e.what());
   }
   for (double t : r.times_s)
-    if (!(t > 0) || !std::isfinite(t)) throw_error(ErrorKind::InvalidInput, "measurement result: a time is not positive");
+    if (!(t > 0) || !std::isfinite(t))
+      throw_error(ErrorKind::InvalidInput, "measurement result: a time is not positive");
   if (r.ok() && r.times_s.empty()) throw_error(ErrorKind::InvalidInput, "measurement result: success without times");
   return r;
 }
@@ -242,8 +247,8 @@ struct Measurer::Impl {
     Job job;
     job.schedule = ir::naive_schedule(workload);
     prepare(job, o);
-    reference_path = o.cache_dir + "/reference/" + workload.key + "-" + backend.target().key + "-" +
-                     std::to_string(o.seed) + ".f32";
+    reference_path =
+        o.cache_dir + "/reference/" + workload.key + "-" + backend.target().key + "-" + std::to_string(o.seed) + ".f32";
     if (fs::exists(reference_path)) return;
     std::vector<Job*> jobs{&job};
     build_all(jobs, 1);
@@ -267,7 +272,8 @@ struct Measurer::Impl {
 Measurer::Measurer(const codegen::Backend& backend, const ir::Workload& workload, MeasureOptions options)
     : impl_(std::make_unique<Impl>(backend, workload)), options_(std::move(options)) {
   if (options_.cache_dir.empty()) options_.cache_dir = default_cache_dir();
-  if (options_.build_jobs <= 0) options_.build_jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (options_.build_jobs <= 0)
+    options_.build_jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::error_code ec;
   for (const char* sub : {"/kernels", "/reference"}) {
     fs::create_directories(options_.cache_dir + sub, ec);

@@ -12,11 +12,11 @@ namespace tiletune::measure {
 
 //! How candidates are built and timed (the Timing, recorded with every measurement, and where).
 struct MeasureOptions : Timing {
-  double timeout_s = 10;     //!< one candidate's whole run (warm-up, check, repeats)
+  double timeout_s = 10;  //!< one candidate's whole run (warm-up, check, repeats)
   double reference_timeout_s = 600;
-  int build_jobs = 0;        //!< parallel compiler processes; 0: one per core
-  std::string cache_dir;     //!< built artifacts and reference outputs (content-addressed)
-  std::string runner_path;   //!< the tiletune-runner executable; "": beside this executable
+  int build_jobs = 0;       //!< parallel compiler processes; 0: one per core
+  std::string cache_dir;    //!< built artifacts and reference outputs (content-addressed)
+  std::string runner_path;  //!< the tiletune-runner executable; "": beside this executable
 
   //! The timing and the timeout: what a record keeps and a daemon sends a remote worker.
   nlohmann::json to_json() const;
@@ -39,10 +39,10 @@ struct MeasureResult {
   std::vector<double> times_s;  //!< every timed repeat
   std::string error_class;      //!< "" on success
   std::string error_message;
-  double build_s = 0;           //!< compile time (0 when the artifact was cached)
-  double run_s = 0;             //!< wall time of the measuring worker
+  double build_s = 0;  //!< compile time (0 when the artifact was cached)
+  double run_s = 0;    //!< wall time of the measuring worker
   bool ok() const { return error_class.empty(); }
-  double median_s() const;      //!< +inf on failure
+  double median_s() const;  //!< +inf on failure
 };
 
 //! A result as JSON (what a remote worker sends back) and back; Error(InvalidInput) on bad input.

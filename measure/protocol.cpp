@@ -29,16 +29,16 @@ void Timing::read_json(const json& j) {
 
 std::string RunRequest::to_json() const {
   json j{{"mode", mode == Mode::Reference ? "reference" : "measure"},
-              {"runtime", runtime},
-              {"plugin", plugin},
-              {"device", device},
-              {"artifact", artifact},
-              {"inputs", inputs},
-              {"outputs", outputs},
-              {"workspace_floats", workspace_floats},
-              {"reference_path", reference_path},
-              {"tolerance", tolerance},
-              {"single_run_s", single_run_s}};
+         {"runtime", runtime},
+         {"plugin", plugin},
+         {"device", device},
+         {"artifact", artifact},
+         {"inputs", inputs},
+         {"outputs", outputs},
+         {"workspace_floats", workspace_floats},
+         {"reference_path", reference_path},
+         {"tolerance", tolerance},
+         {"single_run_s", single_run_s}};
   Timing::to_json(j);
   return j.dump();
 }

@@ -12,9 +12,9 @@ namespace tiletune::measure {
 struct RunRequest : Timing {
   enum class Mode { Reference, Measure };
   Mode mode = Mode::Measure;
-  std::string runtime;   //!< backend whose load() opens the artifact
-  std::string plugin;    //!< the plug-in that registers `runtime`; "" for an in-tree backend
-  std::string device;    //!< BackendOptions::device of the tuning backend
+  std::string runtime;  //!< backend whose load() opens the artifact
+  std::string plugin;   //!< the plug-in that registers `runtime`; "" for an in-tree backend
+  std::string device;   //!< BackendOptions::device of the tuning backend
   std::string artifact;
   std::vector<std::vector<std::int64_t>> inputs, outputs;  //!< shapes, in argument order
   std::int64_t workspace_floats = 0;

@@ -82,15 +82,15 @@ measure::RunReply run(const measure::RunRequest& req) {
 
   size_t first_output = req.inputs.size();
   if (req.mode == measure::RunRequest::Mode::Reference) {
-    std::string tmp = req.reference_path + ".tmp." + std::to_string(getpid()) + "-" + std::to_string(std::random_device{}());
+    std::string tmp =
+        req.reference_path + ".tmp." + std::to_string(getpid()) + "-" + std::to_string(std::random_device{}());
     {
       std::ofstream out(tmp, std::ios::binary);
       for (size_t o = first_output; o < tensors.size(); ++o)
         out.write(reinterpret_cast<const char*>(tensors[o]->data), tensors[o]->n * 4);
       if (!out) throw std::runtime_error("cannot write " + tmp);
     }
-    if (std::rename(tmp.c_str(), req.reference_path.c_str()) != 0)
-      throw std::runtime_error("cannot rename " + tmp);
+    if (std::rename(tmp.c_str(), req.reference_path.c_str()) != 0) throw std::runtime_error("cannot rename " + tmp);
     reply.times_s = {first};
     return reply;
   }

@@ -101,9 +101,12 @@ struct HttpServer::Impl {
                      seconds * 1e3, req.remote_addr);
     };
     std::string m = method;
-    if (m == "GET") http.Get(pattern, wrapped);
-    else if (m == "POST") http.Post(pattern, wrapped);
-    else if (m == "DELETE") http.Delete(pattern, wrapped);
+    if (m == "GET")
+      http.Get(pattern, wrapped);
+    else if (m == "POST")
+      http.Post(pattern, wrapped);
+    else if (m == "DELETE")
+      http.Delete(pattern, wrapped);
   }
 
   static void reply(httplib::Response& res, const json& body, int status = 200) {
@@ -144,12 +147,16 @@ struct HttpServer::Impl {
       reply(res, service.import_records(parse_body(req)));
     });
     route("POST", "/v1/workers", "register_worker", Access::Write,
-          [this](const httplib::Request& req, httplib::Response& res) { reply(res, service.register_worker(parse_body(req)), 201); });
+          [this](const httplib::Request& req, httplib::Response& res) {
+            reply(res, service.register_worker(parse_body(req)), 201);
+          });
     route("POST", R"(/v1/workers/([^/]+)/lease)", "lease", Access::Write,
           [this](const httplib::Request& req, httplib::Response& res) {
             auto task = service.lease(req.matches[1]);
-            if (task) reply(res, *task);
-            else res.status = 204;  // nothing to measure now
+            if (task)
+              reply(res, *task);
+            else
+              res.status = 204;  // nothing to measure now
           });
     route("POST", R"(/v1/leases/([^/]+))", "lease_results", Access::Write,
           [this](const httplib::Request& req, httplib::Response& res) {
@@ -161,7 +168,9 @@ struct HttpServer::Impl {
     // What httplib answers itself (unknown route, oversized body) gets the same JSON shape.
     http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty() && res.body.front() == '{') return;
-      ErrorKind kind = res.status == 413 ? ErrorKind::TooLarge : res.status == 404 ? ErrorKind::NotFound : ErrorKind::InvalidInput;
+      ErrorKind kind = res.status == 413   ? ErrorKind::TooLarge
+                       : res.status == 404 ? ErrorKind::NotFound
+                                           : ErrorKind::InvalidInput;
       std::string message = res.status == 413   ? "request body over the size limit"
                             : res.status == 404 ? "no route " + req.method + " " + req.path + " (see /openapi.yaml)"
                                                 : "malformed request";

@@ -9,9 +9,9 @@ namespace tiletune::server {
 
 struct HttpOptions {
   std::string host = "127.0.0.1";
-  int port = 0;                       //!< 0: any free port (see HttpServer::port)
-  std::string token;                  //!< bearer token; "" leaves every route open
-  bool open_reads = false;            //!< GET routes need no token
+  int port = 0;             //!< 0: any free port (see HttpServer::port)
+  std::string token;        //!< bearer token; "" leaves every route open
+  bool open_reads = false;  //!< GET routes need no token
   std::size_t max_body_bytes = 32 << 20;
 };
 

@@ -1,6 +1,6 @@
 // The job runner of Service: jobs persisted in the database, run one at a time.
-#include <boost/asio/post.hpp>
 #include <spdlog/spdlog.h>
+#include <boost/asio/post.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -101,7 +101,8 @@ void Service::Impl::run_job(const std::string& id) {
     std::optional<tuner::TuneSummary> summary;
     if (remote) {
       watch = std::thread([&] {
-        while (!abandon && !cancel->load() && !stopping.load()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        while (!abandon && !cancel->load() && !stopping.load())
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
         stop_now = true;
       });
       RemoteMeasurer measurer(board, target.key, tuner::workload_row(w), o.measure, stop_now);
@@ -116,8 +117,8 @@ void Service::Impl::run_job(const std::string& id) {
       watch.join();
     } else {
       // The backend asked for by name (a decorated backend may report another's target).
-      summary = tuner::tune(w, backend(req.contains("target") ? target.backend : backend_of(req)), *store, o,
-                            on_progress);
+      summary =
+          tuner::tune(w, backend(req.contains("target") ? target.backend : backend_of(req)), *store, o, on_progress);
     }
     if (summary->stopped && stopping && !cancel->load()) {
       row->state = "queued";  // resumes where it stopped at the next start
@@ -154,9 +155,9 @@ json Service::submit(const json& request) {
   json normalized = request;
   normalized["backend"] = request.value("backend", target.backend);
   normalized["strategy"] = strategy;
-  std::string request_key = hash_hex(w.key + "|" + target.key + "|" + strategy + "|" +
-                                     json(request.value("trials", 0)).dump() + "|" +
-                                     json(request.value("seconds", 0.0)).dump());
+  std::string request_key =
+      hash_hex(w.key + "|" + target.key + "|" + strategy + "|" + json(request.value("trials", 0)).dump() + "|" +
+               json(request.value("seconds", 0.0)).dump());
   db::JobRow row;
   row.id = new_id();
   row.request_key = request_key;

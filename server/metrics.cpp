@@ -37,21 +37,28 @@ std::string Metrics::render(const std::map<std::string, int>& jobs_by_state) con
   out += "# HELP tiletune_jobs Tuning jobs in the database by state.\n# TYPE tiletune_jobs gauge\n";
   for (auto& [state, n] : jobs_by_state) out += "tiletune_jobs{state=\"" + state + "\"} " + std::to_string(n) + "\n";
   std::lock_guard lock(mu_);
-  out += "# HELP tiletune_measurements_total Candidates measured by this daemon.\n# TYPE tiletune_measurements_total counter\n";
+  out +=
+      "# HELP tiletune_measurements_total Candidates measured by this daemon.\n# TYPE tiletune_measurements_total "
+      "counter\n";
   out += "tiletune_measurements_total " + std::to_string(measurements_) + "\n";
-  out += "# HELP tiletune_measurements_per_second Measurements per second over the last 5 s.\n"
-         "# TYPE tiletune_measurements_per_second gauge\n";
+  out +=
+      "# HELP tiletune_measurements_per_second Measurements per second over the last 5 s.\n"
+      "# TYPE tiletune_measurements_per_second gauge\n";
   out += "tiletune_measurements_per_second " + std::to_string(measurements_per_second_) + "\n";
-  out += "# HELP tiletune_measurement_errors_total Failed measurements by class.\n"
-         "# TYPE tiletune_measurement_errors_total counter\n";
+  out +=
+      "# HELP tiletune_measurement_errors_total Failed measurements by class.\n"
+      "# TYPE tiletune_measurement_errors_total counter\n";
   for (auto& [cls, n] : errors_by_class_)
     out += "tiletune_measurement_errors_total{class=\"" + cls + "\"} " + std::to_string(n) + "\n";
-  out += "# HELP tiletune_http_requests_total HTTP requests by route and status.\n"
-         "# TYPE tiletune_http_requests_total counter\n";
+  out +=
+      "# HELP tiletune_http_requests_total HTTP requests by route and status.\n"
+      "# TYPE tiletune_http_requests_total counter\n";
   for (auto& [key, n] : requests_)
     out += "tiletune_http_requests_total{route=\"" + key.first + "\",status=\"" + std::to_string(key.second) + "\"} " +
            std::to_string(n) + "\n";
-  out += "# HELP tiletune_http_request_seconds Request latency by route.\n# TYPE tiletune_http_request_seconds histogram\n";
+  out +=
+      "# HELP tiletune_http_request_seconds Request latency by route.\n# TYPE tiletune_http_request_seconds "
+      "histogram\n";
   for (auto& [route, buckets] : latency_buckets_) {
     std::int64_t cumulative = 0;
     for (std::size_t i = 0; i < buckets.size(); ++i) {
@@ -60,7 +67,8 @@ std::string Metrics::render(const std::map<std::string, int>& jobs_by_state) con
       out += "tiletune_http_request_seconds_bucket{route=\"" + route + "\",le=\"" + le + "\"} " +
              std::to_string(cumulative) + "\n";
     }
-    out += "tiletune_http_request_seconds_sum{route=\"" + route + "\"} " + std::to_string(latency_sum_.at(route)) + "\n";
+    out +=
+        "tiletune_http_request_seconds_sum{route=\"" + route + "\"} " + std::to_string(latency_sum_.at(route)) + "\n";
     out += "tiletune_http_request_seconds_count{route=\"" + route + "\"} " + std::to_string(cumulative) + "\n";
   }
   return out;

@@ -30,11 +30,9 @@ json Service::records(const std::string& workload_key, const std::string& target
     tkeys.insert(r.target_key);
   }
   for (auto& k : wkeys)
-    if (auto w = store.workload(k))
-      ws.push_back(db::workload_to_json(*w));
+    if (auto w = store.workload(k)) ws.push_back(db::workload_to_json(*w));
   for (auto& k : tkeys)
-    if (auto t = store.target(k))
-      ts.push_back(db::target_to_json(*t));
+    if (auto t = store.target(k)) ts.push_back(db::target_to_json(*t));
   json out = {{"workloads", ws}, {"targets", ts}, {"records", recs}};
   out["next_after"] = page.empty() ? after : page.back().id;
   return out;
@@ -72,7 +70,8 @@ json Service::import_records(const json& batch) {
                                                ": include its workload and target in the batch");
     // A config this version cannot read is refused, as is one whose key was not derived from it.
     if (ir::Schedule::from_json(rec.config_json).key() != rec.config_key)
-      throw_error(ErrorKind::InvalidInput, "record " + std::to_string(rec.id) + ": config_key does not match its config");
+      throw_error(ErrorKind::InvalidInput,
+                  "record " + std::to_string(rec.id) + ": config_key does not match its config");
     records.push_back(std::move(rec));
   }
   for (auto& w : workloads) store.put_workload(w);

@@ -7,9 +7,7 @@
 namespace tiletune::server {
 
 namespace {
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 }  // namespace
 
 std::optional<std::vector<measure::MeasureResult>> LeaseBoard::run(const std::string& target_key, nlohmann::json task,
@@ -68,7 +66,8 @@ void LeaseBoard::complete(const std::string& lease_id, const std::string& worker
 std::vector<measure::MeasureResult> RemoteMeasurer::measure(const std::vector<ir::Schedule>& batch) {
   nlohmann::json configs = nlohmann::json::array();
   for (auto& s : batch) configs.push_back(s.to_json_value());
-  nlohmann::json task = {{"workload", db::workload_to_json(workload_)}, {"configs", configs}, {"measure", options_.to_json()}};
+  nlohmann::json task = {
+      {"workload", db::workload_to_json(workload_)}, {"configs", configs}, {"measure", options_.to_json()}};
   auto results = board_.run(target_key_, std::move(task), stop_);
   if (!results) throw_error(ErrorKind::Unavailable, "stopped while a remote worker was measuring");
   std::map<std::string, measure::MeasureResult> by_key;

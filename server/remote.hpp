@@ -57,7 +57,11 @@ class RemoteMeasurer : public measure::BatchMeasurer {
  public:
   RemoteMeasurer(LeaseBoard& board, std::string target_key, db::WorkloadRow workload, measure::MeasureOptions options,
                  const std::atomic<bool>& stop)
-      : board_(board), target_key_(std::move(target_key)), workload_(std::move(workload)), options_(options), stop_(stop) {}
+      : board_(board),
+        target_key_(std::move(target_key)),
+        workload_(std::move(workload)),
+        options_(options),
+        stop_(stop) {}
   //! Throws Error(Unavailable) when stopped while waiting (nothing of the batch is stored).
   std::vector<measure::MeasureResult> measure(const std::vector<ir::Schedule>& batch) override;
   std::string params_json() const override { return options_.to_json().dump(); }

@@ -25,7 +25,9 @@ void validate_body(const std::string& definition, const nlohmann::json& body) {
   {
     std::lock_guard<std::mutex> lock(mutex);
     auto& slot = compiled[definition];
-    if (!slot) slot = std::make_shared<JsonSchema>(nlohmann::json{{"$defs", api.at("$defs")}, {"$ref", "#/$defs/" + definition}});
+    if (!slot)
+      slot =
+          std::make_shared<JsonSchema>(nlohmann::json{{"$defs", api.at("$defs")}, {"$ref", "#/$defs/" + definition}});
     schema = slot;
   }
   auto errors = schema->validate(body);

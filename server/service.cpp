@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <random>
 
-#include "ops/library.hpp"
 #include "ir/parse.hpp"
+#include "ops/library.hpp"
 #include "server/service_impl.hpp"
 #include "support/error.hpp"
 #include "support/hash.hpp"
@@ -132,10 +132,13 @@ json Service::ops() {
 json Service::targets() {
   json out = json::array();
   for (auto& t : impl_->store->targets())
-    out.push_back({{"key", t.key}, {"backend", t.backend}, {"family", t.family},
+    out.push_back({{"key", t.key},
+                   {"backend", t.backend},
+                   {"family", t.family},
                    {"fingerprint", json::parse(t.fingerprint_json, nullptr, false)}});
   json local = json::array();
-  for (auto& [name, description] : codegen::list_backends()) local.push_back({{"name", name}, {"description", description}});
+  for (auto& [name, description] : codegen::list_backends())
+    local.push_back({{"name", name}, {"description", description}});
   return {{"targets", out}, {"backends", local}};
 }
 

@@ -3,10 +3,10 @@
 // lookups.cpp: best kernels; records_exchange.cpp: export and import; workers.cpp: remote
 // workers; metrics.hpp: counters).
 #pragma once
+#include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>

@@ -21,7 +21,8 @@ json Service::register_worker(const json& registration) {
   std::string id = "w" + new_id();
   std::lock_guard lock(impl_->workers_mu);
   impl_->workers[id] = {row.key, registration["name"].get<std::string>(), 0};
-  spdlog::info("event=worker_registered worker={} name={} target={}", id, registration["name"].get<std::string>(), row.key);
+  spdlog::info("event=worker_registered worker={} name={} target={}", id, registration["name"].get<std::string>(),
+               row.key);
   return {{"worker_id", id}, {"target_key", row.key}};
 }
 
@@ -31,9 +32,11 @@ std::optional<json> Service::lease(const std::string& worker_id) {
     std::lock_guard lock(impl_->workers_mu);
     auto it = impl_->workers.find(worker_id);
     if (it == impl_->workers.end())
-      throw_error(ErrorKind::NotFound, "no worker '" + worker_id + "' (a restarted daemon forgets workers: register again)");
-    it->second.last_seen_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                       std::chrono::system_clock::now().time_since_epoch()).count();
+      throw_error(ErrorKind::NotFound,
+                  "no worker '" + worker_id + "' (a restarted daemon forgets workers: register again)");
+    it->second.last_seen_unix_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count();
     target = it->second.target_key;
   }
   return impl_->board.lease(worker_id, target);

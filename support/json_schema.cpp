@@ -20,8 +20,8 @@ std::string pointer_of(const std::vector<std::string>& context) {
   std::string out;
   for (std::size_t i = 1; i < context.size(); ++i) {
     const std::string& part = context[i];
-    std::string name = part.size() >= 2 && part.front() == '[' && part.back() == ']' ? part.substr(1, part.size() - 2)
-                                                                                      : part;
+    std::string name =
+        part.size() >= 2 && part.front() == '[' && part.back() == ']' ? part.substr(1, part.size() - 2) : part;
     out += '/';
     for (char c : name) out += c == '~' ? std::string("~0") : c == '/' ? std::string("~1") : std::string(1, c);
   }

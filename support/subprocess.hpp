@@ -6,10 +6,10 @@
 namespace tiletune {
 
 struct ProcessResult {
-  int exit_code = -1;    //!< valid when the process exited
-  int term_signal = 0;   //!< the signal that ended it, 0 if it exited
+  int exit_code = -1;   //!< valid when the process exited
+  int term_signal = 0;  //!< the signal that ended it, 0 if it exited
   bool timed_out = false;
-  std::string output;    //!< stdout and stderr interleaved, truncated to max_output bytes
+  std::string output;  //!< stdout and stderr interleaved, truncated to max_output bytes
   double seconds = 0;
   bool ok() const { return !timed_out && term_signal == 0 && exit_code == 0; }
   //! "exit code 3", "killed by SIGSEGV", "timed out after 2.0 s"

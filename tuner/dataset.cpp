@@ -12,18 +12,20 @@ namespace tiletune::tuner {
 ir::Workload workload_from_row(const db::WorkloadRow& row) {
   try {
     // Rows from before op_text was stored: the library op of that name, if it binds to the key.
-    std::string text = !row.op_text.empty() ? row.op_text.substr(0, row.op_text.rfind("\nsizes ")) : ops::op_text(row.op_name);
+    std::string text =
+        !row.op_text.empty() ? row.op_text.substr(0, row.op_text.rfind("\nsizes ")) : ops::op_text(row.op_name);
     ir::Sizes sizes = nlohmann::json::parse(row.sizes_json).get<ir::Sizes>();
     ir::Workload w = ir::bind(ir::parse_op(text), sizes);
     if (w.key != row.key) throw_error(ErrorKind::Database, "it binds to key " + w.key);
     return w;
   } catch (const std::exception& e) {
-    throw_error(ErrorKind::Database, "stored workload " + row.key + " (" + row.op_name +
-                                         ") cannot be rebuilt by this version: " + e.what());
+    throw_error(ErrorKind::Database,
+                "stored workload " + row.key + " (" + row.op_name + ") cannot be rebuilt by this version: " + e.what());
   }
 }
 
-costmodel::Sample make_sample(const ir::Workload& w, const ir::Schedule& s, const ir::TargetTraits& t, double latency_s) {
+costmodel::Sample make_sample(const ir::Workload& w, const ir::Schedule& s, const ir::TargetTraits& t,
+                              double latency_s) {
   return {costmodel::featurize(w, s, t), w.key, latency_s};
 }
 
@@ -31,7 +33,7 @@ Dataset load_dataset(db::RecordStore& store, const std::string& target_key, cons
                      const std::string& exclude_workload, int limit) {
   Dataset out;
   std::vector<db::Record> records;
-  for (db::RecordQuery q{"", target_key, 0, 5000}; ;) {
+  for (db::RecordQuery q{"", target_key, 0, 5000};;) {
     auto page = store.records(q);
     if (page.empty()) break;
     q.after_id = page.back().id;

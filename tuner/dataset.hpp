@@ -32,6 +32,7 @@ Dataset load_dataset(db::RecordStore& store, const std::string& target_key, cons
                      const std::string& exclude_workload = "", int limit = kPriorRecords);
 
 //! The features of a config of a workload on a target, for a sample.
-costmodel::Sample make_sample(const ir::Workload& w, const ir::Schedule& s, const ir::TargetTraits& t, double latency_s);
+costmodel::Sample make_sample(const ir::Workload& w, const ir::Schedule& s, const ir::TargetTraits& t,
+                              double latency_s);
 
 }  // namespace tiletune::tuner

@@ -2,7 +2,8 @@
 
 namespace tiletune::tuner {
 
-std::optional<BestLookup> find_best(db::RecordStore& store, const std::string& workload_key, const codegen::TargetInfo& target) {
+std::optional<BestLookup> find_best(db::RecordStore& store, const std::string& workload_key,
+                                    const codegen::TargetInfo& target) {
   if (auto r = store.best(workload_key, target.key)) return BestLookup{*r, true};
   std::optional<BestLookup> found;
   for (auto& t : store.targets()) {

@@ -15,6 +15,7 @@ struct BestLookup {
 
 //! The best record of a workload for a target; falls back to targets of the same backend and
 //! device family (never another backend) when the exact target has none.
-std::optional<BestLookup> find_best(db::RecordStore& store, const std::string& workload_key, const codegen::TargetInfo& target);
+std::optional<BestLookup> find_best(db::RecordStore& store, const std::string& workload_key,
+                                    const codegen::TargetInfo& target);
 
 }  // namespace tiletune::tuner

@@ -92,12 +92,14 @@ std::vector<EvalRow> evaluate_models(const Dataset& data, const std::vector<std:
     }
     std::vector<std::string> names = kinds;
     names.push_back("random");
-    for (auto& name : names) out.push_back({name, split, static_cast<int>(folds.size()), costmodel::combine(parts[name])});
+    for (auto& name : names)
+      out.push_back({name, split, static_cast<int>(folds.size()), costmodel::combine(parts[name])});
   }
   return out;
 }
 
-db::ModelRow train_model(const Dataset& data, const std::string& kind, const std::string& target_key, std::uint64_t seed) {
+db::ModelRow train_model(const Dataset& data, const std::string& kind, const std::string& target_key,
+                         std::uint64_t seed) {
   if (data.samples.size() < 2)
     throw_error(ErrorKind::InvalidInput, "too few records to train a " + kind + " model on (" +
                                              std::to_string(data.samples.size()) + "): tune some ops first");
@@ -113,8 +115,13 @@ db::ModelRow train_model(const Dataset& data, const std::string& kind, const std
   model->fit(data.samples);
   costmodel::ModelMeta meta{kind, target_key, costmodel::kFeatureVersion,
                             static_cast<std::int64_t>(data.samples.size()), metrics.dump()};
-  return {kind, target_key, costmodel::kFeatureVersion, meta.records, meta.metrics_json,
-          costmodel::save_model(*model, meta), 0};
+  return {kind,
+          target_key,
+          costmodel::kFeatureVersion,
+          meta.records,
+          meta.metrics_json,
+          costmodel::save_model(*model, meta),
+          0};
 }
 
 }  // namespace tiletune::tuner

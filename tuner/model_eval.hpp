@@ -24,6 +24,7 @@ std::vector<EvalRow> evaluate_models(const Dataset& data, const std::vector<std:
 
 //! Trains a model of the kind on every sample of the dataset and returns it saved, with
 //! held-out metrics (held-out sizes) in its metadata. Error(InvalidInput) with too little data.
-db::ModelRow train_model(const Dataset& data, const std::string& kind, const std::string& target_key, std::uint64_t seed);
+db::ModelRow train_model(const Dataset& data, const std::string& kind, const std::string& target_key,
+                         std::uint64_t seed);
 
 }  // namespace tiletune::tuner

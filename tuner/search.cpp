@@ -70,7 +70,8 @@ class EvolutionarySearch : public SearchStrategy {
     };
     return distinct(n, measured, [&] {
       if (std::bernoulli_distribution(kExplore)(rng_)) return space_.sample(rng_);
-      ir::Schedule child = std::bernoulli_distribution(0.3)(rng_) ? space_.crossover(parent(), parent(), rng_) : parent();
+      ir::Schedule child =
+          std::bernoulli_distribution(0.3)(rng_) ? space_.crossover(parent(), parent(), rng_) : parent();
       int mutations = 1 + std::uniform_int_distribution<int>(0, 1)(rng_);
       for (int i = 0; i < mutations; ++i) child = space_.mutate(child, rng_);
       return child;
@@ -185,7 +186,8 @@ class ModelGuidedSearch : public SearchStrategy {
       };
       std::vector<Scored> children;
       for (int tries = 0; static_cast<int>(children.size()) < kPopulation && tries < 4 * kPopulation; ++tries) {
-        ir::Schedule child = std::bernoulli_distribution(0.3)(rng_) ? space_.crossover(parent(), parent(), rng_) : parent();
+        ir::Schedule child =
+            std::bernoulli_distribution(0.3)(rng_) ? space_.crossover(parent(), parent(), rng_) : parent();
         add(space_.mutate(child, rng_), children);
       }
       score(children);

@@ -140,8 +140,9 @@ void Space::sample_group_loops(ir::StageSchedule& ss, int stage, Rng& rng) const
       ss.tile[a->name] = {draw_reduce_block(ir::knobs::group_reduce, *a, rng)};
       continue;
     }
-    std::int64_t reg = a->name == ss.vectorize ? t_.vector_lanes * draw(ir::knobs::group_item, rng, 1, 2, 1)
-                                               : draw(ir::knobs::group_item, rng, 1, std::min(64 / points, a->extent), 1);
+    std::int64_t reg = a->name == ss.vectorize
+                           ? t_.vector_lanes * draw(ir::knobs::group_item, rng, 1, 2, 1)
+                           : draw(ir::knobs::group_item, rng, 1, std::min(64 / points, a->extent), 1);
     std::int64_t n = draw(ir::knobs::group_items, rng, 1, std::min(max_items / items, (2 * a->extent - 1) / reg), 1);
     points *= reg;
     items *= n;
@@ -178,7 +179,9 @@ void Space::sample_loops(ir::StageSchedule& ss, int stage, Rng& rng) const {
   bool vec_reduce = false;
   for (auto& a : st.axes)
     if (a.name == ss.vectorize) vec_reduce = a.reduce;
-  std::int64_t budget = ss.vectorize.empty() ? 64 : vec_reduce ? t_.vector_registers - 4 : (t_.vector_registers - 4) * t_.vector_lanes;
+  std::int64_t budget = ss.vectorize.empty() ? 64
+                        : vec_reduce         ? t_.vector_registers - 4
+                                             : (t_.vector_registers - 4) * t_.vector_lanes;
   std::int64_t points = 1;
   // Register blocks: the vector axis first, then the other spatial axes within the budget.
   std::vector<const ir::Axis*> order;
@@ -289,9 +292,12 @@ ir::Schedule Space::mutate(const ir::Schedule& s, Rng& rng) const {
     const ir::Stage& st = w_.stages[stage];
     switch (std::uniform_int_distribution<int>(0, 7)(rng)) {
       case 7: {  // all stages in row blocks, or not
-        if (m.fuse_rows > 0) m.fuse_rows = 0;
-        else if (w_.stages.size() > 1 && !t_.groups()) sample_fuse_rows(m, draw(ir::knobs::fuse_rows, rng, 1));
-        else continue;
+        if (m.fuse_rows > 0)
+          m.fuse_rows = 0;
+        else if (w_.stages.size() > 1 && !t_.groups())
+          sample_fuse_rows(m, draw(ir::knobs::fuse_rows, rng, 1));
+        else
+          continue;
         break;
       }
       case 6: {  // pack a different set of inputs
@@ -321,10 +327,14 @@ ir::Schedule Space::mutate(const ir::Schedule& s, Rng& rng) const {
         break;
       }
       case 2:  // the micro-kernel's reduction loop: its unrolling or its prefetch distance
-        if (coin(rng) || !st.is_reduction() || t_.groups()) ss.unroll = static_cast<int>(draw(ir::knobs::unroll, rng));
-        else ss.prefetch = static_cast<int>(draw(ir::knobs::prefetch, rng));
+        if (coin(rng) || !st.is_reduction() || t_.groups())
+          ss.unroll = static_cast<int>(draw(ir::knobs::unroll, rng));
+        else
+          ss.prefetch = static_cast<int>(draw(ir::knobs::prefetch, rng));
         break;
-      case 3: ss.parallel = static_cast<int>(draw(ir::knobs::parallel, rng)); break;
+      case 3:
+        ss.parallel = static_cast<int>(draw(ir::knobs::parallel, rng));
+        break;
       case 4: {  // resample the whole stage
         bool fuse = ss.fuse_epilogue;
         sample_loops(ss, stage, rng);
@@ -334,8 +344,10 @@ ir::Schedule Space::mutate(const ir::Schedule& s, Rng& rng) const {
       case 5: {  // structure: fuse or inline differently
         if (ir::can_fuse_epilogue(w_, stage)) {
           ss.fuse_epilogue = !ss.fuse_epilogue;
-          if (!ss.fuse_epilogue) sample_loops(m.stages[stage + 1], stage + 1, rng);
-          else m.stages[stage + 1].reset();
+          if (!ss.fuse_epilogue)
+            sample_loops(m.stages[stage + 1], stage + 1, rng);
+          else
+            m.stages[stage + 1].reset();
         } else if (ir::can_inline(w_, stage)) {
           ss.reset();
           ss.inline_stage = true;

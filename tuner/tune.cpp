@@ -20,7 +20,7 @@ db::TargetRow target_row(const codegen::TargetInfo& t) {
 }
 
 codegen::TargetInfo target_info(const db::TargetRow& row) {
-  return {row.backend, row.key, row.family, row.fingerprint_json, codegen::traits_from_json(row.traits_json),
+  return {row.backend,  row.key, row.family, row.fingerprint_json, codegen::traits_from_json(row.traits_json),
           /*device=*/""};
 }
 
@@ -36,14 +36,15 @@ db::Record to_record(const measure::MeasureResult& r, const ir::Workload& w, con
   rec.error_message = r.error_message;
   rec.measure_params_json = measure_params_json;
   rec.tool_version = kToolVersion;
-  rec.created_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                            std::chrono::system_clock::now().time_since_epoch())
-                            .count();
+  rec.created_unix_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
   return rec;
 }
 
-std::vector<db::Record> measure_and_store(const ir::Workload& w, const codegen::Backend& backend, db::RecordStore& store,
-                                          const std::vector<ir::Schedule>& configs, const measure::MeasureOptions& options) {
+std::vector<db::Record> measure_and_store(const ir::Workload& w, const codegen::Backend& backend,
+                                          db::RecordStore& store, const std::vector<ir::Schedule>& configs,
+                                          const measure::MeasureOptions& options) {
   store.put_workload(workload_row(w));
   store.put_target(target_row(backend.target()));
   measure::Measurer measurer(backend, w, options);
@@ -55,14 +56,15 @@ std::vector<db::Record> measure_and_store(const ir::Workload& w, const codegen::
   return out;
 }
 
-TuneSummary tune(const ir::Workload& w, const codegen::Backend& backend, db::RecordStore& store, const TuneOptions& options,
-                 const std::function<void(const Progress&)>& on_progress) {
+TuneSummary tune(const ir::Workload& w, const codegen::Backend& backend, db::RecordStore& store,
+                 const TuneOptions& options, const std::function<void(const Progress&)>& on_progress) {
   measure::Measurer measurer(backend, w, options.measure);
   return tune(w, backend.target(), measurer, store, options, on_progress);
 }
 
 TuneSummary tune(const ir::Workload& w, const codegen::TargetInfo& target, measure::BatchMeasurer& measurer,
-                 db::RecordStore& store, const TuneOptions& options, const std::function<void(const Progress&)>& on_progress) {
+                 db::RecordStore& store, const TuneOptions& options,
+                 const std::function<void(const Progress&)>& on_progress) {
   store.put_workload(workload_row(w));
   store.put_target(target_row(target));
   Space space(w, target.traits);

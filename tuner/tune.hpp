@@ -7,8 +7,8 @@
 
 #include "codegen/backend.hpp"
 #include "db/store.hpp"
-#include "tuner/dataset.hpp"
 #include "measure/measure.hpp"
+#include "tuner/dataset.hpp"
 
 namespace tiletune::tuner {
 
@@ -26,7 +26,7 @@ struct TuneOptions {
   //! Set by another thread to stop after the batch in flight (its records are stored).
   const std::atomic<bool>* cancel = nullptr;
   int prior_records = kPriorRecords;  //!< model-guided strategies: most recent records of other workloads learned from
-  bool seeds = true;          //!< measure Space::seeds() in the first batch
+  bool seeds = true;                  //!< measure Space::seeds() in the first batch
   //! Where a model-guided strategy looks for a saved cost model of the target; none: it trains
   //! on the records alone.
   db::ModelStore* models = nullptr;
@@ -54,18 +54,20 @@ struct TuneSummary {
 //! Tunes one workload on one backend: proposes batches with the chosen strategy, measures
 //! them and stores every result before proposing the next. Resumes from the records already
 //! in the store; a budget they already fill measures nothing.
-TuneSummary tune(const ir::Workload& w, const codegen::Backend& backend, db::RecordStore& store, const TuneOptions& options,
-                 const std::function<void(const Progress&)>& on_progress = {});
+TuneSummary tune(const ir::Workload& w, const codegen::Backend& backend, db::RecordStore& store,
+                 const TuneOptions& options, const std::function<void(const Progress&)>& on_progress = {});
 
 //! The same for a target measured elsewhere (a remote worker): `measurer` measures the batches
 //! and options.measure is not used.
 TuneSummary tune(const ir::Workload& w, const codegen::TargetInfo& target, measure::BatchMeasurer& measurer,
-                 db::RecordStore& store, const TuneOptions& options, const std::function<void(const Progress&)>& on_progress = {});
+                 db::RecordStore& store, const TuneOptions& options,
+                 const std::function<void(const Progress&)>& on_progress = {});
 
 //! Measures given configs and stores each result (already measured configs are measured again
 //! and keep their first record). Returns the records in the order of the configs.
-std::vector<db::Record> measure_and_store(const ir::Workload& w, const codegen::Backend& backend, db::RecordStore& store,
-                                          const std::vector<ir::Schedule>& configs, const measure::MeasureOptions& options);
+std::vector<db::Record> measure_and_store(const ir::Workload& w, const codegen::Backend& backend,
+                                          db::RecordStore& store, const std::vector<ir::Schedule>& configs,
+                                          const measure::MeasureOptions& options);
 
 //! The record of a measurement of a workload on a target.
 db::Record to_record(const measure::MeasureResult& r, const ir::Workload& w, const std::string& target_key,

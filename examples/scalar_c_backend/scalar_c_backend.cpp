@@ -66,7 +66,7 @@ struct CommandResult {
   bool started = false;  // fork succeeded
   int exit_code = -1;    // exit status, or -1 when killed by a signal
   int signal = 0;
-  std::string output;    // stdout and stderr interleaved, at most max_output bytes
+  std::string output;  // stdout and stderr interleaved, at most max_output bytes
   bool truncated = false;
 };
 
@@ -219,13 +219,14 @@ void describe_instance(Instance& inst) {
   for (auto& f : kFlags) flags += (flags.empty() ? "" : " ") + f;
   flags += " -lm";
   inst.family_json = json{{"backend", kName}, {"cpu", inst.cpu_model}}.dump();
-  inst.fingerprint_json = json{{"backend", kName},
-                               {"cpu", inst.cpu_model},
-                               {"compiler", inst.compiler},
-                               {"compiler_version", inst.compiler_version},
-                               {"flags", flags},
-                               {"codegen", kCodegenVersion}}
-                              .dump();
+  inst.fingerprint_json = json{
+      {"backend", kName},
+      {"cpu", inst.cpu_model},
+      {"compiler", inst.compiler},
+      {"compiler_version", inst.compiler_version},
+      {"flags", flags},
+      {"codegen",
+       kCodegenVersion}}.dump();
 
   tt_target& t = inst.target;
   t.fingerprint_json = inst.fingerprint_json.c_str();
@@ -366,7 +367,8 @@ class Emitter {
       b.role = get_string(jb, "role", where);
       if (b.role != "input" && b.role != "output" && b.role != "temp")
         throw std::runtime_error(where + ": unknown role '" + b.role + "'");
-      if (!jb.contains("shape") || !jb["shape"].is_array()) throw std::runtime_error(where + ": 'shape' must be an array");
+      if (!jb.contains("shape") || !jb["shape"].is_array())
+        throw std::runtime_error(where + ": 'shape' must be an array");
       for (auto& d : jb["shape"]) {
         if (!d.is_number_integer() || d.get<int64_t>() < 0)
           throw std::runtime_error(where + ": dimensions must be integers >= 0");
@@ -441,14 +443,19 @@ class Emitter {
     std::string s;
     for (auto& [var, c] : terms) {
       if (c == 0) continue;
-      if (!s.empty()) s += c < 0 ? " - " : " + ";
-      else if (c < 0) s += "-";
+      if (!s.empty())
+        s += c < 0 ? " - " : " + ";
+      else if (c < 0)
+        s += "-";
       int64_t a = c < 0 ? -c : c;
       s += a == 1 ? var : var + " * " + std::to_string(a);
     }
-    if (s.empty()) s = std::to_string(constant);
-    else if (constant > 0) s += " + " + std::to_string(constant);
-    else if (constant < 0) s += " - " + std::to_string(-constant);
+    if (s.empty())
+      s = std::to_string(constant);
+    else if (constant > 0)
+      s += " + " + std::to_string(constant);
+    else if (constant < 0)
+      s += " - " + std::to_string(-constant);
     return b.cname + "[" + s + "]";
   }
 
@@ -481,7 +488,8 @@ class Emitter {
                        ix["terms"].size() == 1 && ix["terms"][0].size() == 2 && ix["terms"][0][1] == 1 &&
                        d < spatial_.size() && ix["terms"][0][0] == spatial_[d];
           if (!plain)
-            throw std::runtime_error(where_ + ": the epilogue reads '" + tensor + "' at another point than the one stored");
+            throw std::runtime_error(where_ + ": the epilogue reads '" + tensor +
+                                     "' at another point than the one stored");
           ++d;
         }
         if (d != spatial_.size())
@@ -490,11 +498,12 @@ class Emitter {
       }
       const Buf& b = buffer(tensor);
       if (!b.materialized)
-        throw std::runtime_error(where_ + ": reads temporary '" + tensor + "', which is not materialized (workspace_offset -1)");
+        throw std::runtime_error(where_ + ": reads temporary '" + tensor +
+                                 "', which is not materialized (workspace_offset -1)");
       return address(b, e.contains("index") ? e["index"] : json());
     }
-    static const std::map<std::string, std::string> binary = {{"add", " + "}, {"sub", " - "}, {"mul", " * "},
-                                                              {"div", " / "}};
+    static const std::map<std::string, std::string> binary = {
+        {"add", " + "}, {"sub", " - "}, {"mul", " * "}, {"div", " / "}};
     static const std::map<std::string, std::string> compare = {{"lt", " < "},  {"le", " <= "}, {"gt", " > "},
                                                                {"ge", " >= "}, {"eq", " == "}, {"ne", " != "}};
     if (op == "neg") return "(-" + args(1)[0] + ")";
@@ -509,7 +518,7 @@ class Emitter {
     if (op == "call") {
       std::string fn = get_string(e, "fn", where_);
       static const std::map<std::string, std::pair<std::string, size_t>> calls = {
-          {"exp", {"expf", 1}},   {"log", {"logf", 1}},         {"sqrt", {"sqrtf", 1}}, {"tanh", {"tanhf", 1}},
+          {"exp", {"expf", 1}},   {"log", {"logf", 1}},           {"sqrt", {"sqrtf", 1}}, {"tanh", {"tanhf", 1}},
           {"abs", {"fabsf", 1}},  {"sigmoid", {"tt_sigmoid", 1}}, {"erf", {"erff", 1}},   {"pow", {"powf", 2}},
           {"max", {"tt_max", 2}}, {"min", {"tt_min", 2}}};
       if (fn == "select") {
@@ -545,14 +554,18 @@ class Emitter {
               if (!term.is_array() || term.size() != 2) continue;
               int64_t c = term[1].is_number_integer() ? term[1].get<int64_t>() : 1;
               std::string v = term[0].is_string() ? term[0].get<std::string>() : "?";
-              if (!t.empty()) t += c < 0 ? " - " : " + ";
-              else if (c < 0) t += "-";
+              if (!t.empty())
+                t += c < 0 ? " - " : " + ";
+              else if (c < 0)
+                t += "-";
               int64_t ac = c < 0 ? -c : c;
               t += ac == 1 ? v : std::to_string(ac) + "*" + v;
             }
           int64_t k = ix.contains("constant") && ix["constant"].is_number_integer() ? ix["constant"].get<int64_t>() : 0;
-          if (t.empty()) t = std::to_string(k);
-          else if (k) t += (k < 0 ? " - " : " + ") + std::to_string(k < 0 ? -k : k);
+          if (t.empty())
+            t = std::to_string(k);
+          else if (k)
+            t += (k < 0 ? " - " : " + ") + std::to_string(k < 0 ? -k : k);
           s += (d++ ? ", " : "") + t;
         }
       return s + "]";
@@ -611,8 +624,8 @@ class Emitter {
     std::string name = get_string(st, "name", where_);
     where_ = "stage '" + name + "'";
     const Buf& output = buffer(get_string(st, "output", where_));
-    const Buf& store = buffer(st.contains("store") && !st["store"].is_null() ? get_string(st, "store", where_)
-                                                                              : output.name);
+    const Buf& store =
+        buffer(st.contains("store") && !st["store"].is_null() ? get_string(st, "store", where_) : output.name);
     std::string combine = st.value("combine", std::string("="));
     static const std::map<std::string, std::string> identity = {
         {"=", "0.0f"}, {"+=", "0.0f"}, {"*=", "1.0f"}, {"max=", "(-INFINITY)"}, {"min=", "INFINITY"}};
@@ -625,8 +638,10 @@ class Emitter {
     for (auto& ja : st["axes"]) {
       AxisSpec a;
       a.name = get_string(ja, "name", where_ + ", an axis");
-      if (!is_identifier(a.name)) throw std::runtime_error(where_ + ": axis name '" + a.name + "' is not an identifier");
-      if (!axis_names_.insert(a.name).second) throw std::runtime_error(where_ + ": axis '" + a.name + "' is declared twice");
+      if (!is_identifier(a.name))
+        throw std::runtime_error(where_ + ": axis name '" + a.name + "' is not an identifier");
+      if (!axis_names_.insert(a.name).second)
+        throw std::runtime_error(where_ + ": axis '" + a.name + "' is declared twice");
       a.extent = get_int(ja, "extent", where_ + ", axis '" + a.name + "'");
       a.reduce = ja.value("reduce", false);
       if (!a.reduce) spatial_.push_back(a.name);
@@ -635,8 +650,10 @@ class Emitter {
     bool reduction = false;
     std::vector<int64_t> out_shape;
     for (auto& a : axes) {
-      if (a.reduce) reduction = true;
-      else out_shape.push_back(a.extent);
+      if (a.reduce)
+        reduction = true;
+      else
+        out_shape.push_back(a.extent);
     }
     if (output.shape != out_shape)
       throw std::runtime_error(where_ + ": output '" + output.name + "' has shape " + shape_text(output.shape) +
@@ -678,11 +695,13 @@ class Emitter {
     line(1, "");
     line(1, "/* stage " + comment_safe(name) + ": " + comment_safe(lhs + " " + combine + " " + pretty(body)));
     if (has_epilogue)
-      line(1, " * fused epilogue: " + comment_safe(store.name + lhs.substr(output.name.size()) + " = " + pretty(epilogue)) +
-                  " (" + comment_safe(name) + ": the stage's value at the point)");
+      line(1, " * fused epilogue: " +
+                  comment_safe(store.name + lhs.substr(output.name.size()) + " = " + pretty(epilogue)) + " (" +
+                  comment_safe(name) + ": the stage's value at the point)");
     std::string loop_text;
     for (auto& l : outer)
-      loop_text += (loop_text.empty() ? "" : " ") + l.axis + "." + std::to_string(l.level) + "/" + std::to_string(l.step);
+      loop_text +=
+          (loop_text.empty() ? "" : " ") + l.axis + "." + std::to_string(l.level) + "/" + std::to_string(l.step);
     std::string inner_text;
     for (auto& l : inner) inner_text += (inner_text.empty() ? "" : " ") + l.axis + "[" + std::to_string(l.block) + "]";
     line(1, " * tile loops (axis.level/step): " + comment_safe(loop_text.empty() ? "none" : loop_text) +
@@ -733,11 +752,16 @@ class Emitter {
     std::string target = address(store, point_index());
     std::string value = expr(body);
     if (reduction) {
-      if (combine == "+=") line(depth, target + " += " + value + ";");
-      else if (combine == "*=") line(depth, target + " *= " + value + ";");
-      else if (combine == "max=") line(depth, target + " = tt_max(" + target + ", " + value + ");");
-      else if (combine == "min=") line(depth, target + " = tt_min(" + target + ", " + value + ");");
-      else line(depth, target + " = " + value + ";");
+      if (combine == "+=")
+        line(depth, target + " += " + value + ";");
+      else if (combine == "*=")
+        line(depth, target + " *= " + value + ";");
+      else if (combine == "max=")
+        line(depth, target + " = tt_max(" + target + ", " + value + ");");
+      else if (combine == "min=")
+        line(depth, target + " = tt_min(" + target + ", " + value + ");");
+      else
+        line(depth, target + " = " + value + ";");
     } else if (has_epilogue) {
       // No reduction: the epilogue applies right away.
       line(depth, "const float tt_v = " + value + ";");
@@ -827,7 +851,8 @@ void sc_free_text(char* text) { std::free(text); }
 
 int sc_build(void* backend, const char* source_path, const char* artifact_path, char* log, size_t log_size) {
   try {
-    if (!backend || !source_path || !artifact_path) throw std::runtime_error("build needs a backend, a source and an artifact path");
+    if (!backend || !source_path || !artifact_path)
+      throw std::runtime_error("build needs a backend, a source and an artifact path");
     const Instance& inst = *static_cast<Instance*>(backend);
     std::vector<std::string> args = {inst.compiler};
     for (auto& f : kFlags) args.push_back(f);
@@ -839,9 +864,11 @@ int sc_build(void* backend, const char* source_path, const char* artifact_path, 
     if (!ok) {
       std::string cmd;
       for (auto& a : args) cmd += (cmd.empty() ? "" : " ") + a;
-      std::string why = r.signal ? "killed by signal " + std::to_string(r.signal) : "exit status " + std::to_string(r.exit_code);
+      std::string why =
+          r.signal ? "killed by signal " + std::to_string(r.signal) : "exit status " + std::to_string(r.exit_code);
       // The compiler's own message first: it is what a reader needs; the command line after.
-      text = (text.empty() ? "" : text + (text.back() == '\n' ? "" : "\n")) + "scalar-c: `" + cmd + "` failed (" + why + ")";
+      text = (text.empty() ? "" : text + (text.back() == '\n' ? "" : "\n")) + "scalar-c: `" + cmd + "` failed (" + why +
+             ")";
     }
     if (log && log_size > 0) std::snprintf(log, log_size, "%s", text.c_str());
     return ok ? 0 : 1;
@@ -911,7 +938,8 @@ int sc_run(void* kernel, float* const* tensors, float* workspace, uint32_t /*fla
   clock_gettime(CLOCK_MONOTONIC, &t0);
   k->fn(tensors, workspace);
   clock_gettime(CLOCK_MONOTONIC, &t1);
-  if (seconds) *seconds = static_cast<double>(t1.tv_sec - t0.tv_sec) + 1e-9 * static_cast<double>(t1.tv_nsec - t0.tv_nsec);
+  if (seconds)
+    *seconds = static_cast<double>(t1.tv_sec - t0.tv_sec) + 1e-9 * static_cast<double>(t1.tv_nsec - t0.tv_nsec);
   return 0;
 }
 
@@ -925,7 +953,7 @@ void sc_unload(void* kernel) {
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) int tt_plugin_init(uint32_t host_abi_version, tt_plugin* out,
-                                                                      char* err, size_t err_size) {
+                                                                     char* err, size_t err_size) {
   if (host_abi_version != TT_PLUGIN_ABI_VERSION) {
     // snprintf directly: nothing here may throw (no std::string on this path).
     if (err && err_size > 0)

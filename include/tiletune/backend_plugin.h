@@ -50,9 +50,9 @@ typedef struct tt_target {
   const char* family_json;      /* device identity without the toolchain */
   int32_t vector_lanes;         /* f32 SIMD lanes a kernel may use; 1 for none */
   int32_t vector_registers;
-  int32_t threads;              /* cores or compute units */
-  int32_t max_group_size;       /* > 0: a GPU-style device running work-groups of at most this many items */
-  int64_t local_bytes;          /* work-group shared memory, 0 when there is none */
+  int32_t threads;        /* cores or compute units */
+  int32_t max_group_size; /* > 0: a GPU-style device running work-groups of at most this many items */
+  int64_t local_bytes;    /* work-group shared memory, 0 when there is none */
   int64_t l1_bytes, l2_bytes, l3_bytes;
 } tt_target;
 

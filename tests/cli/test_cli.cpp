@@ -145,8 +145,9 @@ TEST_CASE("cli: model eval and train on a database; model-guided tuning uses the
   for (auto sizes : {"M=16,N=32,K=16", "M=32,N=16,K=24", "M=24,N=24,K=8"})
     REQUIRE(with({"tune", "matmul", "--sizes", sizes, "--trials", "8", "--strategy", "random", "--min-time", "0.002"})
                 .exit_code == 0);
-  REQUIRE(with({"tune", "row_sum", "--sizes", "N=16,D=64", "--trials", "8", "--strategy", "random", "--min-time", "0.002"})
-              .exit_code == 0);
+  REQUIRE(
+      with({"tune", "row_sum", "--sizes", "N=16,D=64", "--trials", "8", "--strategy", "random", "--min-time", "0.002"})
+          .exit_code == 0);
   auto eval = with({"model", "eval", "--kind", "xgb"});
   CHECK_MESSAGE(eval.exit_code == 0, eval.output);
   CHECK(has(eval, "held-out sizes  xgb         3"));  // one fold per matmul size
@@ -157,8 +158,8 @@ TEST_CASE("cli: model eval and train on a database; model-guided tuning uses the
   auto train = with({"model", "train"});
   CHECK_MESSAGE(train.exit_code == 0, train.output);
   CHECK(has(train, "stored in"));
-  auto guided = with({"tune", "matmul", "--sizes", "M=40,N=16,K=16", "--trials", "6", "--strategy", "xgb", "--min-time",
-                      "0.002"});
+  auto guided = with(
+      {"tune", "matmul", "--sizes", "M=40,N=16,K=16", "--trials", "6", "--strategy", "xgb", "--min-time", "0.002"});
   CHECK_MESSAGE(guided.exit_code == 0, guided.output);
   CHECK(!has(guided, "ignored the saved"));
   CHECK(with({"model", "eval", "--kind", "svm"}).exit_code == 2);

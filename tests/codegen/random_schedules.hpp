@@ -43,7 +43,8 @@ inline void random_schedules_are_correct(const std::string& op, const std::strin
 
 //! Every library op, at sizes that are primes, ones and other numbers that no tile size
 //! divides, so that edge tiles are exercised.
-inline void random_schedules_of_every_op_are_correct(int count, std::uint64_t seed, const std::string& backend = "cpu") {
+inline void random_schedules_of_every_op_are_correct(int count, std::uint64_t seed,
+                                                     const std::string& backend = "cpu") {
   random_schedules_are_correct("matmul", "M=37,N=67,K=23", count, seed + 1, backend);
   random_schedules_are_correct("matmul", "M=1,N=17,K=1", count, seed + 2, backend);
   random_schedules_are_correct("matmul_bias_relu", "M=29,N=41,K=19", count, seed + 3, backend);

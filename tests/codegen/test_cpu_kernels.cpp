@@ -222,8 +222,9 @@ TEST_CASE("cpu kernels: an axis the output and an input are strided along is vec
     check_close(fast[2], std::vector<double>(ref[2].begin(), ref[2].end()), 1e-4);
   }
   // C = A * B^T: n is strided in B, which must be packed for it.
-  auto nt = ir::bind(ir::parse_op("op mm_nt(A: f32[M, K], B: f32[N, K]) -> C: f32[M, N] {\n  C[m, n] += A[m, k] * B[n, k]\n}"),
-                     ir::parse_sizes("M=7,N=37,K=11"));
+  auto nt = ir::bind(
+      ir::parse_op("op mm_nt(A: f32[M, K], B: f32[N, K]) -> C: f32[M, N] {\n  C[m, n] += A[m, k] * B[n, k]\n}"),
+      ir::parse_sizes("M=7,N=37,K=11"));
   auto s = ir::Schedule::from_json(
       R"({"version":1,"stages":[{"stage":"C","tile":{"m":[6,3],"n":[32],"k":[5]},"order":["n.0","m.0","k.0","m.1"],)"
       R"("vectorize":"n","unroll":0,"parallel":1}]})");
@@ -235,7 +236,8 @@ TEST_CASE("cpu kernels: an axis the output and an input are strided along is vec
   Tensors ref = run_in_process(*be, nt, ir::naive_schedule(nt), dir);
   check_close(fast[2], std::vector<double>(ref[2].begin(), ref[2].end()), 1e-4);
   // Panels run along one dimension: a read whose lanes move along two is not vectorized.
-  auto diag = ir::bind(ir::parse_op("op diag(A: f32[N, N]) -> y: f32[N] {\n  y[i] = A[i, i]\n}"), ir::parse_sizes("N=32"));
+  auto diag =
+      ir::bind(ir::parse_op("op diag(A: f32[N, N]) -> y: f32[N] {\n  y[i] = A[i, i]\n}"), ir::parse_sizes("N=32"));
   auto d = ir::Schedule::from_json(
       R"({"version":1,"stages":[{"stage":"y","tile":{"i":[16]},"order":["i.0"],"vectorize":"i","pack":["A"],"unroll":0,"parallel":0}]})");
   CHECK(ir::check_schedule(diag, d, traits).find("'A' is read along 'i' in 2 dimensions") != std::string::npos);
@@ -269,9 +271,10 @@ TEST_CASE("cpu kernels: softmax fused into row blocks matches the naive schedule
   for (int rows : {3, 8, 1}) {
     CAPTURE(rows);
     s.fuse_rows = rows;
-    s.stages[1] = ir::Schedule::from_json(
-        R"({"version":1,"stages":[{"stage":"e","tile":{"n":[1],"d":[16]},"order":["n.0","d.0"],"vectorize":"d","unroll":0,"parallel":0}]})")
-                      .stages[0];
+    s.stages[1] =
+        ir::Schedule::from_json(
+            R"({"version":1,"stages":[{"stage":"e","tile":{"n":[1],"d":[16]},"order":["n.0","d.0"],"vectorize":"d","unroll":0,"parallel":0}]})")
+            .stages[0];
     s.stages[2].tile["n"] = {1};
     s.stages[2].order = {"n.0", "d.0"};
     REQUIRE(ir::check_schedule(w, s, be->target().traits) == "");
@@ -326,14 +329,20 @@ TEST_CASE("library ops: random valid schedules compute the reference results") {
   test::random_schedules_of_every_op_are_correct(5, 1);
 }
 
-TEST_CASE("seed configs: BLAS-like schedules of the reductions are valid and compute the reference results, tails included") {
+TEST_CASE(
+    "seed configs: BLAS-like schedules of the reductions are valid and compute the reference results, tails included") {
   auto be = cpu();
   int seeded = 0;
-  for (auto [op, sizes] : std::vector<std::pair<std::string, std::string>>{
-           {"matmul", "M=37,N=67,K=23"}, {"matmul", "M=1,N=17,K=1"}, {"matmul_bias_relu", "M=29,N=41,K=19"},
-           {"batch_matmul", "G=3,M=13,N=35,K=7"}, {"conv2d", "N=1,C=3,H=11,W=19,K=5,R=3,S=3"},
-           {"depthwise_conv2d", "N=2,C=3,H=9,W=21,R=3,S=3"}, {"row_sum", "N=11,D=53"}, {"softmax", "N=7,D=43"},
-           {"layernorm", "N=37,D=19"}}) {
+  for (auto [op, sizes] :
+       std::vector<std::pair<std::string, std::string>>{{"matmul", "M=37,N=67,K=23"},
+                                                        {"matmul", "M=1,N=17,K=1"},
+                                                        {"matmul_bias_relu", "M=29,N=41,K=19"},
+                                                        {"batch_matmul", "G=3,M=13,N=35,K=7"},
+                                                        {"conv2d", "N=1,C=3,H=11,W=19,K=5,R=3,S=3"},
+                                                        {"depthwise_conv2d", "N=2,C=3,H=9,W=21,R=3,S=3"},
+                                                        {"row_sum", "N=11,D=53"},
+                                                        {"softmax", "N=7,D=43"},
+                                                        {"layernorm", "N=37,D=19"}}) {
     CAPTURE(op);
     auto w = library_workload(op, sizes);
     tuner::Space space(w, be->target().traits);
@@ -362,8 +371,9 @@ TEST_CASE("seed configs: BLAS-like schedules of the reductions are valid and com
     return s.stages[0].vectorize == "k" && s.stages[0].pack == std::vector<std::string>{"F"};
   }));
   // A two-stage row op that starts with a reduction gets the row recipe, and runs correctly.
-  auto norm = ir::bind(ir::parse_op("op rownorm(X: f32[N, D]) -> Y: f32[N, D] {\n  s[n] += X[n, d]\n  Y[n, d] = X[n, d] / s[n]\n}"),
-                       ir::parse_sizes("N=9,D=40"));
+  auto norm = ir::bind(
+      ir::parse_op("op rownorm(X: f32[N, D]) -> Y: f32[N, D] {\n  s[n] += X[n, d]\n  Y[n, d] = X[n, d] / s[n]\n}"),
+      ir::parse_sizes("N=9,D=40"));
   auto norm_seeds = tuner::Space(norm, be->target().traits).seeds();
   REQUIRE(!norm_seeds.empty());
   CHECK(norm_seeds[0].fuse_rows > 0);

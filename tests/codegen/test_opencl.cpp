@@ -115,14 +115,22 @@ TEST_CASE("opencl: the schedule space respects the device's work-group limits") 
   // Groups over the limit, a third tile level, fused rows and CPU knobs are refused with a reason.
   t.max_group_size = 16;
   CHECK(ir::check_schedule(w, from_json(R"({"version":1,"stages":[{"stage":"C","tile":{"m":[8,1],"n":[8,1],"k":[4]},
-      "order":["m.0","n.0","k.0","m.1","n.1"]}]})"), t).find("exceed the device's 16") != std::string::npos);
+      "order":["m.0","n.0","k.0","m.1","n.1"]}]})"),
+                           t)
+            .find("exceed the device's 16") != std::string::npos);
   CHECK(ir::check_schedule(w, from_json(R"({"version":1,"stages":[{"stage":"C","tile":{"m":[16,4,1],"n":[4,1],"k":[4]},
-      "order":["m.0","n.0","k.0","m.1","m.2","n.1"]}]})"), t).find("at most 2 tile levels") != std::string::npos);
+      "order":["m.0","n.0","k.0","m.1","m.2","n.1"]}]})"),
+                           t)
+            .find("at most 2 tile levels") != std::string::npos);
   CHECK(ir::check_schedule(w, from_json(R"({"version":1,"stages":[{"stage":"C","tile":{"m":[4,1],"n":[4,1],"k":[4]},
-      "order":["m.0","n.0","k.0","m.1","n.1"],"parallel":1}]})"), t).find("parallel must be 0") != std::string::npos);
+      "order":["m.0","n.0","k.0","m.1","n.1"],"parallel":1}]})"),
+                           t)
+            .find("parallel must be 0") != std::string::npos);
   t.local_bytes = 64;
   CHECK(ir::check_schedule(w, from_json(R"({"version":1,"stages":[{"stage":"C","tile":{"m":[4,1],"n":[4,1],"k":[8]},
-      "order":["m.0","n.0","k.0","m.1","n.1"],"pack":["A"]}]})"), t).find("bytes of local memory") != std::string::npos);
+      "order":["m.0","n.0","k.0","m.1","n.1"],"pack":["A"]}]})"),
+                           t)
+            .find("bytes of local memory") != std::string::npos);
   tuner::Space space(w, be->target().traits);
   tuner::Rng rng(3);
   int vectorized = 0;
@@ -141,7 +149,8 @@ TEST_CASE("opencl: the schedule space respects the device's work-group limits") 
   std::string n = std::to_string(lanes);
   auto v = from_json(R"({"version":1,"stages":[{"stage":"C","tile":{"m":[2,1],"n":[)" + n + "," + n +
                      R"(],"k":[4]},"order":["m.0","n.0","k.0","m.1","n.1"],"vectorize":"n"}]})");
-  if (lanes > 1) CHECK(ir::check_schedule(odd, v, be->target().traits).find("multiple of " + n + " lanes") != std::string::npos);
+  if (lanes > 1)
+    CHECK(ir::check_schedule(odd, v, be->target().traits).find("multiple of " + n + " lanes") != std::string::npos);
 }
 
 TEST_CASE("opencl: the generated source is readable and records its launches") {
@@ -157,11 +166,14 @@ TEST_CASE("opencl: the generated source is readable and records its launches") {
   CHECK(src.find("// stage ") != std::string::npos);
   auto launches = codegen::read_launches(src);
   CHECK(!launches.empty());
-  CHECK(test::error_of([] { codegen::read_launches("__kernel void f() {}"); }).find("no kernel launches") != std::string::npos);
-  CHECK(test::error_of([] { codegen::read_launches("// tt-launch: [{\"kernel\":1,\"groups\":1,\"items\":1}]\n"); })
-            .find("malformed kernel launches") != std::string::npos);
-  CHECK(test::error_of([] { codegen::read_launches("// tt-launch: [{\"kernel\":\"k\",\"groups\":0,\"items\":1}]\n"); })
-            .find("positive groups and items") != std::string::npos);
+  CHECK(test::error_of([] { codegen::read_launches("__kernel void f() {}"); }).find("no kernel launches") !=
+        std::string::npos);
+  CHECK(test::error_of([] {
+          codegen::read_launches("// tt-launch: [{\"kernel\":1,\"groups\":1,\"items\":1}]\n");
+        }).find("malformed kernel launches") != std::string::npos);
+  CHECK(test::error_of([] {
+          codegen::read_launches("// tt-launch: [{\"kernel\":\"k\",\"groups\":0,\"items\":1}]\n");
+        }).find("positive groups and items") != std::string::npos);
 }
 
 TEST_CASE("opencl: a missing device or a damaged artifact is a clear error") {
@@ -170,11 +182,13 @@ TEST_CASE("opencl: a missing device or a damaged artifact is a clear error") {
   o.device = "no such device";
   auto be = codegen::make_backend("opencl", o);
   ErrorKind kind{};
-  CHECK(test::error_of([&] { be->target(); }, &kind).find("no OpenCL device named like 'no such device'") != std::string::npos);
+  CHECK(test::error_of([&] { be->target(); }, &kind).find("no OpenCL device named like 'no such device'") !=
+        std::string::npos);
   CHECK(kind == ErrorKind::Unavailable);
   TempDir dir;
   std::ofstream(dir.file("bad.bin")) << "not an artifact";
   auto ok = codegen::make_backend("opencl");
-  CHECK(test::error_of([&] { ok->load(dir.file("bad.bin"), {}); }, &kind).find("not a tiletune GPU artifact") != std::string::npos);
+  CHECK(test::error_of([&] { ok->load(dir.file("bad.bin"), {}); }, &kind).find("not a tiletune GPU artifact") !=
+        std::string::npos);
   CHECK(kind == ErrorKind::Io);
 }

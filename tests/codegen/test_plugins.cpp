@@ -7,9 +7,9 @@
 
 #include "client/client.hpp"
 #include "codegen/backend.hpp"
-#include "server/daemon_harness.hpp"
-#include "measure/measure.hpp"
 #include "helpers.hpp"
+#include "measure/measure.hpp"
+#include "server/daemon_harness.hpp"
 #include "support/subprocess.hpp"
 
 using namespace tiletune;
@@ -28,7 +28,8 @@ std::string build_example(const TempDir& dir) {
   must(run_process({"cmake", "--install", kBinary, "--component", "plugin-header", "--prefix", prefix}, 120),
        "installing the header");
   REQUIRE(std::ifstream(prefix + "/include/tiletune/backend_plugin.h").good());
-  must(run_process({"cmake", "-S", kSource + "/examples/scalar_c_backend", "-B", build, "-DCMAKE_PREFIX_PATH=" + prefix}, 120),
+  must(run_process(
+           {"cmake", "-S", kSource + "/examples/scalar_c_backend", "-B", build, "-DCMAKE_PREFIX_PATH=" + prefix}, 120),
        "configuring the example");
   must(run_process({"cmake", "--build", build}, 300), "building the example");
   return build + "/libtiletune_scalar_c.so";
@@ -107,14 +108,16 @@ TEST_CASE("plug-ins: the example built out of tree tunes an op end to end throug
   std::string db = dir.file("t.db");
   auto cli = [&](std::vector<std::string> args) {
     args.insert(args.begin(), kBinary + "/tiletune");
-    args.insert(args.end(), {"--backend-plugin", plugin, "--backend", "scalar-c", "--db", db, "--cache", dir.file("cache")});
+    args.insert(args.end(),
+                {"--backend-plugin", plugin, "--backend", "scalar-c", "--db", db, "--cache", dir.file("cache")});
     return run_process(args, 300);
   };
-  auto tune = cli({"tune", "matmul_bias_relu", "-s", "M=19,N=23,K=7", "--trials", "6", "--batch", "3",
-                   "--strategy", "random", "--min-time", "0.01"});
+  auto tune = cli({"tune", "matmul_bias_relu", "-s", "M=19,N=23,K=7", "--trials", "6", "--batch", "3", "--strategy",
+                   "random", "--min-time", "0.01"});
   CHECK_MESSAGE(tune.exit_code == 0, tune.output);
   CHECK_MESSAGE(tune.output.find("6/6") != std::string::npos, tune.output);
-  CHECK_MESSAGE(tune.output.find("  6    6       0  ") != std::string::npos, tune.output);  // 6 records, 6 new, 0 failed
+  CHECK_MESSAGE(tune.output.find("  6    6       0  ") != std::string::npos,
+                tune.output);  // 6 records, 6 new, 0 failed
   auto show = cli({"show", "matmul_bias_relu", "-s", "M=19,N=23,K=7"});
   CHECK_MESSAGE(show.exit_code == 0, show.output);
   CHECK(show.output.find("tt_kernel") != std::string::npos);
@@ -129,8 +132,9 @@ TEST_CASE("plug-ins: the example built out of tree tunes an op end to end throug
   // The daemon tunes through it as through any backend (serve --backend-plugin loads it first).
   test::InProcessDaemon d(dir.file("d.db"));
   client::Client cl(d.url(), "tok");
-  auto job = cl.call("POST", "/v1/tune", {{"op", "softmax"}, {"sizes", "N=5,D=9"}, {"backend", "scalar-c"}, {"trials", 3},
-                                          {"strategy", "random"}})["job"];
+  auto job = cl.call(
+      "POST", "/v1/tune",
+      {{"op", "softmax"}, {"sizes", "N=5,D=9"}, {"backend", "scalar-c"}, {"trials", 3}, {"strategy", "random"}})["job"];
   auto done = cl.wait(job["id"], 120);
   CHECK_MESSAGE(done.state == "done", done.error);
   auto best = cl.best("softmax", "N=5,D=9", "scalar-c");
@@ -138,7 +142,8 @@ TEST_CASE("plug-ins: the example built out of tree tunes an op end to end throug
   CHECK(best->source.find("tt_kernel") != std::string::npos);
 }
 
-TEST_CASE("plug-ins: a missing file, no entry point, another ABI, a failing init or a missing function are clear errors") {
+TEST_CASE(
+    "plug-ins: a missing file, no entry point, another ABI, a failing init or a missing function are clear errors") {
   TempDir dir;
   auto refused = [&](const std::string& path, const std::string& why) {
     ErrorKind kind{};
@@ -156,7 +161,8 @@ TEST_CASE("plug-ins: a missing file, no entry point, another ABI, a failing init
   // Loads, but its instances cannot be made: the error says why, at make_backend.
   std::string ok = broken_plugin(dir, "");
   CHECK(codegen::load_backend_plugin(ok) == "broken");
-  CHECK(test::error_of([] { codegen::make_backend("broken"); }).find("failed to initialise: no device attached") != std::string::npos);
+  CHECK(test::error_of([] { codegen::make_backend("broken"); }).find("failed to initialise: no device attached") !=
+        std::string::npos);
   // A plug-in whose timer reports 0 seconds fails its kernels instead of ranking them first.
   CHECK(codegen::load_backend_plugin(broken_plugin(dir, "ZERO_TIME")) == "zero-time");
   auto zero = codegen::make_backend("zero-time");
@@ -168,10 +174,12 @@ TEST_CASE("plug-ins: a missing file, no entry point, another ABI, a failing init
   CHECK_MESSAGE(why.find("zero-time plug-in: run reported 0") != std::string::npos, why);
   // The command line turns each into a message and the usage exit code.
   auto r = run_process({kBinary + "/tiletune", "tune", "matmul", "-s", "M=8,N=8,K=8", "--backend-plugin",
-                        broken_plugin(dir, "WRONG_ABI"), "--db", dir.file("t.db")}, 60);
+                        broken_plugin(dir, "WRONG_ABI"), "--db", dir.file("t.db")},
+                       60);
   CHECK(r.exit_code == 2);
   CHECK_MESSAGE(r.output.find("ABI version 99") != std::string::npos, r.output);
-  r = run_process({kBinary + "/tiletune", "serve", "--backend-plugin", dir.file("missing.so"), "--db", dir.file("t.db")}, 60);
+  r = run_process(
+      {kBinary + "/tiletune", "serve", "--backend-plugin", dir.file("missing.so"), "--db", dir.file("t.db")}, 60);
   CHECK(r.exit_code == 2);
   CHECK_MESSAGE(r.output.find("cannot be loaded") != std::string::npos, r.output);
 }

@@ -33,9 +33,9 @@ TEST_CASE("features: one documented feature per slot, each named once") {
 TEST_CASE("features: deterministic, finite, and changed by the schedule") {
   for (auto& name : ops::op_names()) {
     CAPTURE(name);
-    auto w = library_workload(name, name == "conv2d"             ? "N=1,C=8,H=18,W=18,K=8,R=3,S=3"
-                                    : name == "depthwise_conv2d" ? "N=1,C=8,H=18,W=34,R=3,S=3"
-                                    : name == "batch_matmul"     ? "G=2,M=32,N=48,K=16"
+    auto w = library_workload(name, name == "conv2d"               ? "N=1,C=8,H=18,W=18,K=8,R=3,S=3"
+                                    : name == "depthwise_conv2d"   ? "N=1,C=8,H=18,W=34,R=3,S=3"
+                                    : name == "batch_matmul"       ? "G=2,M=32,N=48,K=16"
                                     : name.rfind("matmul", 0) == 0 ? "M=64,N=64,K=64"
                                                                    : "N=32,D=96");
     tuner::Space space(w, kAvx512);
@@ -58,14 +58,14 @@ TEST_CASE("features: deterministic, finite, and changed by the schedule") {
 
 TEST_CASE("features: footprints are judged against the target's cache sizes") {
   auto w = library_workload("matmul", "M=256,N=256,K=256");
-  auto s = ir::Schedule::from_json(
-      R"({"version":1,"stages":[{"stage":"C","tile":{"m":[64,4],"n":[64,32],"k":[64]},)"
-      R"("order":["m.0","n.0","k.0","m.1","n.1"],"vectorize":"n"}]})");
+  auto s = ir::Schedule::from_json(R"({"version":1,"stages":[{"stage":"C","tile":{"m":[64,4],"n":[64,32],"k":[64]},)"
+                                   R"("order":["m.0","n.0","k.0","m.1","n.1"],"vectorize":"n"}]})");
   ir::TargetTraits small = kAvx512, big = kAvx512;
   small.l1_bytes = small.l2_bytes = small.l3_bytes = 1024;
   big.l1_bytes = big.l2_bytes = big.l3_bytes = std::int64_t(1) << 40;
   auto nest = ir::lower(w, s, kAvx512);
-  auto f_small = costmodel::extract_features(w, nest, small).pooled(), f_big = costmodel::extract_features(w, nest, big).pooled();
+  auto f_small = costmodel::extract_features(w, nest, small).pooled(),
+       f_big = costmodel::extract_features(w, nest, big).pooled();
   CHECK(f_small != f_big);
   CHECK(f_big[16] == 1.0f);  // fit_l1: every loop's footprint fits
   CHECK(f_small[16] == 0.0f);

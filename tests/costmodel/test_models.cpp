@@ -3,11 +3,11 @@
 #include <cmath>
 #include <random>
 
+#include <nlohmann/json.hpp>
 #include "costmodel/model.hpp"
 #include "costmodel/ranking.hpp"
 #include "helpers.hpp"
 #include "support/hash.hpp"
-#include <nlohmann/json.hpp>
 
 using namespace tiletune;
 using costmodel::Features;

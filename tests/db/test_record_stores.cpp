@@ -139,8 +139,7 @@ TEST_CASE("rows json: workload and target rows round trip, and bad rows are refu
   ErrorKind kind{};
   json missing = workload_to_json(kWorkload);
   missing.erase("canonical_text");
-  CHECK(test::error_of([&] { workload_from_json(missing); }, &kind) ==
-        "workload: missing field \"canonical_text\"");
+  CHECK(test::error_of([&] { workload_from_json(missing); }, &kind) == "workload: missing field \"canonical_text\"");
   CHECK(kind == ErrorKind::InvalidInput);
   json wrong = target_to_json(t);
   wrong["family"] = 3;

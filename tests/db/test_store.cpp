@@ -28,8 +28,7 @@ struct TempDir {
   fs::path path;
   TempDir() {
     static std::atomic<int> counter{0};
-    path = fs::temp_directory_path() /
-           ("tiletune-test-" + std::to_string(getpid()) + "-" + std::to_string(counter++));
+    path = fs::temp_directory_path() / ("tiletune-test-" + std::to_string(getpid()) + "-" + std::to_string(counter++));
     fs::create_directories(path);
   }
   ~TempDir() {
@@ -135,8 +134,8 @@ TEST_CASE("store: stores its schema version and refuses a newer one") {
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
   sqlite3_stmt* st = nullptr;
-  REQUIRE(sqlite3_prepare_v2(db, "SELECT value FROM schema_meta WHERE key = 'schema_version'", -1, &st,
-                             nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_prepare_v2(db, "SELECT value FROM schema_meta WHERE key = 'schema_version'", -1, &st, nullptr) ==
+          SQLITE_OK);
   REQUIRE(sqlite3_step(st) == SQLITE_ROW);
   std::int64_t version = sqlite3_column_int64(st, 0);
   sqlite3_finalize(st);

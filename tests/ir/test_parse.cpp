@@ -54,29 +54,36 @@ TEST_CASE("parse: affine indices, size symbols in expressions, comparisons and s
 
 TEST_CASE("parse errors: syntax, with line and column and what was expected") {
   CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] {\n  B[i] = A[i] +\n}\n").rfind("3:1:", 0) == 0);
-  CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] {\n  B[i] = A[i] +\n}\n").find("expected an expression") != std::string::npos);
+  CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] {\n  B[i] = A[i] +\n}\n").find("expected an expression") !=
+        std::string::npos);
   CHECK(parse_error("op f(A: f32[N]) B: f32[N] { B[i] = A[i] }").find("1:17: expected '->'") != std::string::npos);
   CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] { B[i] = A[i]").find("expected '}'") != std::string::npos);
   CHECK(parse_error("").find("expected 'op'") != std::string::npos);
   CHECK(parse_error("op f(A: f64[N]) -> B: f32[N] { B[i] = A[i] }").find("only f32") != std::string::npos);
   CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] { B[i] = A[i * i] }").find("affine") != std::string::npos);
-  CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] { B[i] = foo(A[i]) }").find("unknown function 'foo'") != std::string::npos);
-  CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] { B[i] = exp(A[i], A[i]) }").find("takes 1 argument") != std::string::npos);
+  CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] { B[i] = foo(A[i]) }").find("unknown function 'foo'") !=
+        std::string::npos);
+  CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] { B[i] = exp(A[i], A[i]) }").find("takes 1 argument") !=
+        std::string::npos);
   CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] { B[i] = A[i] }\nop f(A: f32[N]) -> B: f32[N] { B[i] = A[i] }")
             .find("defined twice") != std::string::npos);
   CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] { B[i + 1] = A[i] }").find("plain index names") != std::string::npos);
-  CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] { B[i] = A[i] 12abc }").find("malformed number") != std::string::npos);
+  CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] { B[i] = A[i] 12abc }").find("malformed number") !=
+        std::string::npos);
 }
 
 TEST_CASE("parse errors: an unknown tensor or index") {
-  CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] {\n  B[i] = Q[i]\n}").find("2:10: unknown tensor 'Q'") != std::string::npos);
+  CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] {\n  B[i] = Q[i]\n}").find("2:10: unknown tensor 'Q'") !=
+        std::string::npos);
   CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] { B[i] = A[i] + Z }").find("unknown name 'Z'") != std::string::npos);
   CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] { B[i] = A }").find("must be indexed") != std::string::npos);
   CHECK(parse_error("op f(A: f32[N]) -> (B: f32[N], C: f32[N]) { B[i] = C[i]\n C[i] = A[i] }")
             .find("read before it is assigned") != std::string::npos);
-  CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] { A[i] = B[i] }").find("cannot assign to input") != std::string::npos);
+  CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] { A[i] = B[i] }").find("cannot assign to input") !=
+        std::string::npos);
   CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] { t[i] = A[i] }").find("'B' is never assigned") != std::string::npos);
-  CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] { B[i] = A[i]\n B[i] = A[i] }").find("assigned twice") != std::string::npos);
+  CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] { B[i] = A[i]\n B[i] = A[i] }").find("assigned twice") !=
+        std::string::npos);
 }
 
 TEST_CASE("parse errors: rank mismatch") {
@@ -93,21 +100,23 @@ TEST_CASE("parse errors: an index with no inferable range") {
 }
 
 TEST_CASE("parse errors: a reduction written with '='") {
-  std::string msg = parse_error(
-      "op f(A: f32[M, K], B: f32[K, N]) -> C: f32[M, N] {\n  C[m, n] = A[m, k] * B[k, n]\n}");
+  std::string msg = parse_error("op f(A: f32[M, K], B: f32[K, N]) -> C: f32[M, N] {\n  C[m, n] = A[m, k] * B[k, n]\n}");
   CHECK(msg.rfind("2:3:", 0) == 0);
   CHECK(msg.find("reduces over 'k'") != std::string::npos);
   CHECK(msg.find("'+='") != std::string::npos);
 }
 
 TEST_CASE("parse errors: an identifier that is not a plain name") {
-  CHECK(parse_error("op f(A$: f32[N]) -> B: f32[N] { B[i] = A[i] }").find("unexpected character '$'") != std::string::npos);
+  CHECK(parse_error("op f(A$: f32[N]) -> B: f32[N] { B[i] = A[i] }").find("unexpected character '$'") !=
+        std::string::npos);
   CHECK(parse_error("op f(__A: f32[N]) -> B: f32[N] { B[i] = __A[i] }").find("not a plain name") != std::string::npos);
-  CHECK(parse_error("op f(tt_A: f32[N]) -> B: f32[N] { B[i] = tt_A[i] }").find("not a plain name") != std::string::npos);
+  CHECK(parse_error("op f(tt_A: f32[N]) -> B: f32[N] { B[i] = tt_A[i] }").find("not a plain name") !=
+        std::string::npos);
   CHECK(parse_error("op f(exp: f32[N]) -> B: f32[N] { B[i] = exp[i] }").find("reserved word") != std::string::npos);
   CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] { B[i] = A[i]; \"x\" }").find("unexpected character '\"'") !=
         std::string::npos);
-  CHECK(parse_error("op f(\xc3\xa4: f32[N]) -> B: f32[N] { B[i] = A[i] }").find("plain ASCII identifiers") != std::string::npos);
+  CHECK(parse_error("op f(\xc3\xa4: f32[N]) -> B: f32[N] { B[i] = A[i] }").find("plain ASCII identifiers") !=
+        std::string::npos);
 }
 
 TEST_CASE("parse errors: numbers out of range, hostile nesting and reserved prefixes") {
@@ -117,13 +126,15 @@ TEST_CASE("parse errors: numbers out of range, hostile nesting and reserved pref
         std::string::npos);
   CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] { B[i] = A[4611686018427387904*i] }").find("out of range") !=
         std::string::npos);
-  CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] { B[i] = " + std::string(5000, '(') + "A[i]" + std::string(5000, ')') + " }")
+  CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] { B[i] = " + std::string(5000, '(') + "A[i]" +
+                    std::string(5000, ')') + " }")
             .find("nested deeper") != std::string::npos);
   std::string long_sum = "A[i]";
   for (int n = 0; n < 30000; ++n) long_sum += " + A[i]";
   CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] { B[i] = " + long_sum + " }").find("more than") != std::string::npos);
   CHECK(parse_error("op f(_A: f32[N]) -> B: f32[N] { B[i] = _A[i] }").find("not a plain name") != std::string::npos);
-  CHECK(parse_error("op f(TT_A: f32[N]) -> B: f32[N] { B[i] = TT_A[i] }").find("not a plain name") != std::string::npos);
+  CHECK(parse_error("op f(TT_A: f32[N]) -> B: f32[N] { B[i] = TT_A[i] }").find("not a plain name") !=
+        std::string::npos);
   CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] { B[i] = A[i] \x01 }").find("byte 0x01") != std::string::npos);
 }
 
@@ -149,15 +160,19 @@ TEST_CASE("sizes: parse and refuse malformed text") {
 
 TEST_CASE("bind errors: a size not bound, a size not used, dimensions out of range") {
   ir::OpDef mm = ir::parse_op(kMatmul);
-  CHECK(error_of([&] { ir::bind(mm, {{"M", 4}, {"N", 4}}); }).find("needs sizes that were not given: K") != std::string::npos);
-  CHECK(error_of([&] { ir::bind(mm, {{"M", 4}, {"N", 4}, {"K", 4}, {"Q", 1}}); }).find("'Q' is not used") !=
-        std::string::npos);
+  CHECK(error_of([&] {
+          ir::bind(mm, {{"M", 4}, {"N", 4}});
+        }).find("needs sizes that were not given: K") != std::string::npos);
+  CHECK(error_of([&] {
+          ir::bind(mm, {{"M", 4}, {"N", 4}, {"K", 4}, {"Q", 1}});
+        }).find("'Q' is not used") != std::string::npos);
   ir::OpDef conv = ir::parse_op(ops::op_text("conv2d"));
   CHECK(error_of([&] { ir::bind(conv, ir::parse_sizes("N=1,C=1,H=2,W=8,K=1,R=3,S=3")); }).find("must be at least 1") !=
         std::string::npos);
   ir::OpDef shifted = ir::parse_op("op f(A: f32[N]) -> B: f32[N] { B[i] = A[i + 1] }");
-  CHECK(error_of([&] { ir::bind(shifted, {{"N", 8}}); }).find("runs over [1, 8] but that dimension has size 8") !=
-        std::string::npos);
+  CHECK(error_of([&] {
+          ir::bind(shifted, {{"N", 8}});
+        }).find("runs over [1, 8] but that dimension has size 8") != std::string::npos);
 }
 
 TEST_CASE("workload key: stable under renaming and reformatting, changed by sizes") {

@@ -35,11 +35,12 @@ TEST_CASE("schedule: the naive schedule is valid for every library op and its JS
   auto schema = config_schema();
   for (auto& name : ops::op_names()) {
     CAPTURE(name);
-    ir::Workload w = ir::bind(ir::parse_op(ops::op_text(name)), ir::parse_sizes(name == "conv2d" ? "N=1,C=2,H=5,W=5,K=2,R=3,S=3"
-                                                                            : name == "depthwise_conv2d" ? "N=1,C=2,H=5,W=5,R=3,S=3"
-                                                                            : name == "batch_matmul" ? "G=2,M=3,N=4,K=5"
-                                                                            : name.rfind("matmul", 0) == 0 ? "M=3,N=4,K=5"
-                                                                                                          : "N=3,D=5"));
+    ir::Workload w = ir::bind(ir::parse_op(ops::op_text(name)),
+                              ir::parse_sizes(name == "conv2d"               ? "N=1,C=2,H=5,W=5,K=2,R=3,S=3"
+                                              : name == "depthwise_conv2d"   ? "N=1,C=2,H=5,W=5,R=3,S=3"
+                                              : name == "batch_matmul"       ? "G=2,M=3,N=4,K=5"
+                                              : name.rfind("matmul", 0) == 0 ? "M=3,N=4,K=5"
+                                                                             : "N=3,D=5"));
     ir::Schedule s = ir::naive_schedule(w);
     CHECK(ir::check_schedule(w, s, kAvx512) == "");
     CHECK(validate_json(schema, nlohmann::json::parse(s.to_json())).empty());
@@ -63,9 +64,10 @@ TEST_CASE("schedule: JSON round trip is canonical and keys differ by knob") {
 }
 
 TEST_CASE("schedule: malformed config JSON is refused with a reason") {
-  for (const char* bad : {"", "[]", "{", R"({"version":2,"stages":[]})", R"({"version":1,"stages":[{"stage":"C","tiles":{}}]})",
-                          R"({"version":1,"stages":[{"stage":"C","tile":{"m":"x"}}]})", R"({"version":1})",
-                          R"({"version":1,"stages":[{}]})", R"({"version":1,"stages":[],"extra":1})"}) {
+  for (const char* bad :
+       {"", "[]", "{", R"({"version":2,"stages":[]})", R"({"version":1,"stages":[{"stage":"C","tiles":{}}]})",
+        R"({"version":1,"stages":[{"stage":"C","tile":{"m":"x"}}]})", R"({"version":1})",
+        R"({"version":1,"stages":[{}]})", R"({"version":1,"stages":[],"extra":1})"}) {
     CAPTURE(bad);
     ErrorKind kind{};
     CHECK(error_of([&] { ir::Schedule::from_json(bad); }, &kind).rfind("config: ", 0) == 0);
@@ -86,15 +88,32 @@ TEST_CASE("schedule: invalid configs are rejected by the checker, each with its 
   CHECK(reason([](auto& s) { s.tile["q"] = {1}; }).find("unknown axis 'q'") != std::string::npos);
   CHECK(reason([](auto& s) { s.order.pop_back(); }).find("order must list each") != std::string::npos);
   CHECK(reason([](auto& s) { std::swap(s.order[0], s.order[3]); }).find("before") != std::string::npos);
-  CHECK(reason([](auto& s) { s.order = {"k.0", "m.0", "n.0", "m.1", "n.1"}; s.parallel = 1; }).find("reduces") !=
-        std::string::npos);
+  CHECK(reason([](auto& s) {
+          s.order = {"k.0", "m.0", "n.0", "m.1", "n.1"};
+          s.parallel = 1;
+        }).find("reduces") != std::string::npos);
   // m is a CPU vector axis only with A (read strided along it) packed into panels along it.
-  CHECK(reason([](auto& s) { s.vectorize = "m"; s.tile["m"] = {32, 16}; s.tile["n"] = {64, 4}; }) ==
-        "stage C: 'A' is read strided along 'm': vectorizing it needs 'A' packed");
-  CHECK(reason([](auto& s) { s.vectorize = "m"; s.tile["m"] = {32, 16}; s.tile["n"] = {64, 4}; s.pack = {"A"}; }) == "");
+  CHECK(reason([](auto& s) {
+          s.vectorize = "m";
+          s.tile["m"] = {32, 16};
+          s.tile["n"] = {64, 4};
+        }) == "stage C: 'A' is read strided along 'm': vectorizing it needs 'A' packed");
+  CHECK(reason([](auto& s) {
+          s.vectorize = "m";
+          s.tile["m"] = {32, 16};
+          s.tile["n"] = {64, 4};
+          s.pack = {"A"};
+        }) == "");
   ir::TargetTraits gpu = kAvx512;
   gpu.max_group_size = 256;
-  CHECK(ir::check_schedule(w, [] { auto s = tiled_matmul(); s.stages[0].vectorize = "m"; return s; }(), gpu)
+  CHECK(ir::check_schedule(
+            w,
+            [] {
+              auto s = tiled_matmul();
+              s.stages[0].vectorize = "m";
+              return s;
+            }(),
+            gpu)
             .find("innermost left-hand axis") != std::string::npos);
   CHECK(reason([](auto& s) { s.tile["n"] = {48, 24}; }).find("multiple of 16") != std::string::npos);
   CHECK(reason([](auto& s) { s.tile["m"] = {64, 32}; }).find("vector registers") != std::string::npos);
@@ -105,9 +124,14 @@ TEST_CASE("schedule: invalid configs are rejected by the checker, each with its 
   CHECK(reason([](auto& s) { s.fuse_epilogue = true; }).find("epilogue") != std::string::npos);
   CHECK(reason([](auto& s) { s.pack = {"C"}; }).find("only inputs can be packed") != std::string::npos);
   CHECK(reason([](auto& s) { s.pack = {"A", "A"}; }).find("packed twice") != std::string::npos);
-  CHECK(reason([](auto& s) { s.tile["m"] = {24, 1}; s.pack = {"A"}; }).find("gains nothing") != std::string::npos);
-  CHECK(reason([](auto& s) { s.tile["m"] = {6}; s.order = {"m.0", "m.1", "n.0", "k.0"}; }).find("beyond") !=
-        std::string::npos);
+  CHECK(reason([](auto& s) {
+          s.tile["m"] = {24, 1};
+          s.pack = {"A"};
+        }).find("gains nothing") != std::string::npos);
+  CHECK(reason([](auto& s) {
+          s.tile["m"] = {6};
+          s.order = {"m.0", "m.1", "n.0", "k.0"};
+        }).find("beyond") != std::string::npos);
   CHECK(reason([](auto& s) { s.tile["m"] = {std::int64_t(1) << 32, 6}; }).find("far beyond") != std::string::npos);
   ir::Schedule rows = tiled_matmul();
   rows.fuse_rows = 24;
@@ -141,7 +165,8 @@ TEST_CASE("schedule: absorbed stages take no knobs; an input read by a fused epi
 }
 
 TEST_CASE("schedule: strided accesses cannot be vectorized; scalar targets cannot vectorize") {
-  ir::Workload w = ir::bind(ir::parse_op("op t(A: f32[N, M]) -> B: f32[M, N] { B[j, i] = A[i, j] }"), {{"N", 32}, {"M", 32}});
+  ir::Workload w =
+      ir::bind(ir::parse_op("op t(A: f32[N, M]) -> B: f32[M, N] { B[j, i] = A[i, j] }"), {{"N", 32}, {"M", 32}});
   CHECK(ir::vectorizable_axes(w, 0).empty());
   ir::Workload mm = library_workload("matmul", "M=32,N=32,K=32");
   auto axes = ir::vectorizable_axes(mm, 0);

@@ -13,8 +13,8 @@
 #include "tuner/tune.hpp"
 
 using namespace tiletune;
-using tiletune::test::library_workload;
 using tiletune::test::FaultyBackend;
+using tiletune::test::library_workload;
 using tiletune::test::TempDir;
 
 namespace {
@@ -123,9 +123,12 @@ TEST_CASE("tune: tuning goes on past faulty candidates and keeps every failure a
   FaultyBackend be([&](const std::string& config) -> std::string {
     if (config == naive) return "";
     switch (fnv1a64(config) % 4) {
-      case 0: return "crash";
-      case 1: return "wrong";
-      default: return "";
+      case 0:
+        return "crash";
+      case 1:
+        return "wrong";
+      default:
+        return "";
     }
   });
   auto store = db::open_sqlite_store(dir.file("t.db"));

@@ -85,14 +85,25 @@ TEST_CASE("api: malformed requests of every kind get their 4xx with a code and a
   CHECK(outcome(c.Get("/v1/best")).first == 400);
   CHECK(outcome(c.Get("/v1/best?workload=00&target=00")).first == 404);
   CHECK(outcome(post("/v1/best", R"({"op":"matmul","sizes":"M=8,N=8,K=8"})")).first == 404);
-  CHECK(message(post("/v1/best", R"({"op":"matmul","sizes":"M=8,N=8,K=8"})")).find("POST /v1/tune") != std::string::npos);
+  CHECK(message(post("/v1/best", R"({"op":"matmul","sizes":"M=8,N=8,K=8"})")).find("POST /v1/tune") !=
+        std::string::npos);
   CHECK(outcome(c.Get("/v1/records?after=x")).first == 400);
   CHECK(outcome(post("/v1/records", R"({"workloads":[],"targets":[],"records":[{"id":1}]})")).first == 400);
   CHECK(outcome(c.Get("/v1/nothing")) == std::make_pair(404, std::string("not_found")));
   CHECK(outcome(c.Put("/v1/tune", "{}", kJson)).first == 404);
   // Worker routes.
-  CHECK(outcome(post("/v1/workers", R"({"name":"w","target":{"key":"0123456789abcdef","backend":"cpu","family":"f","fingerprint_json":"{}"}})")).first == 400);
-  CHECK(message(post("/v1/workers", R"({"name":"w","target":{"key":"0123456789abcdef","backend":"cpu","family":"f","fingerprint_json":"{}"}})")).find("hash") != std::string::npos);
+  CHECK(
+      outcome(
+          post(
+              "/v1/workers",
+              R"({"name":"w","target":{"key":"0123456789abcdef","backend":"cpu","family":"f","fingerprint_json":"{}"}})"))
+          .first == 400);
+  CHECK(
+      message(
+          post(
+              "/v1/workers",
+              R"({"name":"w","target":{"key":"0123456789abcdef","backend":"cpu","family":"f","fingerprint_json":"{}"}})"))
+          .find("hash") != std::string::npos);
   CHECK(outcome(post("/v1/workers/nobody/lease", "")).first == 404);
   CHECK(outcome(post("/v1/leases/L1", R"({"worker_id":"w","results":[]})")).first == 404);
   CHECK(outcome(post("/v1/leases/L1", R"({"worker_id":"w","results":[{"config_json":1}]})")).first == 400);
@@ -110,7 +121,8 @@ TEST_CASE("api: a fuzz loop over JSON and op text finds no 5xx and no crash") {
   auto c = d.client();
   const std::vector<std::pair<std::string, std::string>> seeds = {
       {"/v1/tune", R"({"op":"matmul","sizes":"M=8,N=8,K=8","trials":3,"strategy":"random"})"},
-      {"/v1/tune", R"({"op":"op f(A: f32[N, M]) -> (B: f32[N]) {\n  B[i] += exp(A[i, j]) * 2.0\n}","sizes":"N=4,M=5"})"},
+      {"/v1/tune",
+       R"({"op":"op f(A: f32[N, M]) -> (B: f32[N]) {\n  B[i] += exp(A[i, j]) * 2.0\n}","sizes":"N=4,M=5"})"},
       {"/v1/best", R"({"op":"softmax","sizes":"N=4,D=8","backend":"cpu"})"},
       {"/v1/records", R"({"workloads":[],"targets":[],"records":[]})"},
   };
@@ -123,10 +135,18 @@ TEST_CASE("api: a fuzz loop over JSON and op text finds no 5xx and no crash") {
     for (int e = 0; e < edits && !body.empty(); ++e) {
       std::size_t at = rng() % body.size();
       switch (rng() % 4) {
-        case 0: body[at] = alphabet[rng() % alphabet.size()]; break;
-        case 1: body.erase(at, 1 + rng() % 8); break;
-        case 2: body.insert(at, 1, alphabet[rng() % alphabet.size()]); break;
-        case 3: body = body.substr(0, at); break;
+        case 0:
+          body[at] = alphabet[rng() % alphabet.size()];
+          break;
+        case 1:
+          body.erase(at, 1 + rng() % 8);
+          break;
+        case 2:
+          body.insert(at, 1, alphabet[rng() % alphabet.size()]);
+          break;
+        case 3:
+          body = body.substr(0, at);
+          break;
       }
     }
     auto r = c.Post(path.c_str(), body, kJson);
@@ -197,7 +217,8 @@ TEST_CASE("api: records flow between daemons, duplicates merge, another target n
   json foreign = page;
   std::string fingerprint = R"({"backend":"cpu","device":{"cpu":"elsewhere"}})";
   std::string key = hash_hex(fingerprint);
-  foreign["targets"] = json::array({{{"key", key}, {"backend", "cpu"}, {"family", "elsewhere"}, {"fingerprint_json", fingerprint}}});
+  foreign["targets"] =
+      json::array({{{"key", key}, {"backend", "cpu"}, {"family", "elsewhere"}, {"fingerprint_json", fingerprint}}});
   for (auto& r : foreign["records"]) r["target_key"] = key;
   TempDir dir2;
   InProcessDaemon c(dir2.file("c.db"), {"tok", false, 32 << 20, false});
@@ -248,10 +269,14 @@ TEST_CASE("api: a job for a remote target that no worker takes fails with a hint
   InProcessDaemon d(dir.file("d.db"));
   client::Client cl(d.url(), "tok");
   std::string fingerprint = R"({"backend":"cpu","device":{"cpu":"far away"}})";
-  json target = {{"key", hash_hex(fingerprint)}, {"backend", "cpu"}, {"family", "far"}, {"fingerprint_json", fingerprint},
+  json target = {{"key", hash_hex(fingerprint)},
+                 {"backend", "cpu"},
+                 {"family", "far"},
+                 {"fingerprint_json", fingerprint},
                  {"traits_json", R"({"vector_lanes":8,"vector_registers":16,"threads":4})"}};
   cl.call("POST", "/v1/workers", {{"name", "gone"}, {"target", target}});
-  auto job = cl.call("POST", "/v1/tune", {{"op", "matmul"}, {"sizes", "M=8,N=8,K=8"}, {"target", target["key"]}})["job"];
+  auto job =
+      cl.call("POST", "/v1/tune", {{"op", "matmul"}, {"sizes", "M=8,N=8,K=8"}, {"target", target["key"]}})["job"];
   auto done = cl.wait(job["id"], 60);
   CHECK(done.state == "failed");
   CHECK(done.error.find("tiletune worker") != std::string::npos);

@@ -13,10 +13,10 @@
 
 #include "client/client.hpp"
 #include "codegen/backend.hpp"
-#include "tuner/tune.hpp"
 #include "db/store.hpp"
 #include "helpers.hpp"
 #include "support/subprocess.hpp"
+#include "tuner/tune.hpp"
 
 using namespace tiletune;
 using test::TempDir;
@@ -35,8 +35,8 @@ class DaemonProcess {
       dup2(fd, 1);
       dup2(fd, 2);
       execl(exe.c_str(), exe.c_str(), "serve", "--db", db.c_str(), "--listen", "127.0.0.1:0", "--token", "tok",
-            "--cache", test::kernel_cache().c_str(), "--min-time", "0.002", "--timeout", "5",
-            "--batch", "4", "--lease-seconds", lease_seconds, static_cast<char*>(nullptr));
+            "--cache", test::kernel_cache().c_str(), "--min-time", "0.002", "--timeout", "5", "--batch", "4",
+            "--lease-seconds", lease_seconds, static_cast<char*>(nullptr));
       _exit(127);
     }
     // Wait for "listening on http://127.0.0.1:PORT" (LibTorch makes the start take a second).
@@ -112,7 +112,8 @@ TEST_CASE("daemon: SIGKILL in the middle of a job loses no committed record; a r
     DaemonProcess d(db, dir.file("log1"));
     client::Client c(d.url(), "tok");
     id = c.tune("matmul", "M=40,N=24,K=32", 40, "random").id;
-    auto j = wait_for(c, id, [](auto& j) { return j.done >= 16; }, 120);  // a batch or more stored
+    auto j = wait_for(
+        c, id, [](auto& j) { return j.done >= 16; }, 120);  // a batch or more stored
     REQUIRE(j.done >= 16);
     before_kill = count_records(db);
     d.kill_hard();
@@ -122,7 +123,8 @@ TEST_CASE("daemon: SIGKILL in the middle of a job loses no committed record; a r
   CHECK(count_records(db) >= before_kill);
   DaemonProcess again(db, dir.file("log2"));
   client::Client c(again.url(), "tok");
-  auto j = wait_for(c, id, [](auto& j) { return j.finished(); }, 180);
+  auto j = wait_for(
+      c, id, [](auto& j) { return j.finished(); }, 180);
   CHECK(j.state == "done");
   CHECK(j.done == 40);
   CHECK(count_records(db) == 40);
@@ -135,7 +137,9 @@ TEST_CASE("daemon: SIGTERM lets the batch in flight finish, queues the job again
   DaemonProcess d(db, dir.file("log"));
   client::Client c(d.url(), "tok");
   auto id = c.tune("matmul", "M=40,N=24,K=16", 200, "random").id;
-  REQUIRE(wait_for(c, id, [](auto& j) { return j.state == "running" && j.done > 0; }, 120).done > 0);
+  REQUIRE(wait_for(
+              c, id, [](auto& j) { return j.state == "running" && j.done > 0; }, 120)
+              .done > 0);
   CHECK(d.terminate(120) == 0);
   auto store = db::open_sqlite_store(db);
   auto job = store->job(id);
@@ -152,13 +156,17 @@ TEST_CASE("daemon: two daemons and the CLI on one database file lose nothing") {
   client::Client ca(a.url(), "tok"), cb(b.url(), "tok");
   auto ja = ca.tune("matmul", "M=16,N=16,K=16", 8, "random");
   auto jb = cb.tune("matmul", "M=16,N=24,K=16", 8, "random");
-  auto cli = run_process({std::string(TILETUNE_BINARY_DIR) + "/tiletune", "tune", "matmul", "--sizes", "M=24,N=16,K=16",
-                          "--trials", "8", "--strategy", "random", "--min-time", "0.002", "--db", db, "--cache",
-                          test::kernel_cache()},
-                         300);
+  auto cli = run_process(
+      {std::string(TILETUNE_BINARY_DIR) + "/tiletune", "tune", "matmul", "--sizes", "M=24,N=16,K=16", "--trials", "8",
+       "--strategy", "random", "--min-time", "0.002", "--db", db, "--cache", test::kernel_cache()},
+      300);
   CHECK(cli.ok());
-  CHECK(wait_for(ca, ja.id, [](auto& j) { return j.finished(); }, 300).state == "done");
-  CHECK(wait_for(cb, jb.id, [](auto& j) { return j.finished(); }, 300).state == "done");
+  CHECK(wait_for(
+            ca, ja.id, [](auto& j) { return j.finished(); }, 300)
+            .state == "done");
+  CHECK(wait_for(
+            cb, jb.id, [](auto& j) { return j.finished(); }, 300)
+            .state == "done");
   CHECK(count_records(db) == 24);
   // Each daemon sees the other's job and records.
   CHECK(ca.job(jb.id).state == "done");
@@ -175,11 +183,15 @@ TEST_CASE("daemon: a remote worker measures its target's jobs; a vanished worker
   codegen::BackendOptions one;
   one.threads = 1;
   db::TargetRow t = tuner::target_row(codegen::make_backend("cpu", one)->target());
-  nlohmann::json target = {{"key", t.key}, {"backend", t.backend}, {"family", t.family},
-                           {"fingerprint_json", t.fingerprint_json}, {"traits_json", t.traits_json}};
+  nlohmann::json target = {{"key", t.key},
+                           {"backend", t.backend},
+                           {"family", t.family},
+                           {"fingerprint_json", t.fingerprint_json},
+                           {"traits_json", t.traits_json}};
   std::string ghost = c.call("POST", "/v1/workers", {{"name", "ghost"}, {"target", target}})["worker_id"];
-  auto job = c.call("POST", "/v1/tune", {{"op", "matmul"}, {"sizes", "M=16,N=32,K=8"}, {"trials", 8},
-                                         {"strategy", "random"}, {"target", t.key}})["job"];
+  auto job = c.call(
+      "POST", "/v1/tune",
+      {{"op", "matmul"}, {"sizes", "M=16,N=32,K=8"}, {"trials", 8}, {"strategy", "random"}, {"target", t.key}})["job"];
   std::string id = job["id"];
   CHECK(job["target_key"] == t.key);
   // The ghost takes the first batch and is never heard of again.
@@ -203,7 +215,8 @@ TEST_CASE("daemon: a remote worker measures its target's jobs; a vanished worker
           test::kernel_cache().c_str(), "--poll", "0.2", static_cast<char*>(nullptr));
     _exit(127);
   }
-  auto done = wait_for(c, id, [](auto& j) { return j.finished(); }, 240);
+  auto done = wait_for(
+      c, id, [](auto& j) { return j.finished(); }, 240);
   kill(worker, SIGTERM);
   waitpid(worker, nullptr, 0);
   CHECK(done.state == "done");
@@ -212,9 +225,12 @@ TEST_CASE("daemon: a remote worker measures its target's jobs; a vanished worker
   CHECK(store->records({"", t.key, 0, 100}).size() == 8);
   // The ghost's late answer is refused: the lease is gone.
   ErrorKind kind{};
-  std::string why = test::error_of([&] {
-    c.call("POST", "/v1/leases/" + task["lease_id"].get<std::string>(), {{"worker_id", ghost}, {"results", nlohmann::json::array()}});
-  }, &kind);
+  std::string why = test::error_of(
+      [&] {
+        c.call("POST", "/v1/leases/" + task["lease_id"].get<std::string>(),
+               {{"worker_id", ghost}, {"results", nlohmann::json::array()}});
+      },
+      &kind);
   CHECK_MESSAGE(kind == ErrorKind::NotFound, why);
   CHECK_MESSAGE(why.find("no open lease") != std::string::npos, why);
 }

@@ -2,8 +2,8 @@
 
 #include <atomic>
 #include <fstream>
-#include <thread>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "support/error.hpp"
 #include "support/json_schema.hpp"
@@ -65,7 +65,8 @@ TEST_CASE("json_schema: properties, required, additionalProperties") {
 
   json typed = {{"additionalProperties", {{"type", "integer"}}}};
   CHECK(valid(typed, {{"x", 1}, {"y", 2}}));
-  CHECK(errors_of(typed, {{"x", 1}, {"y", "no"}}) == "/y: Value type not permitted by 'type' constraint. (got \"no\")\n");
+  CHECK(errors_of(typed, {{"x", 1}, {"y", "no"}}) ==
+        "/y: Value type not permitted by 'type' constraint. (got \"no\")\n");
 }
 
 TEST_CASE("json_schema: items, minItems, maxItems") {
@@ -160,7 +161,8 @@ TEST_CASE("json_schema: pointers escape ~ and / in member names") {
   json s = {{"additionalProperties", {{"type", "integer"}}}};
   CHECK(errors_of(s, {{"a/b~c", "x"}}).rfind("/a~1b~0c: Value type not permitted", 0) == 0);
   json nested = json::parse(R"({"properties": {"tile": {"additionalProperties": {"type": "integer"}}}})");
-  CHECK(errors_of(nested, {{"tile", {{"i", "4"}}}}) == "/tile/i: Value type not permitted by 'type' constraint. (got \"4\")\n");
+  CHECK(errors_of(nested, {{"tile", {{"i", "4"}}}}) ==
+        "/tile/i: Value type not permitted by 'type' constraint. (got \"4\")\n");
 }
 
 TEST_CASE("config schema: a full config is valid") {

@@ -38,8 +38,8 @@ ir::TargetTraits work_groups() {
 //! row-wise stages.
 std::vector<ir::Workload> workloads() {
   return {library_workload("matmul", "M=37,N=70,K=29"), library_workload("matmul_bias_relu", "M=24,N=48,K=40"),
-          library_workload("conv2d", "N=1,C=6,H=12,W=12,K=20,R=3,S=3"),
-          library_workload("softmax", "N=12,D=70"), library_workload("layernorm", "N=9,D=40")};
+          library_workload("conv2d", "N=1,C=6,H=12,W=12,K=20,R=3,S=3"), library_workload("softmax", "N=12,D=70"),
+          library_workload("layernorm", "N=9,D=40")};
 }
 
 //! The knob that a config JSON key names, if any ("tile" stands for its parts).
@@ -176,8 +176,10 @@ TEST_CASE("knobs: two configs that differ in one knob have different features") 
     {  // fuse_epilogue: the relu computed at the store or in its own loop
       ir::Schedule t = s;
       t.stages[0].fuse_epilogue = !ss.fuse_epilogue;
-      if (t.stages[0].fuse_epilogue) t.stages[1].reset();
-      else t.stages[1] = ir::naive_schedule(w).stages[1];
+      if (t.stages[0].fuse_epilogue)
+        t.stages[1].reset();
+      else
+        t.stages[1] = ir::naive_schedule(w).stages[1];
       compare("fuse_epilogue", s, t);
     }
     if (!ss.vectorize.empty() && ir::strided_reads(w.stages[0].rhs, ss.vectorize).empty()) {
@@ -189,8 +191,10 @@ TEST_CASE("knobs: two configs that differ in one knob have different features") 
       ir::Schedule t = s;
       auto& pack = t.stages[0].pack;
       auto at = std::find(pack.begin(), pack.end(), input);
-      if (at == pack.end()) pack.push_back(input);
-      else pack.erase(at);
+      if (at == pack.end())
+        pack.push_back(input);
+      else
+        pack.erase(at);
       compare("pack", s, t);
     }
     for (size_t i = 0; i + 1 < ss.order.size(); ++i) {
