@@ -56,9 +56,9 @@ struct RecordQuery {
   std::string target_key;
   std::int64_t after_id = 0;
   int limit = 1000;
-  bool ok_only = false;  //!< successful records only
-  std::string config_key;
-  bool fastest_first = false;  //!< by median, ties to the older record (successful records only); else by id
+  bool ok_only = false;         //!< successful records only
+  std::string config_key = {};  //!< one config; "" for all
+  bool fastest_first = false;   //!< by median, ties to the older record (successful records only); else by id
 };
 
 //! Where measurements live: the workloads and targets they name, and the records. The one

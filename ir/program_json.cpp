@@ -124,6 +124,7 @@ std::string program_to_json(const Workload& w, const LoopNest& nest, const std::
                       {"vector_axis", sn.vector_axis},
                       {"lanes", sn.lanes},
                       {"unroll", sn.unroll},
+                      {"prefetch", sn.prefetch},
                       {"packs", packs}});
   }
   json config = json::parse(config_json, nullptr, false);
