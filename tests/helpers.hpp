@@ -5,6 +5,8 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
@@ -46,6 +48,16 @@ struct TempDir {
   }
   std::string file(const std::string& name) const { return (path / name).string(); }
 };
+
+//! A file of the source tree (schemas/, tests/fixtures/, ...) as text; the test fails if unreadable.
+inline std::string source_file(const std::string& path) {
+  std::ifstream in(std::string(TILETUNE_SOURCE_DIR) + "/" + path, std::ios::binary);
+  REQUIRE_MESSAGE(in.good(), "cannot read " << path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+//! One of schemas/*.json, parsed.
+inline nlohmann::json schema(const std::string& name) { return nlohmann::json::parse(source_file("schemas/" + name)); }
 
 //! Built kernels are content-addressed, so tests share one cache across runs.
 inline std::string kernel_cache() { return TILETUNE_TEST_CACHE; }

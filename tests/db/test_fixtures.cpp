@@ -20,13 +20,7 @@ using nlohmann::json;
 
 namespace {
 
-std::string fixture(const std::string& name) {
-  std::ifstream in(std::string(TILETUNE_SOURCE_DIR) + "/tests/fixtures/" + name, std::ios::binary);
-  REQUIRE_MESSAGE(in.good(), "cannot read tests/fixtures/" << name);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+std::string fixture(const std::string& name) { return test::source_file("tests/fixtures/" + name); }
 
 std::int64_t schema_version(const std::string& path) {
   sqlite3* db = nullptr;

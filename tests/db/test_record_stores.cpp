@@ -149,8 +149,7 @@ TEST_CASE("rows json: workload and target rows round trip, and bad rows are refu
 }
 
 TEST_CASE("options: the API schema's limits are the tuner's") {
-  std::ifstream in(std::string(TILETUNE_SOURCE_DIR) + "/schemas/api.schema.json");
-  json api = json::parse(in);
+  json api = test::schema("api.schema.json");
   CHECK(api["$defs"]["TuneRequest"]["properties"]["trials"]["maximum"].get<int>() == tuner::kMaxTrials);
   CHECK(api["$defs"]["LeaseResults"]["properties"]["results"]["maxItems"].get<int>() == tuner::kMaxBatch);
   std::vector<std::string> strategies = api["$defs"]["TuneRequest"]["properties"]["strategy"]["enum"];

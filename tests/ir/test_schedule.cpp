@@ -14,12 +14,7 @@ using tiletune::test::library_workload;
 
 namespace {
 
-nlohmann::json config_schema() {
-  std::ifstream in(std::string(TILETUNE_SOURCE_DIR) + "/schemas/config.schema.json");
-  std::stringstream s;
-  s << in.rdbuf();
-  return nlohmann::json::parse(s.str());
-}
+nlohmann::json config_schema() { return test::schema("config.schema.json"); }
 
 const ir::TargetTraits kAvx512{16, 32, 2};
 
