@@ -206,7 +206,7 @@ int run_suite(const CommonOptions& c, const tuner::TuneOptions& t, const std::st
 int run_best(const CommonOptions& c, int top, bool json) {
   ir::Workload w = load_workload(c.op, c.op_name, c.sizes);
   auto backend = backend_for(c);
-  auto store = db::open_sqlite_store(c.db);
+  auto store = db::open_sqlite_store(c.db, /*create=*/false);
   auto found = tuner::find_best(*store, w.key, backend->target());
   if (!found)
     throw_error(ErrorKind::NotFound, "no measured kernel of " + w.op.name + " with " + w.sizes_text() + " in " + c.db +
@@ -238,7 +238,7 @@ int run_show(const CommonOptions& c, const std::string& config_json, bool naive)
   } else if (!config_json.empty()) {
     s = ir::Schedule::from_json(config_json);
   } else {
-    auto store = db::open_sqlite_store(c.db);
+    auto store = db::open_sqlite_store(c.db, /*create=*/false);
     auto found = tuner::find_best(*store, w.key, backend->target());
     if (!found)
       throw_error(ErrorKind::NotFound, "no measured kernel of " + w.op.name + " with " + w.sizes_text() + " in " +
@@ -287,7 +287,7 @@ tuner::Dataset target_dataset(const CommonOptions& c, db::Store& store, const co
 
 int run_model_train(const CommonOptions& c, const std::vector<std::string>& kinds, std::uint64_t seed) {
   auto backend = backend_for(c);
-  auto store = db::open_sqlite_store(c.db);
+  auto store = db::open_sqlite_store(c.db, /*create=*/false);
   auto data = target_dataset(c, *store, *backend);
   std::vector<Row> rows;
   for (auto& kind : kinds) {
@@ -306,7 +306,7 @@ int run_model_train(const CommonOptions& c, const std::vector<std::string>& kind
 
 int run_model_eval(const CommonOptions& c, const std::vector<std::string>& kinds, std::uint64_t seed, bool json) {
   auto backend = backend_for(c);
-  auto store = db::open_sqlite_store(c.db);
+  auto store = db::open_sqlite_store(c.db, /*create=*/false);
   auto data = target_dataset(c, *store, *backend);
   auto results = tuner::evaluate_models(data, kinds, seed);
   if (json) {

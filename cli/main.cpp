@@ -147,6 +147,15 @@ int main(int argc, char** argv) {
   }
   eval_cmd->add_flag("--json", json, "print the metrics as JSON lines");
 
+  // An unknown command must not pass for a request of the main help (`tiletune import --help`).
+  if (argc > 1 && argv[1][0] != '-') {
+    try {
+      app.get_subcommand(argv[1]);
+    } catch (const CLI::OptionNotFound&) {
+      std::cerr << "tiletune: unknown command '" << argv[1] << "' (tiletune --help lists the commands)\n";
+      return cli::kUsage;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +21,13 @@ struct TargetInfo {
   ir::TargetTraits traits;
   std::string device;  //!< BackendOptions::device it was made with: a measuring worker opens the same
 };
+
+//! The device family of an in-tree backend's device: hash of {"backend", "device"}, the part of
+//! the fingerprint without the toolchain.
+std::string device_family(const std::string& backend, const nlohmann::json& device);
+//! The family a stored fingerprint implies, when it is an in-tree backend's (it names its
+//! "backend" and "device"); nullopt for a plug-in's, whose family the plug-in chooses.
+std::optional<std::string> family_from_fingerprint(const std::string& fingerprint_json);
 
 //! Target traits as JSON (stored with the target, so that a remote target can be searched) and
 //! back; missing fields keep their defaults, Error(InvalidInput) on malformed text.

@@ -127,7 +127,7 @@ class CpuBackend : public Backend {
                          {"compiler", compiler_id}, {"flags", flags},   {"codegen", kCodegenVersion}};
     target_.fingerprint_json = fp.dump();
     target_.key = hash_hex(target_.fingerprint_json);
-    target_.family = hash_hex(nlohmann::json({{"backend", "cpu"}, {"device", device}}).dump());
+    target_.family = device_family("cpu", device);
   }
 
   std::string build(const std::string& source_path, const std::string& artifact_path) const override {

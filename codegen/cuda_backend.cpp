@@ -301,7 +301,7 @@ class CudaBackend : public WorkGroupBackend {
         {"backend", "cuda"}, {"device", device}, {"arch", arch}, {"nvcc", nvcc_id}, {"codegen", kCodegenVersion}};
     target.fingerprint_json = fp.dump();
     target.key = hash_hex(target.fingerprint_json);
-    target.family = hash_hex(nlohmann::json({{"backend", "cuda"}, {"device", device}}).dump());
+    target.family = device_family("cuda", device);
   }
 };
 

@@ -291,7 +291,7 @@ class OpenClBackend : public WorkGroupBackend {
                          {"codegen", kCodegenVersion}};
     target.fingerprint_json = fp.dump();
     target.key = hash_hex(target.fingerprint_json);
-    target.family = hash_hex(nlohmann::json({{"backend", "opencl"}, {"device", device}}).dump());
+    target.family = device_family("opencl", device);
     target.traits.threads = static_cast<int>(std::max<cl_uint>(units, 1));
     // Vector types of the device's preferred width (vloadN/vstoreN along the innermost axis).
     auto width = device_value<cl_uint>(d, CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT);

@@ -4,6 +4,7 @@
 
 #include "codegen/backend.hpp"
 #include "support/error.hpp"
+#include "support/hash.hpp"
 
 namespace tiletune::codegen {
 
@@ -17,6 +18,17 @@ std::string traits_to_json(const ir::TargetTraits& t) {
                         {"max_group_size", t.max_group_size},
                         {"local_bytes", t.local_bytes}}
       .dump();
+}
+
+std::string device_family(const std::string& backend, const nlohmann::json& device) {
+  return hash_hex(nlohmann::json({{"backend", backend}, {"device", device}}).dump());
+}
+
+std::optional<std::string> family_from_fingerprint(const std::string& fingerprint_json) {
+  nlohmann::json fp = nlohmann::json::parse(fingerprint_json, nullptr, false);
+  if (!fp.is_object() || !fp.contains("device") || !fp.contains("backend") || !fp["backend"].is_string())
+    return std::nullopt;
+  return device_family(fp["backend"].get<std::string>(), fp["device"]);
 }
 
 ir::TargetTraits traits_from_json(const std::string& text) {

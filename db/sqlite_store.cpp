@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <mutex>
 #include <nlohmann/json.hpp>
 
@@ -525,6 +526,11 @@ class SqliteStore final : public Store {
 
 }  // namespace
 
-std::unique_ptr<Store> open_sqlite_store(const std::string& path) { return std::make_unique<SqliteStore>(path); }
+std::unique_ptr<Store> open_sqlite_store(const std::string& path, bool create) {
+  std::error_code ec;
+  if (!create && !std::filesystem::exists(path, ec))
+    throw_error(ErrorKind::NotFound, "no database '" + path + "' (tune something first, or give --db)");
+  return std::make_unique<SqliteStore>(path);
+}
 
 }  // namespace tiletune::db

@@ -108,7 +108,9 @@ class Store : public RecordStore, public ModelStore, public JobStore {};
 //! Opens (creating if needed) an SQLite database file: WAL, busy timeout, migrations applied.
 //! Throws tiletune::Error(Database) if the file is not a tiletune database or is from a newer
 //! schema version.
-std::unique_ptr<Store> open_sqlite_store(const std::string& path);
+//! With `create` false, a file that does not exist is Error(NotFound) and nothing is created
+//! (commands that only read).
+std::unique_ptr<Store> open_sqlite_store(const std::string& path, bool create = true);
 
 //! A record store in memory, for tests and tools that need no file (change_stamp counts writes).
 std::unique_ptr<RecordStore> make_memory_record_store();

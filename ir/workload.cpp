@@ -162,7 +162,8 @@ Sizes parse_sizes(const std::string& text) {
     size_t vstart = i;
     while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
     std::string digits = text.substr(vstart, i - vstart);
-    if (digits.empty() || digits.size() > 10) invalid("sizes: '" + name + "' needs a positive integer value");
+    if (digits.empty()) invalid("sizes: '" + name + "' needs a positive integer value");
+    if (digits.size() > 10) invalid("sizes: " + name + "=" + digits + " is out of range [1, 2^31)");
     std::int64_t v = std::stoll(digits);
     if (v < 1 || v >= (std::int64_t(1) << 31)) invalid("sizes: " + name + "=" + digits + " is out of range [1, 2^31)");
     if (!sizes.emplace(name, v).second) invalid("sizes: '" + name + "' is given twice");

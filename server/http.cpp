@@ -3,6 +3,8 @@
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 
 #include "server/http_status.hpp"
@@ -30,17 +32,13 @@ bool same_token(const std::string& a, const std::string& b) {
 }
 
 json parse_body(const httplib::Request& req) {
-  json body = json::parse(req.body, nullptr, false);
-  if (body.is_discarded()) {
-    // Parse again for the position of the error.
-    try {
-      (void)json::parse(req.body);
-    } catch (const json::parse_error& e) {
-      throw_error(ErrorKind::InvalidInput, std::string("malformed JSON body: ") + e.what());
-    }
-    throw_error(ErrorKind::InvalidInput, "malformed JSON body");
+  // Every way a body can fail to parse (syntax, a number out of double's range like 1e400) is
+  // the caller's error, with nlohmann's position.
+  try {
+    return json::parse(req.body);
+  } catch (const json::exception& e) {
+    throw_error(ErrorKind::InvalidInput, std::string("malformed JSON body: ") + e.what());
   }
-  return body;
 }
 
 int int_param(const httplib::Request& req, const char* name, int fallback) {
@@ -71,10 +69,14 @@ struct HttpServer::Impl {
     if (access == Access::Open || options.token.empty()) return;
     if (access == Access::Read && options.open_reads) return;
     const std::string header = req.get_header_value("Authorization");
-    const std::string prefix = "Bearer ";
     if (header.empty())
       throw_error(ErrorKind::Unauthorized, "this route needs a bearer token (Authorization: Bearer TOKEN)");
-    if (header.compare(0, prefix.size(), prefix) != 0 || !same_token(header.substr(prefix.size()), options.token))
+    // The scheme is case-insensitive (RFC 9110 11.1); the token is not.
+    const std::string scheme = "bearer ";
+    bool bearer = header.size() > scheme.size() &&
+                  std::equal(scheme.begin(), scheme.end(), header.begin(),
+                             [](char a, char b) { return a == std::tolower(static_cast<unsigned char>(b)); });
+    if (!bearer || !same_token(header.substr(scheme.size()), options.token))
       throw_error(ErrorKind::Forbidden, "the bearer token is not accepted");
   }
 
@@ -120,6 +122,9 @@ struct HttpServer::Impl {
           [this](auto&, auto& res) { res.set_content(service.metrics(), "text/plain; version=0.0.4"); });
     route("GET", "/openapi.yaml", "openapi", Access::Open,
           [](auto&, auto& res) { res.set_content(schema_file("openapi.yaml"), "application/yaml"); });
+    // The bodies' schemas, which openapi.yaml references.
+    route("GET", "/api.schema.json", "api_schema", Access::Open,
+          [](auto&, auto& res) { res.set_content(schema_file("api.schema.json"), "application/schema+json"); });
     route("POST", "/v1/tune", "tune", Access::Write, [this](const httplib::Request& req, httplib::Response& res) {
       json out = service.submit(parse_body(req));
       reply(res, out, out["created"].get<bool>() ? 201 : 200);

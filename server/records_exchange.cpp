@@ -16,6 +16,11 @@ namespace asio = boost::asio;
 void check_target_row(const db::TargetRow& row) {
   if (hash_hex(row.fingerprint_json) != row.key)
     throw_error(ErrorKind::InvalidInput, "target " + row.key + ": key is not the hash of its fingerprint");
+  // The family decides which records answer for which device: it must be the fingerprint's.
+  auto family = codegen::family_from_fingerprint(row.fingerprint_json);
+  if (family && *family != row.family)
+    throw_error(ErrorKind::InvalidInput, "target " + row.key + ": family " + row.family +
+                                             " is not the device family of its fingerprint (" + *family + ")");
   codegen::traits_from_json(row.traits_json);
 }
 

@@ -1,6 +1,7 @@
 // End-to-end tests of the tiletune command: what a user types, what it prints, its exit codes.
 #include <doctest/doctest.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "helpers.hpp"
@@ -81,7 +82,7 @@ TEST_CASE("cli: bad input gets a clear message and the documented exit code") {
   CHECK(no_args.exit_code == 2);
   auto no_record = tiletune_cmd({"best", "matmul", "--sizes", "M=4,N=4,K=4", "--db", db});
   CHECK(no_record.exit_code == 3);
-  CHECK(has(no_record, "run `tiletune tune` first"));
+  CHECK(has(no_record, "no database"));  // a read creates no database
   std::string garbage = dir.file("garbage.db");
   std::ofstream(garbage) << std::string(4096, 'x');
   auto corrupt = tiletune_cmd({"best", "matmul", "--sizes", "M=4,N=4,K=4", "--db", garbage});
@@ -96,6 +97,23 @@ TEST_CASE("cli: bad input gets a clear message and the documented exit code") {
   std::ofstream(suite) << "{\"cases\": [{\"op\": 3}]}";
   auto bad_suite = tiletune_cmd({"suite", suite, "--db", db});
   CHECK(bad_suite.exit_code == 2);
+  // An unknown command is a usage error, even when it asks for help.
+  auto unknown = tiletune_cmd({"import", "--help"});
+  CHECK(unknown.exit_code == 2);
+  CHECK(has(unknown, "unknown command 'import'"));
+  // Commands that only read do not create a database that is not there.
+  std::string missing = dir.file("missing.db");
+  auto best_missing = tiletune_cmd({"best", "matmul", "--sizes", "M=4,N=4,K=4", "--db", missing});
+  CHECK(best_missing.exit_code == 3);
+  CHECK(has(best_missing, "no database"));
+  CHECK_FALSE(std::filesystem::exists(missing));
+  auto eval_missing = tiletune_cmd({"model", "eval", "--db", missing});
+  CHECK(eval_missing.exit_code == 3);
+  CHECK_FALSE(std::filesystem::exists(missing));
+  // A size too large for its digits is out of range, not "not a positive integer".
+  auto huge = tiletune_cmd({"tune", "matmul", "--sizes", "M=99999999999,N=4,K=4", "--db", db});
+  CHECK(huge.exit_code == 2);
+  CHECK(has(huge, "M=99999999999 is out of range"));
 }
 
 TEST_CASE("cli: an op file with its own op tunes end to end") {
@@ -141,7 +159,7 @@ TEST_CASE("cli: model eval and train on a database; model-guided tuning uses the
   };
   auto empty = with({"model", "eval"});
   CHECK(empty.exit_code == 3);
-  CHECK(has(empty, "tune some ops first"));
+  CHECK(has(empty, "no database"));
   for (auto sizes : {"M=16,N=32,K=16", "M=32,N=16,K=24", "M=24,N=24,K=8"})
     REQUIRE(with({"tune", "matmul", "--sizes", sizes, "--trials", "8", "--strategy", "random", "--min-time", "0.002"})
                 .exit_code == 0);

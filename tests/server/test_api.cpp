@@ -47,6 +47,17 @@ TEST_CASE("api: health, ops, targets, openapi; tokens guard reads unless they ar
   CHECK(json::parse(ops->body)["ops"].size() >= 9);
   CHECK(json::parse(good.Get("/v1/targets")->body)["backends"].size() >= 1);
   CHECK(none.Get("/openapi.yaml")->body.find("/v1/tune") != std::string::npos);
+  // The schema the OpenAPI document references is served beside it.
+  auto schema = none.Get("/api.schema.json");
+  REQUIRE(schema->status == 200);
+  CHECK(json::parse(schema->body)["$defs"].contains("TuneRequest"));
+  // The auth scheme is case-insensitive; the token is not.
+  httplib::Headers lower = {{"Authorization", "bearer tok"}}, upper = {{"Authorization", "BEARER tok"}},
+                   token_case = {{"Authorization", "Bearer TOK"}}, no_token = {{"Authorization", "Bearer "}};
+  CHECK(none.Get("/v1/ops", lower)->status == 200);
+  CHECK(none.Get("/v1/ops", upper)->status == 200);
+  CHECK(outcome(none.Get("/v1/ops", token_case)).first == 403);
+  CHECK(outcome(none.Get("/v1/ops", no_token)).first == 403);
   CHECK(good.Get("/metrics")->body.find("tiletune_jobs{state=\"queued\"}") != std::string::npos);
 
   InProcessDaemon open(dir.file("o.db"), {"tok", true, 1 << 20, false});
@@ -64,6 +75,11 @@ TEST_CASE("api: malformed requests of every kind get their 4xx with a code and a
   CHECK(outcome(post("/v1/tune", "{\"op\": ")) == std::make_pair(400, std::string("invalid_input")));
   CHECK(message(post("/v1/tune", "{\"op\": ")).find("column") != std::string::npos);
   CHECK(outcome(post("/v1/tune", "[1,2]")).first == 400);
+  // A number beyond double's range is a malformed body too, never a 500.
+  auto huge = post("/v1/tune", R"({"op":"matmul","sizes":"M=8,N=8,K=8","trials":1e400})");
+  CHECK(outcome(huge) == std::make_pair(400, std::string("invalid_input")));
+  CHECK(message(huge).find("1e400") != std::string::npos);
+  CHECK(outcome(post("/v1/records", R"({"workloads":[],"targets":[],"records":[],"x":-1e999})")).first == 400);
   CHECK(outcome(post("/v1/tune", R"({"op":"matmul"})")).first == 400);  // no sizes
   CHECK(message(post("/v1/tune", R"({"op":"matmul","sizes":"M=8,N=8,K=8","trials":0})")).find("/trials") !=
         std::string::npos);
@@ -217,8 +233,9 @@ TEST_CASE("api: records flow between daemons, duplicates merge, another target n
   json foreign = page;
   std::string fingerprint = R"({"backend":"cpu","device":{"cpu":"elsewhere"}})";
   std::string key = hash_hex(fingerprint);
+  std::string elsewhere = codegen::device_family("cpu", json::parse(fingerprint)["device"]);
   foreign["targets"] =
-      json::array({{{"key", key}, {"backend", "cpu"}, {"family", "elsewhere"}, {"fingerprint_json", fingerprint}}});
+      json::array({{{"key", key}, {"backend", "cpu"}, {"family", elsewhere}, {"fingerprint_json", fingerprint}}});
   for (auto& r : foreign["records"]) r["target_key"] = key;
   TempDir dir2;
   InProcessDaemon c(dir2.file("c.db"), {"tok", false, 32 << 20, false});
@@ -230,10 +247,18 @@ TEST_CASE("api: records flow between daemons, duplicates merge, another target n
   json forged = foreign;
   forged["targets"][0]["key"] = "0123456789abcdef";
   CHECK_THROWS_AS(cc.call("POST", "/v1/records", forged), Error);
+  // Another device labelled with this machine's family would answer lookups here: refused whole.
+  json disguised = foreign;
+  disguised["targets"][0]["family"] = page["targets"][0]["family"];
+  for (auto& r : disguised["records"]) r["config_key"] = "x" + r["config_key"].get<std::string>();
+  ErrorKind kind{};
+  CHECK(test::error_of([&] { cc.call("POST", "/v1/records", disguised); }, &kind).find("is not the device family") !=
+        std::string::npos);
+  CHECK(kind == ErrorKind::InvalidInput);
+  CHECK(!cc.best("matmul", "M=16,N=16,K=16").has_value());
   json bad_op = page;
   bad_op["workloads"][0]["op_text"] = "op evil(A: f32[N]) -> (B: f32[N]) { system(\"rm -rf /\") }";
   bad_op["workloads"][0]["op_name"] = "nothing";
-  ErrorKind kind{};
   CHECK(test::error_of([&] { cc.call("POST", "/v1/records", bad_op); }, &kind).find("workload") != std::string::npos);
   CHECK(kind == ErrorKind::InvalidInput);
 }
@@ -271,7 +296,7 @@ TEST_CASE("api: a job for a remote target that no worker takes fails with a hint
   std::string fingerprint = R"({"backend":"cpu","device":{"cpu":"far away"}})";
   json target = {{"key", hash_hex(fingerprint)},
                  {"backend", "cpu"},
-                 {"family", "far"},
+                 {"family", codegen::device_family("cpu", json::parse(fingerprint)["device"])},
                  {"fingerprint_json", fingerprint},
                  {"traits_json", R"({"vector_lanes":8,"vector_registers":16,"threads":4})"}};
   cl.call("POST", "/v1/workers", {{"name", "gone"}, {"target", target}});
