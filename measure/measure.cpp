@@ -3,8 +3,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -268,6 +270,32 @@ struct Measurer::Impl {
     return in >> s && s > 0 ? s : 0;
   }
 };
+
+int remove_orphans(const std::string& cache_dir) {
+  int removed = 0;
+  std::error_code ec;
+  for (const char* sub : {"/kernels", "/reference"}) {
+    for (fs::recursive_directory_iterator it(cache_dir + sub, ec), end; !ec && it != end; it.increment(ec)) {
+      std::string name = it->path().filename().string();
+      // unique_suffix(): PID-TOKEN-N after ".tmp." (artifacts, files) or ".req." (run requests).
+      std::size_t at = name.find(".tmp.");
+      if (at == std::string::npos) at = name.find(".req.");
+      if (at == std::string::npos) continue;
+      std::size_t digits = at + 5, end_digits = name.find('-', digits);
+      if (end_digits == std::string::npos || end_digits == digits) continue;
+      pid_t writer = 0;
+      try {
+        writer = static_cast<pid_t>(std::stol(name.substr(digits, end_digits - digits)));
+      } catch (const std::exception&) {
+        continue;
+      }
+      if (writer <= 0 || kill(writer, 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to judge
+      std::error_code ignored;
+      if (fs::remove(it->path(), ignored)) ++removed;
+    }
+  }
+  return removed;
+}
 
 Measurer::Measurer(const codegen::Backend& backend, const ir::Workload& workload, MeasureOptions options)
     : impl_(std::make_unique<Impl>(backend, workload)), options_(std::move(options)) {

@@ -92,6 +92,10 @@ class Measurer : public BatchMeasurer {
   double best_s_ = 0;  // 0: unknown
 };
 
+//! Removes what a killed process left in a cache folder: half-built artifacts and request files
+//! (named with their writer's pid) whose writer is no longer running. Returns how many.
+int remove_orphans(const std::string& cache_dir);
+
 //! The default cache folder: $XDG_CACHE_HOME/tiletune or ~/.cache/tiletune.
 std::string default_cache_dir();
 

@@ -1,10 +1,13 @@
 #include "server/service.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <random>
 
 #include "ir/parse.hpp"
+#include "measure/measure.hpp"
 #include "ops/library.hpp"
 #include "server/service_impl.hpp"
 #include "support/error.hpp"
@@ -87,6 +90,11 @@ void Service::start() {
   if (m.started) return;
   m.started = true;
   m.stopping = false;
+  // A daemon killed before this one may have left half-built kernels in the cache.
+  std::string cache = m.options.job_defaults.measure.cache_dir.empty() ? measure::default_cache_dir()
+                                                                       : m.options.job_defaults.measure.cache_dir;
+  if (int removed = measure::remove_orphans(cache))
+    spdlog::info("event=cache_cleaned removed={} cache={}", removed, cache);
   m.jobs_work.emplace(m.jobs_io.get_executor());
   m.control_work.emplace(m.control_io.get_executor());
   m.rate_timer.emplace(m.control_io);

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -33,6 +34,7 @@ ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s
   for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   auto start = std::chrono::steady_clock::now();
+  const pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) {
     close(fds[0]);
@@ -40,6 +42,10 @@ ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s
     throw_error(ErrorKind::Io, std::string("fork: ") + std::strerror(errno));
   }
   if (pid == 0) {
+    // The child dies with the thread that waits for it, so a killed daemon or CLI leaves no
+    // compiler or measuring worker behind; a parent already gone before this line counts too.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
     setpgid(0, 0);
     dup2(fds[1], STDOUT_FILENO);
     dup2(fds[1], STDERR_FILENO);
