@@ -43,6 +43,10 @@ void add_measuring(CLI::App* cmd, tuner::TuneOptions& t) {
   cmd->add_option("--min-time", t.measure.min_seconds, "seconds of repeats timed per candidate")
       ->check(CLI::Range(0.0, 60.0))
       ->capture_default_str();
+  cmd->add_option("--max-memory-share", t.max_memory_share,
+                  "the most of this machine's memory an op's tensors may take (larger ops are refused)")
+      ->check(CLI::Range(0.01, 1.0))
+      ->capture_default_str();
 }
 
 void add_tune(CLI::App* cmd, tuner::TuneOptions& t) {

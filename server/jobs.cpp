@@ -149,6 +149,7 @@ json Service::submit(const json& request) {
   validate_body("TuneRequest", request);
   if (impl_->stopping) throw_error(ErrorKind::Unavailable, "the daemon is shutting down; retry against its successor");
   ir::Workload w = workload_of(request);
+  tuner::check_memory(w, impl_->options.job_defaults.max_memory_share);
   bool remote = false;
   codegen::TargetInfo target = impl_->target_of(request, &remote);
   std::string strategy = request.value("strategy", impl_->options.job_defaults.strategy);

@@ -1,5 +1,9 @@
 #include "tuner/tune.hpp"
 
+#include <unistd.h>
+
+#include <cstdio>
+
 #include <chrono>
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -17,6 +21,17 @@ db::WorkloadRow workload_row(const ir::Workload& w) {
 
 db::TargetRow target_row(const codegen::TargetInfo& t) {
   return {t.key, t.backend, t.family, t.fingerprint_json, codegen::traits_to_json(t.traits)};
+}
+
+void check_memory(const ir::Workload& w, double share) {
+  double bytes = 0;
+  for (auto& b : w.buffers) bytes += 4.0 * static_cast<double>(b.elements());
+  double machine = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  if (machine <= 0 || bytes <= share * machine) return;
+  char text[200];
+  std::snprintf(text, sizeof text, "its tensors need %.2f GiB, over %.0f %% of this machine's %.2f GiB of memory",
+                bytes / (1 << 30), share * 100, machine / (1 << 30));
+  throw_error(ErrorKind::InvalidInput, w.op.name + " with " + w.sizes_text() + ": " + text);
 }
 
 codegen::TargetInfo target_info(const db::TargetRow& row) {
@@ -65,6 +80,7 @@ TuneSummary tune(const ir::Workload& w, const codegen::Backend& backend, db::Rec
 TuneSummary tune(const ir::Workload& w, const codegen::TargetInfo& target, measure::BatchMeasurer& measurer,
                  db::RecordStore& store, const TuneOptions& options,
                  const std::function<void(const Progress&)>& on_progress) {
+  check_memory(w, options.max_memory_share);
   store.put_workload(workload_row(w));
   store.put_target(target_row(target));
   Space space(w, target.traits);

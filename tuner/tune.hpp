@@ -27,6 +27,9 @@ struct TuneOptions {
   const std::atomic<bool>* cancel = nullptr;
   int prior_records = kPriorRecords;  //!< model-guided strategies: most recent records of other workloads learned from
   bool seeds = true;                  //!< measure Space::seeds() in the first batch
+  //! The most of this machine's memory a workload's tensors may take (measuring holds them and
+  //! the reference outputs at once); a larger workload is refused before anything runs.
+  double max_memory_share = 0.5;
   //! Where a model-guided strategy looks for a saved cost model of the target; none: it trains
   //! on the records alone.
   db::ModelStore* models = nullptr;
@@ -72,6 +75,10 @@ std::vector<db::Record> measure_and_store(const ir::Workload& w, const codegen::
 //! The record of a measurement of a workload on a target.
 db::Record to_record(const measure::MeasureResult& r, const ir::Workload& w, const std::string& target_key,
                      const std::string& measure_params_json);
+
+//! Error(InvalidInput), with the figures, when the workload's tensors (inputs, outputs and
+//! temporaries, f32) take more than `share` of this machine's memory.
+void check_memory(const ir::Workload& w, double share);
 
 //! The database rows that identify a workload and a target.
 db::WorkloadRow workload_row(const ir::Workload& w);

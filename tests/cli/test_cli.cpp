@@ -110,6 +110,10 @@ TEST_CASE("cli: bad input gets a clear message and the documented exit code") {
   auto eval_missing = tiletune_cmd({"model", "eval", "--db", missing});
   CHECK(eval_missing.exit_code == 3);
   CHECK_FALSE(std::filesystem::exists(missing));
+  // A workload larger than the machine's memory allows is refused with the figures.
+  auto too_big = tiletune_cmd({"tune", "matmul", "--sizes", "M=40000,N=40000,K=40000", "--db", db});
+  CHECK(too_big.exit_code == 2);
+  CHECK(has(too_big, "its tensors need 17.88 GiB, over 50 % of this machine's"));
   // A size too large for its digits is out of range, not "not a positive integer".
   auto huge = tiletune_cmd({"tune", "matmul", "--sizes", "M=99999999999,N=4,K=4", "--db", db});
   CHECK(huge.exit_code == 2);

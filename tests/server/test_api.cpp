@@ -75,6 +75,10 @@ TEST_CASE("api: malformed requests of every kind get their 4xx with a code and a
   CHECK(outcome(post("/v1/tune", "{\"op\": ")) == std::make_pair(400, std::string("invalid_input")));
   CHECK(message(post("/v1/tune", "{\"op\": ")).find("column") != std::string::npos);
   CHECK(outcome(post("/v1/tune", "[1,2]")).first == 400);
+  // Three 6.4 GB tensors: refused with the figures, before any job exists.
+  auto huge_op = post("/v1/tune", R"({"op":"matmul","sizes":"M=40000,N=40000,K=40000"})");
+  CHECK(outcome(huge_op).first == 400);
+  CHECK(message(huge_op).find("GiB of memory") != std::string::npos);
   // A number beyond double's range is a malformed body too, never a 500.
   auto huge = post("/v1/tune", R"({"op":"matmul","sizes":"M=8,N=8,K=8","trials":1e400})");
   CHECK(outcome(huge) == std::make_pair(400, std::string("invalid_input")));

@@ -208,3 +208,18 @@ TEST_CASE("lookup: falls back to the same device family, never to another backen
   codegen::TargetInfo stranger{"cpu", "4444444444444444", "other-family", "{}", {}, ""};
   CHECK_FALSE(tuner::find_best(*store, w.key, stranger).has_value());
 }
+
+TEST_CASE("tune: a workload whose tensors exceed the allowed share of memory is refused before anything runs") {
+  auto w = library_workload("matmul", "M=64,N=64,K=64");  // 48 KiB of tensors
+  tuner::check_memory(w, 0.5);
+  ErrorKind kind{};
+  CHECK(test::error_of([&] { tuner::check_memory(w, 1e-12); }, &kind).find("its tensors need 0.00 GiB") !=
+        std::string::npos);
+  CHECK(kind == ErrorKind::InvalidInput);
+  auto store = db::make_memory_record_store();
+  auto be = codegen::make_backend("cpu");
+  tuner::TuneOptions o;
+  o.max_memory_share = 1e-12;
+  CHECK(test::error_of([&] { tuner::tune(w, *be, *store, o); }).find("of this machine's") != std::string::npos);
+  CHECK(store->count_records(w.key, be->target().key) == 0);
+}
