@@ -119,6 +119,11 @@ int main(int argc, char** argv) {
                    "a remote worker's batch goes to another worker after this")
       ->check(CLI::Range(0.5, 86400.0))
       ->capture_default_str();
+  serve_cmd
+      ->add_option("--slice-seconds", service.slice_seconds,
+                   "jobs take turns: one runs at most this long before the next queued job's turn")
+      ->check(CLI::Range(0.1, 86400.0))
+      ->capture_default_str();
   add_measuring(serve_cmd, tune);
 
   cli::WorkerOptions worker;

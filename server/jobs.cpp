@@ -18,9 +18,7 @@ namespace tiletune::server {
 using nlohmann::json;
 namespace asio = boost::asio;
 
-namespace {
-
-json job_json(const db::JobRow& j) {
+json Service::Impl::job_json(const db::JobRow& j) {
   json out = {{"id", j.id},
               {"state", j.state},
               {"done", j.done},
@@ -33,10 +31,19 @@ json job_json(const db::JobRow& j) {
               {"updated_unix_ms", j.updated_unix_ms}};
   json req = json::parse(j.request_json, nullptr, false);
   if (!req.is_discarded()) out["request"] = req;
+  if (j.state == "queued")
+    if (auto position = queue_position(j.id)) out["queue_position"] = *position;
   return out;
 }
 
-}  // namespace
+std::optional<int> Service::Impl::queue_position(const std::string& id) {
+  std::lock_guard lock(queue_mu);
+  auto it = std::find(queue.begin(), queue.end(), id);
+  if (it == queue.end()) return std::nullopt;
+  // The job running now (it has left the queue) goes first.
+  bool running = !store->jobs("running", 1).empty();
+  return static_cast<int>(it - queue.begin()) + (running ? 1 : 0);
+}
 
 std::shared_ptr<std::atomic<bool>> Service::Impl::cancel_flag(const std::string& id) {
   std::lock_guard lock(cancel_mu);
@@ -46,27 +53,41 @@ std::shared_ptr<std::atomic<bool>> Service::Impl::cancel_flag(const std::string&
 }
 
 void Service::Impl::enqueue(const std::string& id) {
+  {
+    std::lock_guard lock(queue_mu);
+    queue.push_back(id);
+  }
   asio::post(jobs_io, [this, id] {
+    {
+      std::lock_guard lock(queue_mu);
+      auto it = std::find(queue.begin(), queue.end(), id);
+      if (it != queue.end()) queue.erase(it);
+    }
+    bool again = false;
     try {
-      run_job(id);
+      again = run_job(id);
     } catch (const std::exception& e) {
       // The database failed under the job's bookkeeping: the job stays as it was stored and
       // resumes at the next start; the daemon keeps serving.
       spdlog::error("event=job_error job={} error=\"{}\"", id, e.what());
     }
+    if (again) return enqueue(id);  // its next turn, behind the jobs waiting now
     std::lock_guard lock(cancel_mu);
     cancel_flags.erase(id);
+    std::lock_guard qlock(queue_mu);
+    spent_s.erase(id);
   });
 }
 
-void Service::Impl::run_job(const std::string& id) {
+bool Service::Impl::run_job(const std::string& id) {
   auto row = store->job(id);
-  if (!row || row->state == "cancelled" || row->state == "done" || row->state == "failed") return;
-  if (stopping) return;  // stays queued for the next start
+  if (!row || row->state == "cancelled" || row->state == "done" || row->state == "failed") return false;
+  if (stopping) return false;  // stays queued for the next start
   auto cancel = cancel_flag(id);
-  if (cancel->load()) return;
-  if (!store->set_job_state_if(id, "queued", "running")) return;  // cancelled meanwhile
+  if (cancel->load()) return false;
+  if (!store->set_job_state_if(id, "queued", "running")) return false;  // cancelled meanwhile
   row->state = "running";
+  bool again = false;
   std::atomic<bool> stop_now{false};
   try {
     json req = json::parse(row->request_json);
@@ -76,8 +97,17 @@ void Service::Impl::run_job(const std::string& id) {
     tuner::TuneOptions o = options.job_defaults;
     // A request bounded by time alone gets the largest budget, so that its time ends it.
     o.trials = req.value("trials", req.contains("seconds") ? tuner::kMaxTrials : o.trials);
-    o.max_seconds = req.value("seconds", 0.0);
+    // One turn lasts a slice, or what is left of the job's own time budget.
+    const double budget = req.value("seconds", 0.0);
+    double spent = 0;
+    {
+      std::lock_guard lock(queue_mu);
+      spent = spent_s[id];
+    }
+    o.max_seconds =
+        budget > 0 ? std::min(options.slice_seconds, std::max(budget - spent, 1e-3)) : options.slice_seconds;
     o.strategy = req.value("strategy", o.strategy);
+    const auto turn_start = std::chrono::steady_clock::now();
     o.models = store.get();
     // Both a cancel of this job and a stop of the service end it after the batch in flight.
     o.cancel = &stop_now;
@@ -120,10 +150,18 @@ void Service::Impl::run_job(const std::string& id) {
       summary =
           tuner::tune(w, backend(req.contains("target") ? target.backend : backend_of(req)), *store, o, on_progress);
     }
+    spent += std::chrono::duration<double>(std::chrono::steady_clock::now() - turn_start).count();
+    {
+      std::lock_guard lock(queue_mu);
+      spent_s[id] = spent;
+    }
     if (summary->stopped && stopping && !cancel->load()) {
       row->state = "queued";  // resumes where it stopped at the next start
     } else if (cancel->load() && summary->stopped) {
       row->state = "cancelled";
+    } else if (summary->stopped && (budget <= 0 || spent < budget)) {
+      row->state = "queued";  // its turn ended: the next job's turn, then this one goes on
+      again = true;
     } else {
       row->state = "done";
       if (!summary->best) row->error = "no candidate passed the correctness check";
@@ -134,6 +172,7 @@ void Service::Impl::run_job(const std::string& id) {
     if (row->state == "failed") row->error = e.what();
   }
   store->update_job(*row);
+  return again;
 }
 
 void Service::Impl::tick_rate() {
@@ -172,13 +211,13 @@ json Service::submit(const json& request) {
   db::JobRow stored = impl_->store->put_job(row);
   bool created = stored.id == row.id;
   if (created && impl_->started) impl_->enqueue(stored.id);
-  return {{"job", job_json(stored)}, {"created", created}};
+  return {{"job", impl_->job_json(stored)}, {"created", created}};
 }
 
 json Service::job(const std::string& id) {
   auto j = impl_->store->job(id);
   if (!j) throw_error(ErrorKind::NotFound, "no job '" + id + "'");
-  return job_json(*j);
+  return impl_->job_json(*j);
 }
 
 json Service::jobs(const std::string& state, int limit) {
@@ -186,7 +225,7 @@ json Service::jobs(const std::string& state, int limit) {
   if (!states.count(state))
     throw_error(ErrorKind::InvalidInput, "state must be one of queued, running, done, failed, cancelled");
   json out = json::array();
-  for (auto& j : impl_->store->jobs(state, std::clamp(limit, 1, 1000))) out.push_back(job_json(j));
+  for (auto& j : impl_->store->jobs(state, std::clamp(limit, 1, 1000))) out.push_back(impl_->job_json(j));
   return {{"jobs", out}};
 }
 

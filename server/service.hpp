@@ -18,6 +18,9 @@ struct ServiceOptions {
   codegen::BackendOptions backend;  //!< threads and device of local backends
   double lease_seconds = 120;       //!< a remote worker's batch goes to another worker after this
   double unclaimed_seconds = 600;   //!< a remote job fails when no worker takes its batch in this time
+  //! Jobs take turns: one runs at most this long (then its batch in flight ends) before the
+  //! next queued job gets the executor; it goes on where it stopped at its next turn.
+  double slice_seconds = 60;
 };
 
 //! The daemon's work, independent of HTTP: validates requests (every body against its schema in

@@ -7,6 +7,7 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -54,6 +55,11 @@ struct Service::Impl {
   std::atomic<bool> started{false};
   std::mutex cancel_mu;
   std::map<std::string, std::shared_ptr<std::atomic<bool>>> cancel_flags;
+  // The turns: job ids in the order the executor will run them, and how long each job has run
+  // so far (a "seconds" budget spans its turns; a restarted daemon starts it anew).
+  std::mutex queue_mu;
+  std::deque<std::string> queue;
+  std::map<std::string, double> spent_s;
 
   Metrics metrics;
 
@@ -81,7 +87,11 @@ struct Service::Impl {
   // jobs.cpp
   std::shared_ptr<std::atomic<bool>> cancel_flag(const std::string& id);
   void enqueue(const std::string& id);
-  void run_job(const std::string& id);
+  //! Runs one turn of the job; true when it should queue again for its next turn.
+  bool run_job(const std::string& id);
+  //! How many jobs run before a queued one; nullopt when it is not waiting for a turn.
+  std::optional<int> queue_position(const std::string& id);
+  nlohmann::json job_json(const db::JobRow& j);
   void tick_rate();
 
   // lookups.cpp

@@ -15,13 +15,14 @@ struct DaemonOptions {
   std::string token = "tok";
   bool open_reads = false;
   std::size_t max_body = 1 << 20;
-  bool start_jobs = true;  //!< false: jobs are accepted and stay queued
+  bool start_jobs = true;     //!< false: jobs are accepted and stay queued
+  double slice_seconds = 60;  //!< ServiceOptions::slice_seconds
 };
 
 class InProcessDaemon {
  public:
   explicit InProcessDaemon(const std::string& db, DaemonOptions o = {})
-      : service_(service_options(db)), http_(service_, http_options(o)) {
+      : service_(service_options(db, o)), http_(service_, http_options(o)) {
     port_ = http_.bind();
     if (o.start_jobs) service_.start();
     thread_ = std::thread([this] { http_.run(); });
@@ -43,8 +44,9 @@ class InProcessDaemon {
   }
 
  private:
-  static server::ServiceOptions service_options(const std::string& db) {
+  static server::ServiceOptions service_options(const std::string& db, const DaemonOptions& o) {
     server::ServiceOptions s;
+    s.slice_seconds = o.slice_seconds;
     s.db_path = db;
     s.job_defaults.measure.cache_dir = kernel_cache();
     s.job_defaults.measure.timeout_s = 2;

@@ -2,9 +2,11 @@
 // faulty kernels.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
+#include <thread>
 
 #include "client/client.hpp"
 #include "codegen/backend.hpp"
@@ -211,6 +213,33 @@ TEST_CASE("api: a tuning job runs to the end; identical requests share it; the b
   cl.cancel(longer.id);
   CHECK(cl.wait(longer.id, 120).state == "cancelled");
   CHECK_THROWS_AS(cl.cancel(longer.id), Error);
+}
+
+TEST_CASE("api: jobs take turns: a week-long job does not hold back a short one; queued jobs show their position") {
+  TempDir dir;
+  InProcessDaemon d(dir.file("d.db"), {"tok", false, 1 << 20, true, /*slice_seconds=*/0.5});
+  client::Client cl(d.url(), "tok");
+  json week = cl.call("POST", "/v1/tune",
+                      {{"op", "matmul"}, {"sizes", "M=32,N=32,K=32"}, {"seconds", 604800}, {"strategy", "random"}});
+  std::string long_id = week["job"]["id"];
+  // Wait until the long job runs, then queue two short ones behind it.
+  for (int i = 0; i < 200 && cl.job(long_id).state != "running"; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  json first = cl.call("POST", "/v1/tune", {{"op", "matmul"}, {"sizes", "M=8,N=12,K=5"}, {"trials", 3}});
+  json second = cl.call("POST", "/v1/tune", {{"op", "matmul"}, {"sizes", "M=8,N=12,K=6"}, {"trials", 3}});
+  // Behind the running job (or its next turn), the second behind the first.
+  REQUIRE(first["job"].contains("queue_position"));
+  REQUIRE(second["job"].contains("queue_position"));
+  CHECK(second["job"]["queue_position"].get<int>() > first["job"]["queue_position"].get<int>());
+  auto done = cl.wait(second["job"]["id"], 120);
+  CHECK(done.state == "done");
+  CHECK(cl.job(first["job"]["id"]).state == "done");
+  // The long job is still going: it had turns before and will have more.
+  auto still = cl.call("GET", "/v1/jobs/" + long_id);
+  CHECK((still["state"] == "running" || still["state"] == "queued"));
+  CHECK(still["done"].get<int>() > 0);
+  cl.cancel(long_id);
+  CHECK(cl.wait(long_id, 120).state == "cancelled");
 }
 
 TEST_CASE("api: records flow between daemons, duplicates merge, another target never answers for this one") {
