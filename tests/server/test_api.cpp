@@ -251,7 +251,17 @@ TEST_CASE("api: records flow between daemons, duplicates merge, another target n
   CHECK(page["records"].size() == 3);
   auto rest = ca.call("GET", "/v1/records?after=" + std::to_string(page["next_after"].get<int>()));
   CHECK(rest["records"].size() == 2);
-  auto first = cb.call("POST", "/v1/records", page);
+  // A page sent the way `curl -d @page.json` sends it (form-urlencoded, over 8 KiB) is JSON too.
+  std::string padded = page.dump(2) + std::string(9000, ' ');
+  auto form = b.client().Post("/v1/records", padded, "application/x-www-form-urlencoded");
+  REQUIRE(form);
+  CHECK(form->status == 200);
+  CHECK(json::parse(form->body)["imported"] == 3);
+  CHECK(cb.call("POST", "/v1/records", page)["duplicates"] == 3);
+  TempDir fresh_dir;
+  InProcessDaemon fresh(fresh_dir.file("f.db"), {"tok", false, 32 << 20, false});
+  client::Client cf(fresh.url(), "tok");
+  auto first = cf.call("POST", "/v1/records", page);
   CHECK(first["imported"] == 3);
   auto again = cb.call("POST", "/v1/records", page);
   CHECK(again["imported"] == 0);
