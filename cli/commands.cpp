@@ -243,7 +243,9 @@ int run_show(const CommonOptions& c, const std::string& config_json, bool naive)
     if (!found)
       throw_error(ErrorKind::NotFound, "no measured kernel of " + w.op.name + " with " + w.sizes_text() + " in " +
                                            c.db + "; run `tiletune tune` first, or pass --naive or --config");
-    s = ir::Schedule::from_json(found->record.config_json);
+    // Measured on another toolchain of this device: the source its target ran.
+    std::cout << tuner::record_source(*store, *backend, w, found->record);
+    return kOk;
   }
   ir::LoopNest nest = ir::lower(w, s, backend->target().traits);
   std::cout << backend->emit(w, nest, s.to_json());

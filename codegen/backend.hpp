@@ -63,6 +63,12 @@ class Backend {
   virtual const TargetInfo& target() const = 0;
   //! Source text of the kernel for a lowered workload: deterministic, human-readable.
   virtual std::string emit(const ir::Workload& w, const ir::LoopNest& nest, const std::string& config_json) const = 0;
+  //! Source for another target of this backend (a record measured elsewhere: its thread count,
+  //! its SIMD width), `nest` lowered for `traits`. By default the nest says all there is.
+  virtual std::string emit_for(const ir::TargetTraits& /*traits*/, const ir::Workload& w, const ir::LoopNest& nest,
+                               const std::string& config_json) const {
+    return emit(w, nest, config_json);
+  }
   //! File name extension of emitted source (".cpp").
   virtual std::string source_extension() const = 0;
   //! Compiles `source_path` into `artifact_path`. Returns "" on success, else the compiler log.

@@ -11,7 +11,7 @@ namespace asio = boost::asio;
 
 json Service::Impl::best_answer(const tuner::BestLookup& found, const ir::Workload& w, codegen::Backend& be) {
   const db::Record& r = found.record;
-  std::string cache_key = w.key + "/" + r.config_key + "/" + be.target().key;
+  std::string cache_key = w.key + "/" + r.config_key + "/" + r.target_key;
   std::string source;
   {
     std::lock_guard lock(source_mu);
@@ -19,8 +19,8 @@ json Service::Impl::best_answer(const tuner::BestLookup& found, const ir::Worklo
     if (it != source_cache.end()) source = it->second;
   }
   if (source.empty()) {
-    ir::Schedule s = ir::Schedule::from_json(r.config_json);
-    source = be.emit(w, ir::lower(w, s, be.target().traits), s.to_json());
+    // The source the record's target ran: its threads and SIMD width, not this daemon's.
+    source = tuner::record_source(*store, be, w, r);
     std::lock_guard lock(source_mu);
     if (source_cache.size() > 4096) source_cache.clear();
     source_cache[cache_key] = source;

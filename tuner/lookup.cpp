@@ -1,5 +1,7 @@
 #include "tuner/lookup.hpp"
 
+#include "ir/loop_nest.hpp"
+
 namespace tiletune::tuner {
 
 std::optional<BestLookup> find_best(db::RecordStore& store, const std::string& workload_key,
@@ -12,6 +14,20 @@ std::optional<BestLookup> find_best(db::RecordStore& store, const std::string& w
     if (r && (!found || r->median_s() < found->record.median_s())) found = BestLookup{*r, false};
   }
   return found;
+}
+
+ir::TargetTraits record_traits(db::RecordStore& store, const codegen::Backend& be, const db::Record& record) {
+  if (record.target_key != be.target().key)
+    if (auto row = store.target(record.target_key); row && !row->traits_json.empty())
+      return codegen::traits_from_json(row->traits_json);
+  return be.target().traits;
+}
+
+std::string record_source(db::RecordStore& store, const codegen::Backend& be, const ir::Workload& w,
+                          const db::Record& record) {
+  ir::TargetTraits traits = record_traits(store, be, record);
+  ir::Schedule s = ir::Schedule::from_json(record.config_json);
+  return be.emit_for(traits, w, ir::lower(w, s, traits), s.to_json());
 }
 
 }  // namespace tiletune::tuner

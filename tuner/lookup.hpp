@@ -18,4 +18,12 @@ struct BestLookup {
 std::optional<BestLookup> find_best(db::RecordStore& store, const std::string& workload_key,
                                     const codegen::TargetInfo& target);
 
+//! The traits of the target that measured `record` (stored with its target row), or `be`'s own
+//! when the row has none: the source of a record is generated for the target that ran it.
+ir::TargetTraits record_traits(db::RecordStore& store, const codegen::Backend& be, const db::Record& record);
+
+//! The source `be` emits for a record's config, for the target that measured it.
+std::string record_source(db::RecordStore& store, const codegen::Backend& be, const ir::Workload& w,
+                          const db::Record& record);
+
 }  // namespace tiletune::tuner

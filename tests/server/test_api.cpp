@@ -13,7 +13,9 @@
 #include "daemon_harness.hpp"
 #include "db/store.hpp"
 #include "faulty_backend.hpp"
+#include "ir/loop_nest.hpp"
 #include "support/hash.hpp"
+#include "tuner/tune.hpp"
 
 using namespace tiletune;
 using nlohmann::json;
@@ -240,6 +242,41 @@ TEST_CASE("api: jobs take turns: a week-long job does not hold back a short one;
   CHECK(still["done"].get<int>() > 0);
   cl.cancel(long_id);
   CHECK(cl.wait(long_id, 120).state == "cancelled");
+}
+
+TEST_CASE("api: a kernel's source is generated for the target that measured it") {
+  TempDir dir;
+  InProcessDaemon d(dir.file("d.db"));
+  client::Client cl(d.url(), "tok");
+  // A CPU elsewhere with 3 threads and 4-lane vectors measured a matmul.
+  ir::TargetTraits traits;
+  traits.vector_lanes = 4;
+  traits.vector_registers = 16;
+  traits.threads = 3;
+  std::string fingerprint = R"({"backend":"cpu","device":{"cpu":"three threads, four lanes"}})";
+  db::TargetRow target{hash_hex(fingerprint), "cpu", codegen::device_family("cpu", json::parse(fingerprint)["device"]),
+                       fingerprint, codegen::traits_to_json(traits)};
+  ir::Workload w = test::library_workload("matmul", "M=16,N=16,K=16");
+  ir::Schedule s = ir::Schedule::from_json(
+      R"({"version":1,"stages":[{"stage":"C","tile":{"m":[4],"n":[8],"k":[16]},"order":["m.0","n.0","k.0"],)"
+      R"("vectorize":"n","unroll":0,"parallel":1,"fuse_epilogue":false}]})");
+  REQUIRE(ir::check_schedule(w, s, traits) == "");
+  db::Record r;
+  r.id = 1;
+  r.workload_key = w.key;
+  r.target_key = target.key;
+  r.config_json = s.to_json();
+  r.config_key = s.key();
+  r.times_s = {0.001};
+  r.tool_version = "elsewhere";
+  json batch = {{"workloads", {db::workload_to_json(tuner::workload_row(w))}},
+                {"targets", {db::target_to_json(target)}},
+                {"records", {db::record_to_json(r)}}};
+  CHECK(cl.call("POST", "/v1/records", batch)["imported"] == 1);
+  json best = cl.call("GET", "/v1/best?workload=" + w.key + "&target=" + target.key);
+  std::string source = best["source"];
+  CHECK(source.find("num_threads(3)") != std::string::npos);
+  CHECK(source.find("#define TT_LANES 4") != std::string::npos);
 }
 
 TEST_CASE("api: records flow between daemons, duplicates merge, another target never answers for this one") {
