@@ -114,6 +114,12 @@ TEST_CASE("cli: bad input gets a clear message and the documented exit code") {
   auto too_big = tiletune_cmd({"tune", "matmul", "--sizes", "M=40000,N=40000,K=40000", "--db", db});
   CHECK(too_big.exit_code == 2);
   CHECK(has(too_big, "its tensors need 17.88 GiB, over 50 % of this machine's"));
+  // An access out of bounds names the file it is in, with line:column.
+  std::string oob = dir.file("oob.tile");
+  std::ofstream(oob) << "op shift(X: f32[N]) -> Y: f32[N] {\n  Y[i] = X[i + 1]\n}\n";
+  auto out_of_bounds = tiletune_cmd({"tune", oob, "--sizes", "N=8", "--db", db});
+  CHECK(out_of_bounds.exit_code == 2);
+  CHECK(has(out_of_bounds, oob + ":2:10: index i + 1 of 'X' runs over [1, 8]"));
   // A size too large for its digits is out of range, not "not a positive integer".
   auto huge = tiletune_cmd({"tune", "matmul", "--sizes", "M=99999999999,N=4,K=4", "--db", db});
   CHECK(huge.exit_code == 2);
