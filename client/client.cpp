@@ -93,6 +93,8 @@ std::optional<Kernel> Client::best(const std::string& op, const std::string& siz
   k.gflops = j.at("gflops");
   k.source = j.at("source");
   k.source_language = j.value("source_language", "");
+  k.abi = j.value("abi", json::object());
+  k.workspace_bytes = k.abi.value("workspace_bytes", std::int64_t(0));
   return k;
 }
 

@@ -14,6 +14,9 @@ struct Kernel {
   nlohmann::json config;
   double latency_s = 0, gflops = 0;
   std::string source, source_language;
+  //! How to call it (entry_point, arguments in order, workspace_bytes, threads): see README.
+  nlohmann::json abi;
+  std::int64_t workspace_bytes = 0;  //!< the workspace buffer the caller passes must hold this many
 };
 
 struct Job {

@@ -33,6 +33,7 @@ json Service::Impl::best_answer(const tuner::BestLookup& found, const ir::Worklo
           {"gflops", w.flops() / r.median_s() / 1e9},
           {"source", source},
           {"source_language", be.source_extension()},
+          {"abi", tuner::record_abi(*store, be, w, r)},
           {"record_id", r.id}};
 }
 

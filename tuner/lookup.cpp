@@ -30,4 +30,33 @@ std::string record_source(db::RecordStore& store, const codegen::Backend& be, co
   return be.emit_for(traits, w, ir::lower(w, s, traits), s.to_json());
 }
 
+nlohmann::json record_abi(db::RecordStore& store, const codegen::Backend& be, const ir::Workload& w,
+                          const db::Record& record) {
+  ir::TargetTraits traits = record_traits(store, be, record);
+  ir::LoopNest nest = ir::lower(w, ir::Schedule::from_json(record.config_json), traits);
+  nlohmann::json arguments = nlohmann::json::array();
+  for (auto& b : w.buffers) {  // the order of the kernel's tensor array: inputs, then outputs
+    if (b.role == ir::Buffer::Role::Temp) continue;
+    arguments.push_back({{"index", arguments.size()},
+                         {"name", b.name},
+                         {"role", b.role == ir::Buffer::Role::Input ? "input" : "output"},
+                         {"shape", b.shape},
+                         {"dtype", "f32"},
+                         {"layout", "row-major, dense"}});
+  }
+  nlohmann::json abi = {{"entry_point", "tt_kernel"},
+                        {"signature", "extern \"C\" void tt_kernel(float* const* tensors, float* workspace)"},
+                        {"arguments", arguments},
+                        {"workspace_bytes", 4 * nest.workspace_floats},
+                        {"threads", traits.threads},
+                        {"vector_lanes", traits.vector_lanes}};
+  // The toolchain that built what was measured (in-tree CPU targets record it in the fingerprint).
+  if (auto row = store.target(record.target_key)) {
+    nlohmann::json fp = nlohmann::json::parse(row->fingerprint_json, nullptr, false);
+    if (fp.is_object() && fp.contains("flags")) abi["compile_flags"] = fp["flags"];
+    if (fp.is_object() && fp.contains("compiler")) abi["compiler"] = fp["compiler"];
+  }
+  return abi;
+}
+
 }  // namespace tiletune::tuner

@@ -1,5 +1,6 @@
 // tuner/lookup.hpp
 #pragma once
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
@@ -24,6 +25,11 @@ ir::TargetTraits record_traits(db::RecordStore& store, const codegen::Backend& b
 
 //! The source `be` emits for a record's config, for the target that measured it.
 std::string record_source(db::RecordStore& store, const codegen::Backend& be, const ir::Workload& w,
+                          const db::Record& record);
+
+//! How a caller calls a record's kernel: the entry point, the tensor arguments in order (name,
+//! role, shape, f32, row-major, dense), the workspace it needs and the threads it was built for.
+nlohmann::json record_abi(db::RecordStore& store, const codegen::Backend& be, const ir::Workload& w,
                           const db::Record& record);
 
 }  // namespace tiletune::tuner

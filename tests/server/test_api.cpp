@@ -15,6 +15,7 @@
 #include "faulty_backend.hpp"
 #include "ir/loop_nest.hpp"
 #include "support/hash.hpp"
+#include "support/json_schema.hpp"
 #include "tuner/tune.hpp"
 
 using namespace tiletune;
@@ -203,6 +204,9 @@ TEST_CASE("api: a tuning job runs to the end; identical requests share it; the b
   auto k = cl.best("matmul", "M=24,N=40,K=16");
   REQUIRE(k.has_value());
   CHECK(k->exact_target);
+  CHECK(k->abi["entry_point"] == "tt_kernel");
+  CHECK(k->workspace_bytes == k->abi["workspace_bytes"].get<std::int64_t>());
+  CHECK(k->abi["compile_flags"].get<std::string>().find("-fopenmp") != std::string::npos);
   CHECK(k->source.find(k->workload_key) != std::string::npos);
   CHECK(k->latency_s * 1e3 <= *done.best_ms + 1e-9);
   CHECK(!cl.best("matmul", "M=24,N=40,K=17").has_value());
@@ -259,7 +263,7 @@ TEST_CASE("api: a kernel's source is generated for the target that measured it")
   ir::Workload w = test::library_workload("matmul", "M=16,N=16,K=16");
   ir::Schedule s = ir::Schedule::from_json(
       R"({"version":1,"stages":[{"stage":"C","tile":{"m":[4],"n":[8],"k":[16]},"order":["m.0","n.0","k.0"],)"
-      R"("vectorize":"n","unroll":0,"parallel":1,"fuse_epilogue":false}]})");
+      R"("vectorize":"n","unroll":0,"parallel":1,"fuse_epilogue":false,"pack":["B"]}]})");
   REQUIRE(ir::check_schedule(w, s, traits) == "");
   db::Record r;
   r.id = 1;
@@ -277,6 +281,23 @@ TEST_CASE("api: a kernel's source is generated for the target that measured it")
   std::string source = best["source"];
   CHECK(source.find("num_threads(3)") != std::string::npos);
   CHECK(source.find("#define TT_LANES 4") != std::string::npos);
+  // With it comes how to call it: the workspace its packed panels need, the arguments in order.
+  const json& abi = best["abi"];
+  std::int64_t workspace = 4 * ir::lower(w, s, traits).workspace_floats;
+  CHECK(workspace > 0);
+  CHECK(abi["workspace_bytes"] == workspace);
+  CHECK(abi["entry_point"] == "tt_kernel");
+  CHECK(abi["threads"] == 3);
+  REQUIRE(abi["arguments"].size() == 3);
+  CHECK(abi["arguments"][0]["name"] == "A");
+  CHECK(abi["arguments"][1]["name"] == "B");
+  CHECK(abi["arguments"][2]["name"] == "C");
+  CHECK(abi["arguments"][2]["role"] == "output");
+  CHECK(abi["arguments"][2]["shape"] == json({16, 16}));
+  json api = test::schema("api.schema.json");
+  CHECK(JsonSchema(json{{"$defs", api["$defs"]}, {"$ref", "#/$defs/BestAnswer"}}).validate(best).empty());
+  auto k = cl.best("matmul", "M=16,N=16,K=16");
+  CHECK_FALSE(k.has_value());  // this machine's target has no record of it
 }
 
 TEST_CASE("api: records flow between daemons, duplicates merge, another target never answers for this one") {
