@@ -4,7 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(g++ make cmake pkg-config libsqlite3-dev nlohmann-json3-dev libvalijson-dev doctest-dev libcli11-dev
+packages=(g++ make cmake pkg-config libsqlite3-dev nlohmann-json3-dev doctest-dev libcli11-dev
+          libvalijson-dev json-schema-test-suite            # JSON Schema validation and its conformance suite
           libspdlog-dev libcpp-httplib-dev libboost-dev    # the daemon (server/, client/)
           libxgboost-dev xgboost libtorch-dev              # the cost models (costmodel/)
           ocl-icd-opencl-dev pocl-opencl-icd               # the OpenCL backend (PoCL runs it on CPUs)
