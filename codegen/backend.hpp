@@ -63,6 +63,11 @@ class Backend {
   virtual const TargetInfo& target() const = 0;
   //! Source text of the kernel for a lowered workload: deterministic, human-readable.
   virtual std::string emit(const ir::Workload& w, const ir::LoopNest& nest, const std::string& config_json) const = 0;
+  //! The symbol a caller links against for this workload under this config (the CPU's are
+  //! unique per kernel); the measuring worker always loads `tt_kernel`.
+  virtual std::string entry_point(const ir::Workload& /*w*/, const std::string& /*config_json*/) const {
+    return "tt_kernel";
+  }
   //! Source for another target of this backend (a record measured elsewhere: its thread count,
   //! its SIMD width), `nest` lowered for `traits`. By default the nest says all there is.
   virtual std::string emit_for(const ir::TargetTraits& /*traits*/, const ir::Workload& w, const ir::LoopNest& nest,

@@ -95,6 +95,9 @@ class CpuBackend : public Backend {
   std::string emit(const ir::Workload& w, const ir::LoopNest& nest, const std::string& config_json) const override {
     return emit_cpu_kernel(w, nest, target().traits, config_json);
   }
+  std::string entry_point(const ir::Workload& w, const std::string& config_json) const override {
+    return cpu_entry_point(w, config_json);
+  }
   std::string emit_for(const ir::TargetTraits& traits, const ir::Workload& w, const ir::LoopNest& nest,
                        const std::string& config_json) const override {
     return emit_cpu_kernel(w, nest, traits, config_json);

@@ -1,6 +1,7 @@
 #include "codegen/cpu_emitter.hpp"
 
 #include "codegen/c_text.hpp"
+#include "support/hash.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -85,7 +86,8 @@ class Emitter {
     out_ << "// tiletune CPU kernel for op " << w_.op.name << " with " << w_.sizes_text() << "\n";
     out_ << "// workload " << w_.key << "\n// config " << config_json << "\n";
     out_ << "#define TT_LANES " << std::max(traits_.vector_lanes, 1) << "\n" << kCpuPrelude << "\n";
-    out_ << "extern \"C\" void tt_kernel(float* const* tt_tensors, float* tt_workspace) {\n";
+    const std::string entry = cpu_entry_point(w_, config_json);
+    out_ << "extern \"C\" void " << entry << "(float* const* tt_tensors, float* tt_workspace) {\n";
     int arg = 0;
     for (size_t b = 0; b < w_.buffers.size(); ++b) {
       const auto& buf = w_.buffers[b];
@@ -123,6 +125,8 @@ class Emitter {
     for (auto& sn : nest_.stages) stage(sn);
     if (nest_.fuse_rows > 0) line(1, "}");
     out_ << "}\n";
+    // The generic name too, weak: any number of kernels still link into one program.
+    out_ << "extern \"C\" void tt_kernel(float* const*, float*) __attribute__((weak, alias(\"" << entry << "\")));\n";
     return out_.str();
   }
 
@@ -738,6 +742,10 @@ class Emitter {
 };
 
 }  // namespace
+
+std::string cpu_entry_point(const ir::Workload& w, const std::string& config_json) {
+  return "tt_kernel_" + hash_hex(w.key + "\n" + config_json);
+}
 
 std::string emit_cpu_kernel(const ir::Workload& w, const ir::LoopNest& nest, const ir::TargetTraits& traits,
                             const std::string& config_json) {

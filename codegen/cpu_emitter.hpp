@@ -6,9 +6,14 @@
 
 namespace tiletune::codegen {
 
-//! C++ source of `extern "C" void tt_kernel(float* const* tensors, float* workspace)` for a
-//! lowered workload: tile loops, an unrolled register tile in GCC vector types, a scalar edge
-//! tile for tails, and OpenMP for parallel loops.
+//! The entry point of a workload's kernel under a config: `tt_kernel_` and a hash of both, so
+//! that any number of kernels link into one program.
+std::string cpu_entry_point(const ir::Workload& w, const std::string& config_json);
+
+//! C++ source of `extern "C" void ENTRY(float* const* tensors, float* workspace)` (ENTRY from
+//! cpu_entry_point, with `tt_kernel` as a weak alias) for a lowered workload: tile loops, an
+//! unrolled register tile in GCC vector types, a scalar edge tile for tails, and OpenMP for
+//! parallel loops.
 std::string emit_cpu_kernel(const ir::Workload& w, const ir::LoopNest& nest, const ir::TargetTraits& traits,
                             const std::string& config_json);
 

@@ -44,8 +44,9 @@ nlohmann::json record_abi(db::RecordStore& store, const codegen::Backend& be, co
                          {"dtype", "f32"},
                          {"layout", "row-major, dense"}});
   }
-  nlohmann::json abi = {{"entry_point", "tt_kernel"},
-                        {"signature", "extern \"C\" void tt_kernel(float* const* tensors, float* workspace)"},
+  const std::string entry = be.entry_point(w, ir::Schedule::from_json(record.config_json).to_json());
+  nlohmann::json abi = {{"entry_point", entry},
+                        {"signature", "extern \"C\" void " + entry + "(float* const* tensors, float* workspace)"},
                         {"arguments", arguments},
                         {"workspace_bytes", 4 * nest.workspace_floats},
                         {"threads", traits.threads},

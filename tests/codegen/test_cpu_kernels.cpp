@@ -11,6 +11,7 @@
 #include "measure/measure.hpp"
 #include "measure/protocol.hpp"
 #include "random_schedules.hpp"
+#include "support/subprocess.hpp"
 #include "tuner/space.hpp"
 
 using namespace tiletune;
@@ -387,4 +388,48 @@ TEST_CASE(
   gpu.max_group_size = 256;
   gpu.vector_lanes = 1;
   CHECK(tuner::Space(conv, gpu).seeds().empty());
+}
+
+TEST_CASE("cpu kernels: two kernels link into one program through their own entry points and agree") {
+  auto be = codegen::make_backend("cpu");
+  auto w = library_workload("matmul", "M=13,N=21,K=9");
+  ir::Schedule naive = ir::naive_schedule(w);
+  tuner::Space space(w, be->target().traits);
+  tuner::Rng rng(4);
+  ir::Schedule tuned = space.sample(rng);
+  REQUIRE(naive.key() != tuned.key());
+  std::string a = be->entry_point(w, naive.to_json()), b = be->entry_point(w, tuned.to_json());
+  CHECK(a != b);
+  CHECK(a.rfind("tt_kernel_", 0) == 0);
+  TempDir dir;
+  std::vector<std::string> objects;
+  for (auto* s : {&naive, &tuned}) {
+    std::string source = be->emit(w, ir::lower(w, *s, be->target().traits), s->to_json());
+    CHECK(source.find("void " + be->entry_point(w, s->to_json()) + "(") != std::string::npos);
+    std::string path = dir.file("k" + std::to_string(objects.size()) + ".cpp");
+    std::ofstream(path) << source;
+    objects.push_back(path);
+  }
+  std::int64_t workspace = ir::lower(w, tuned, be->target().traits).workspace_floats;
+  std::ofstream(dir.file("main.cpp"))
+      << "#include <cmath>\n#include <vector>\n"
+      << "extern \"C\" void " << a << "(float* const*, float*);\n"
+      << "extern \"C\" void " << b << "(float* const*, float*);\n"
+      << "int main() {\n"
+      << "  std::vector<float> A(13 * 9), B(9 * 21), C1(13 * 21), C2(13 * 21), ws(" << workspace + 1 << ");\n"
+      << "  for (int i = 0; i < 13 * 9; ++i) A[i] = (i % 7) * 0.25f - 0.5f;\n"
+      << "  for (int i = 0; i < 9 * 21; ++i) B[i] = (i % 5) * 0.5f - 1.0f;\n"
+      << "  float* t1[] = {A.data(), B.data(), C1.data()};\n"
+      << "  float* t2[] = {A.data(), B.data(), C2.data()};\n"
+      << "  " << a << "(t1, ws.data());\n"
+      << "  " << b << "(t2, ws.data());\n"
+      << "  for (int i = 0; i < 13 * 21; ++i)\n"
+      << "    if (std::fabs(C1[i] - C2[i]) > 1e-4f * (1 + std::fabs(C1[i]))) return 1;\n"
+      << "  return 0;\n}\n";
+  auto built = run_process({"g++", "-std=c++17", "-O1", "-march=native", "-fopenmp", objects[0], objects[1],
+                            dir.file("main.cpp"), "-o", dir.file("both")},
+                           240);
+  REQUIRE_MESSAGE(built.ok(), built.output);
+  auto ran = run_process({dir.file("both")}, 60);
+  CHECK_MESSAGE(ran.ok(), ran.output);
 }
