@@ -17,6 +17,10 @@ using nlohmann::json;
 
 namespace {
 
+constexpr int kHttpThreads = 128;       //!< connections served at once
+constexpr int kKeepAliveSeconds = 2;    //!< an idle keep-alive connection is closed after this
+constexpr int kReadTimeoutSeconds = 5;  //!< a request that does not arrive whole in this time is dropped
+
 //! Serializes without throwing on invalid UTF-8 (a message may quote the caller's bytes).
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
@@ -209,8 +213,13 @@ struct HttpServer::Impl {
     http.set_payload_max_length(options.max_body_bytes);
     http.set_keep_alive_max_count(1000000);
     http.set_tcp_nodelay(true);  // small answers must not wait for delayed ACKs (40 ms)
-    http.set_read_timeout(30, 0);
-    http.new_task_queue = [] { return new httplib::ThreadPool(16); };
+    // cpp-httplib gives each connection a pool thread for as long as it is open: an idle
+    // keep-alive connection holds one until the keep-alive timeout, a half-open one until the
+    // read timeout. Short timeouts and a pool wider than the clients a daemon serves keep new
+    // requests from waiting behind them (this is not yet an event loop: see the README's limits).
+    http.set_keep_alive_timeout(kKeepAliveSeconds);
+    http.set_read_timeout(kReadTimeoutSeconds, 0);
+    http.new_task_queue = [] { return new httplib::ThreadPool(kHttpThreads); };
   }
 };
 
