@@ -255,7 +255,7 @@ int run_show(const CommonOptions& c, const std::string& config_json, bool naive)
       throw_error(ErrorKind::NotFound, "no measured kernel of " + w.op.name + " with " + w.sizes_text() + " in " +
                                            c.db + "; run `tiletune tune` first, or pass --naive or --config");
     // Measured on another toolchain of this device: the source its target ran.
-    std::cout << tuner::record_source(*store, *backend, w, found->record);
+    std::cout << tuner::record_kernel(*store, *backend, w, found->record).source;
     return kOk;
   }
   ir::LoopNest nest = ir::lower(w, s, backend->target().traits);

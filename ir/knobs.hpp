@@ -35,8 +35,6 @@ struct Knob {
 
   //! The choices in [lo, hi], with their weights.
   std::vector<Choice> choices_in(std::int64_t lo, std::int64_t hi) const;
-  //! Whether the knob is a coin (choices {1, 0}): the probability of 1.
-  double probability() const;
 };
 
 namespace knobs {

@@ -40,9 +40,8 @@ std::optional<int> Service::Impl::queue_position(const std::string& id) {
   std::lock_guard lock(queue_mu);
   auto it = std::find(queue.begin(), queue.end(), id);
   if (it == queue.end()) return std::nullopt;
-  // The job running now (it has left the queue) goes first.
-  bool running = !store->jobs("running", 1).empty();
-  return static_cast<int>(it - queue.begin()) + (running ? 1 : 0);
+  // The job whose turn it is (it has left the queue) goes first.
+  return static_cast<int>(it - queue.begin()) + (in_turn ? 1 : 0);
 }
 
 std::shared_ptr<std::atomic<bool>> Service::Impl::cancel_flag(const std::string& id) {
@@ -62,6 +61,7 @@ void Service::Impl::enqueue(const std::string& id) {
       std::lock_guard lock(queue_mu);
       auto it = std::find(queue.begin(), queue.end(), id);
       if (it != queue.end()) queue.erase(it);
+      in_turn = true;
     }
     bool again = false;
     try {
@@ -71,11 +71,14 @@ void Service::Impl::enqueue(const std::string& id) {
       // resumes at the next start; the daemon keeps serving.
       spdlog::error("event=job_error job={} error=\"{}\"", id, e.what());
     }
+    {
+      std::lock_guard lock(queue_mu);
+      in_turn = false;
+      if (!again) spent_s.erase(id);
+    }
     if (again) return enqueue(id);  // its next turn, behind the jobs waiting now
     std::lock_guard lock(cancel_mu);
     cancel_flags.erase(id);
-    std::lock_guard qlock(queue_mu);
-    spent_s.erase(id);
   });
 }
 

@@ -12,18 +12,17 @@ namespace asio = boost::asio;
 json Service::Impl::best_answer(const tuner::BestLookup& found, const ir::Workload& w, codegen::Backend& be) {
   const db::Record& r = found.record;
   std::string cache_key = w.key + "/" + r.config_key + "/" + r.target_key;
-  std::string source;
+  std::optional<tuner::RecordKernel> kernel;
   {
     std::lock_guard lock(source_mu);
-    auto it = source_cache.find(cache_key);
-    if (it != source_cache.end()) source = it->second;
+    auto it = kernel_cache.find(cache_key);
+    if (it != kernel_cache.end()) kernel = it->second;
   }
-  if (source.empty()) {
-    // The source the record's target ran: its threads and SIMD width, not this daemon's.
-    source = tuner::record_source(*store, be, w, r);
+  if (!kernel) {
+    kernel = tuner::record_kernel(*store, be, w, r);
     std::lock_guard lock(source_mu);
-    if (source_cache.size() > 4096) source_cache.clear();
-    source_cache[cache_key] = source;
+    if (kernel_cache.size() > 4096) kernel_cache.clear();
+    kernel_cache[cache_key] = *kernel;
   }
   return {{"workload_key", w.key},
           {"target_key", r.target_key},
@@ -31,9 +30,9 @@ json Service::Impl::best_answer(const tuner::BestLookup& found, const ir::Worklo
           {"config", json::parse(r.config_json)},
           {"latency_s", r.median_s()},
           {"gflops", w.flops() / r.median_s() / 1e9},
-          {"source", source},
+          {"source", kernel->source},
           {"source_language", be.source_extension()},
-          {"abi", tuner::record_abi(*store, be, w, r)},
+          {"abi", kernel->abi},
           {"record_id", r.id}};
 }
 

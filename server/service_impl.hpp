@@ -60,12 +60,13 @@ struct Service::Impl {
   std::mutex queue_mu;
   std::deque<std::string> queue;
   std::map<std::string, double> spent_s;
+  bool in_turn = false;  //!< a job is running its turn (it has left `queue`)
 
   Metrics metrics;
 
-  // Lookups: emitted sources and whole answers, the latter valid while the change stamp is.
+  // Lookups: emitted kernels and whole answers, the latter valid while the change stamp is.
   std::mutex source_mu;
-  std::map<std::string, std::string> source_cache;  // workload + config + target key -> emitted source
+  std::map<std::string, tuner::RecordKernel> kernel_cache;                 // workload + config + target key
   std::map<std::string, std::pair<std::int64_t, nlohmann::json>> answers;  // GET /v1/best by keys
 
   // Remote workers.

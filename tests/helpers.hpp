@@ -16,6 +16,7 @@
 #include "ops/library.hpp"
 #include "support/error.hpp"
 #include "support/subprocess.hpp"
+#include "tuner/tune.hpp"
 
 namespace tiletune::test {
 
@@ -61,6 +62,18 @@ inline nlohmann::json schema(const std::string& name) { return nlohmann::json::p
 
 //! Built kernels are content-addressed, so tests share one cache across runs.
 inline std::string kernel_cache() { return TILETUNE_TEST_CACHE; }
+
+//! Options for a short random tuning run in a test: `trials` in batches of `batch`, the test
+//! kernel cache, 2 ms of timing per candidate.
+inline tuner::TuneOptions quick_tune_options(int trials, int batch) {
+  tuner::TuneOptions o;
+  o.trials = trials;
+  o.batch_size = batch;
+  o.strategy = "random";
+  o.measure.cache_dir = kernel_cache();
+  o.measure.min_seconds = 0.002;
+  return o;
+}
 
 inline ir::Workload library_workload(const std::string& op, const std::string& sizes) {
   return ir::bind(ir::parse_op(ops::op_text(op)), ir::parse_sizes(sizes));

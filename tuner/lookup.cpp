@@ -16,24 +16,20 @@ std::optional<BestLookup> find_best(db::RecordStore& store, const std::string& w
   return found;
 }
 
-ir::TargetTraits record_traits(db::RecordStore& store, const codegen::Backend& be, const db::Record& record) {
-  if (record.target_key != be.target().key)
-    if (auto row = store.target(record.target_key); row && !row->traits_json.empty())
-      return codegen::traits_from_json(row->traits_json);
-  return be.target().traits;
-}
+RecordKernel record_kernel(db::RecordStore& store, const codegen::Backend& be, const ir::Workload& w,
+                           const db::Record& record) {
+  // The record's target row gives the traits the kernel ran with and the toolchain that built it;
+  // without one (or for this backend's own target) the backend's own.
+  std::optional<db::TargetRow> row = store.target(record.target_key);
+  ir::TargetTraits traits = be.target().traits;
+  if (record.target_key != be.target().key && row && !row->traits_json.empty())
+    traits = codegen::traits_from_json(row->traits_json);
+  const ir::Schedule s = ir::Schedule::from_json(record.config_json);
+  const std::string config = s.to_json();
+  const ir::LoopNest nest = ir::lower(w, s, traits);
 
-std::string record_source(db::RecordStore& store, const codegen::Backend& be, const ir::Workload& w,
-                          const db::Record& record) {
-  ir::TargetTraits traits = record_traits(store, be, record);
-  ir::Schedule s = ir::Schedule::from_json(record.config_json);
-  return be.emit_for(traits, w, ir::lower(w, s, traits), s.to_json());
-}
-
-nlohmann::json record_abi(db::RecordStore& store, const codegen::Backend& be, const ir::Workload& w,
-                          const db::Record& record) {
-  ir::TargetTraits traits = record_traits(store, be, record);
-  ir::LoopNest nest = ir::lower(w, ir::Schedule::from_json(record.config_json), traits);
+  RecordKernel k;
+  k.source = be.emit_for(traits, w, nest, config);
   nlohmann::json arguments = nlohmann::json::array();
   for (auto& b : w.buffers) {  // the order of the kernel's tensor array: inputs, then outputs
     if (b.role == ir::Buffer::Role::Temp) continue;
@@ -44,20 +40,20 @@ nlohmann::json record_abi(db::RecordStore& store, const codegen::Backend& be, co
                          {"dtype", "f32"},
                          {"layout", "row-major, dense"}});
   }
-  const std::string entry = be.entry_point(w, ir::Schedule::from_json(record.config_json).to_json());
-  nlohmann::json abi = {{"entry_point", entry},
-                        {"signature", "extern \"C\" void " + entry + "(float* const* tensors, float* workspace)"},
-                        {"arguments", arguments},
-                        {"workspace_bytes", 4 * nest.workspace_floats},
-                        {"threads", traits.threads},
-                        {"vector_lanes", traits.vector_lanes}};
+  const std::string entry = be.entry_point(w, config);
+  k.abi = {{"entry_point", entry},
+           {"signature", "extern \"C\" void " + entry + "(float* const* tensors, float* workspace)"},
+           {"arguments", arguments},
+           {"workspace_bytes", 4 * nest.workspace_floats},
+           {"threads", traits.threads},
+           {"vector_lanes", traits.vector_lanes}};
   // The toolchain that built what was measured (in-tree CPU targets record it in the fingerprint).
-  if (auto row = store.target(record.target_key)) {
+  if (row) {
     nlohmann::json fp = nlohmann::json::parse(row->fingerprint_json, nullptr, false);
-    if (fp.is_object() && fp.contains("flags")) abi["compile_flags"] = fp["flags"];
-    if (fp.is_object() && fp.contains("compiler")) abi["compiler"] = fp["compiler"];
+    if (fp.is_object() && fp.contains("flags")) k.abi["compile_flags"] = fp["flags"];
+    if (fp.is_object() && fp.contains("compiler")) k.abi["compiler"] = fp["compiler"];
   }
-  return abi;
+  return k;
 }
 
 }  // namespace tiletune::tuner

@@ -19,17 +19,16 @@ struct BestLookup {
 std::optional<BestLookup> find_best(db::RecordStore& store, const std::string& workload_key,
                                     const codegen::TargetInfo& target);
 
-//! The traits of the target that measured `record` (stored with its target row), or `be`'s own
-//! when the row has none: the source of a record is generated for the target that ran it.
-ir::TargetTraits record_traits(db::RecordStore& store, const codegen::Backend& be, const db::Record& record);
-
-//! The source `be` emits for a record's config, for the target that measured it.
-std::string record_source(db::RecordStore& store, const codegen::Backend& be, const ir::Workload& w,
-                          const db::Record& record);
-
-//! How a caller calls a record's kernel: the entry point, the tensor arguments in order (name,
-//! role, shape, f32, row-major, dense), the workspace it needs and the threads it was built for.
-nlohmann::json record_abi(db::RecordStore& store, const codegen::Backend& be, const ir::Workload& w,
-                          const db::Record& record);
+//! A record's kernel as the target that measured it ran it (its stored traits: thread count,
+//! SIMD width; this backend's own when the row has none): the source, and how a caller calls
+//! it (`abi`: the entry point and signature, the tensor arguments in order with name, role,
+//! shape, f32, row-major dense, the workspace in bytes, threads and lanes, and for CPU targets
+//! the compiler and flags).
+struct RecordKernel {
+  std::string source;
+  nlohmann::json abi;
+};
+RecordKernel record_kernel(db::RecordStore& store, const codegen::Backend& be, const ir::Workload& w,
+                           const db::Record& record);
 
 }  // namespace tiletune::tuner

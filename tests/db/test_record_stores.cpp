@@ -111,12 +111,7 @@ TEST_CASE("record stores: SQLite and the in-memory store keep one contract") {
 TEST_CASE("record stores: a tuning run works on the in-memory store") {
   auto store = make_memory_record_store();
   auto be = codegen::make_backend("cpu");
-  tuner::TuneOptions o;
-  o.trials = 4;
-  o.batch_size = 4;
-  o.strategy = "random";
-  o.measure.cache_dir = test::kernel_cache();
-  o.measure.min_seconds = 0.002;
+  tuner::TuneOptions o = test::quick_tune_options(4, 4);
   auto w = test::library_workload("matmul", "M=8,N=12,K=5");
   auto summary = tuner::tune(w, *be, *store, o);
   CHECK(summary.measured == 4);

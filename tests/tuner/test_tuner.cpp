@@ -129,12 +129,7 @@ TEST_CASE("tune: model-guided strategies learn from other workloads' records and
   TempDir dir;
   auto be = codegen::make_backend("cpu");
   auto store = db::open_sqlite_store(dir.file("t.db"));
-  tuner::TuneOptions o;
-  o.trials = 6;
-  o.batch_size = 6;
-  o.strategy = "random";
-  o.measure.cache_dir = test::kernel_cache();
-  o.measure.min_seconds = 0.002;
+  tuner::TuneOptions o = test::quick_tune_options(6, 6);
   tuner::tune(library_workload("matmul", "M=32,N=32,K=32"), *be, *store, o);
   store->put_model({"xgb", be->target().key, 0, 6, "{}", "not a model", 0});
   o.strategy = "xgb";
