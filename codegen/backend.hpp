@@ -54,6 +54,15 @@ class Kernel {
   virtual double run(float* const* tensors, float* workspace, unsigned flags) = 0;
 };
 
+//! The symbols of a kernel a caller links against, with their C declarations. The CPU's are
+//! unique per kernel and take the caller's thread count in a second entry; the measuring worker
+//! always loads `tt_kernel`.
+struct CallAbi {
+  std::string entry_point = "tt_kernel";
+  std::string signature;                               //!< "" where the source's kernel says it (GPU)
+  std::string threads_entry_point, threads_signature;  //!< "" where the caller cannot choose
+};
+
 //! What a backend can do. Implementations live in their .cpp and are made by name.
 class Backend {
  public:
@@ -63,11 +72,8 @@ class Backend {
   virtual const TargetInfo& target() const = 0;
   //! Source text of the kernel for a lowered workload: deterministic, human-readable.
   virtual std::string emit(const ir::Workload& w, const ir::LoopNest& nest, const std::string& config_json) const = 0;
-  //! The symbol a caller links against for this workload under this config (the CPU's are
-  //! unique per kernel); the measuring worker always loads `tt_kernel`.
-  virtual std::string entry_point(const ir::Workload& /*w*/, const std::string& /*config_json*/) const {
-    return "tt_kernel";
-  }
+  //! How a caller calls this workload's kernel under this config (the README's kernel ABI).
+  virtual CallAbi call_abi(const ir::Workload& /*w*/, const std::string& /*config_json*/) const { return CallAbi{}; }
   //! Source for another target of this backend (a record measured elsewhere: its thread count,
   //! its SIMD width), `nest` lowered for `traits`. By default the nest says all there is.
   virtual std::string emit_for(const ir::TargetTraits& /*traits*/, const ir::Workload& w, const ir::LoopNest& nest,

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -91,5 +92,35 @@ inline std::string block_end(const std::string& start, std::int64_t block, std::
   std::string end = start + " + " + std::to_string(block);
   return extent % block == 0 ? end : std::string(min) + "(" + end + ", " + std::to_string(extent) + ")";
 }
+
+//! The names of a generated kernel's variables. They cannot collide with anything the kernel
+//! calls or includes, by construction rather than by a list: every variable is `tt_` + a base
+//! (a user's tensor or axis name, or the emitter's word) + `_`. `tt_` is tiletune's own prefix,
+//! which no C, C++, libm, OpenMP, OpenCL or CUDA header uses and which the tile-op language
+//! refuses in user names; the fixed names of the preludes and emitters (`tt_load`, `tt_tensors`,
+//! `TT_LANES`, ...) never end in `_` (a test reads the preludes for it), and variables do.
+class LocalNames {
+ public:
+  //! A new name from `base`, unique in this kernel: `tt_A_`, then `tt_A2_`, `tt_A3_`, ...
+  std::string fresh(const std::string& base) {
+    std::string name = candidate(base);
+    used_.insert(name);
+    return name;
+  }
+  //! The name fresh(base) would give, without taking it (for block-local names).
+  std::string candidate(const std::string& base) const {
+    std::string name = "tt_" + base + "_";
+    for (int k = 2; used_.count(name); ++k) name = "tt_" + base + std::to_string(k) + "_";
+    return name;
+  }
+  void release(const std::string& name) { used_.erase(name); }
+  //! For names that live in a scope: save before it, restore after.
+  std::set<std::string> snapshot() const { return used_; }
+  void restore(std::set<std::string> names) { used_ = std::move(names); }
+  void clear() { used_.clear(); }
+
+ private:
+  std::set<std::string> used_;
+};
 
 }  // namespace tiletune::codegen

@@ -23,7 +23,7 @@ namespace {
 
 //! Bumped whenever the emitted code changes meaning or speed: records of another version
 //! belong to another target.
-constexpr const char* kCodegenVersion = "cpu-6";
+constexpr const char* kCodegenVersion = "cpu-7";
 
 struct CpuInfo {
   std::string model;
@@ -95,8 +95,8 @@ class CpuBackend : public Backend {
   std::string emit(const ir::Workload& w, const ir::LoopNest& nest, const std::string& config_json) const override {
     return emit_cpu_kernel(w, nest, target().traits, config_json);
   }
-  std::string entry_point(const ir::Workload& w, const std::string& config_json) const override {
-    return cpu_entry_point(w, config_json);
+  CallAbi call_abi(const ir::Workload& w, const std::string& config_json) const override {
+    return cpu_call_abi(w, config_json);
   }
   std::string emit_for(const ir::TargetTraits& traits, const ir::Workload& w, const ir::LoopNest& nest,
                        const std::string& config_json) const override {

@@ -87,7 +87,14 @@ class Emitter {
     out_ << "// workload " << w_.key << "\n// config " << config_json << "\n";
     out_ << "#define TT_LANES " << std::max(traits_.vector_lanes, 1) << "\n" << kCpuPrelude << "\n";
     const std::string entry = cpu_entry_point(w_, config_json);
-    out_ << "extern \"C\" void " << entry << "(float* const* tt_tensors, float* tt_workspace) {\n";
+    const std::string measured = std::to_string(std::max(traits_.threads, 1));
+    // The caller chooses the thread count (the threading contract in the README): every
+    // parallel loop runs with tt_threads, which the plain entry point sets to the count the
+    // record was measured with. Nested in a caller's own parallel region it still runs right:
+    // the regions are always opened, so omp_get_thread_num() is this kernel's own.
+    out_ << "extern \"C\" void " << entry
+         << "_threads(float* const* tt_tensors, float* tt_workspace, int tt_threads) {\n";
+    line(1, "if (tt_threads < 1) tt_threads = " + measured + ";");
     int arg = 0;
     for (size_t b = 0; b < w_.buffers.size(); ++b) {
       const auto& buf = w_.buffers[b];
@@ -104,8 +111,7 @@ class Emitter {
       // All stages in one parallel loop over blocks of rows: a block's intermediates are
       // still in cache when the next stage reads them.
       row_var_ = fresh("row");
-      if (traits_.threads > 1)
-        line(1, "#pragma omp parallel for schedule(static) num_threads(" + std::to_string(traits_.threads) + ")");
+      line(1, "#pragma omp parallel for schedule(static) num_threads(tt_threads)");
       line(1, "for (std::int64_t " + row_var_ + " = 0; " + row_var_ + " < " + std::to_string(nest_.rows) + "; " +
                   row_var_ + " += " + std::to_string(nest_.fuse_rows) + ") {");
       // Temporaries hold only the rows of the current block, in a slot of the thread's own,
@@ -116,14 +122,14 @@ class Emitter {
       // the OpenMP this is built with). check_fuse_rows makes every stage index a temporary's
       // first dimension by the shared row axis and allows no packs or parallel loops inside.
       slot_var_ = fresh("slot");
-      line(2,
-           "const std::int64_t " + slot_var_ + " = " +
-               (traits_.threads > 1 ? "omp_get_thread_num() * " + std::to_string(nest_.fuse_rows) : std::string("0")) +
-               ";");
+      line(2, "const std::int64_t " + slot_var_ + " = omp_get_thread_num() * " + std::to_string(nest_.fuse_rows) + ";");
       base_ = 2;
     }
     for (auto& sn : nest_.stages) stage(sn);
     if (nest_.fuse_rows > 0) line(1, "}");
+    out_ << "}\n";
+    out_ << "extern \"C\" void " << entry << "(float* const* tt_tensors, float* tt_workspace) {\n";
+    line(1, entry + "_threads(tt_tensors, tt_workspace, " + measured + ");");
     out_ << "}\n";
     // The generic name too, weak: any number of kernels still link into one program.
     out_ << "extern \"C\" void tt_kernel(float* const*, float*) __attribute__((weak, alias(\"" << entry << "\")));\n";
@@ -135,7 +141,7 @@ class Emitter {
   const ir::LoopNest& nest_;
   const ir::TargetTraits& traits_;
   std::ostringstream out_;
-  std::set<std::string> used_;
+  LocalNames names_;
   std::map<std::string, std::string> tensor_;
 
   // Per stage:
@@ -153,36 +159,7 @@ class Emitter {
   std::map<std::string, std::pair<const ir::Pack*, std::string>> packed_;
   std::string first_, last_;  // C++ conditions ("" when always true)
 
-  std::string fresh(const std::string& base) {
-    // User names become C++ identifiers: step around C++'s words, the lower-case macros of
-    // the C library and anything that looks like a macro (upper case, two letters or more).
-    static const std::set<std::string> cxx = {
-        "alignas",     "alignof",   "and",        "and_eq",     "asm",      "auto",         "bitand",
-        "bitor",       "bool",      "break",      "case",       "catch",    "char",         "char8_t",
-        "char16_t",    "char32_t",  "class",      "compl",      "concept",  "const",        "consteval",
-        "constexpr",   "constinit", "const_cast", "continue",   "co_await", "co_return",    "co_yield",
-        "decltype",    "default",   "delete",     "do",         "double",   "dynamic_cast", "else",
-        "enum",        "explicit",  "export",     "extern",     "false",    "float",        "for",
-        "friend",      "goto",      "if",         "inline",     "int",      "long",         "mutable",
-        "namespace",   "new",       "noexcept",   "not",        "not_eq",   "nullptr",      "operator",
-        "or",          "or_eq",     "private",    "protected",  "public",   "register",     "reinterpret_cast",
-        "requires",    "return",    "short",      "signed",     "sizeof",   "static",       "static_assert",
-        "static_cast", "struct",    "switch",     "template",   "this",     "thread_local", "throw",
-        "true",        "try",       "typedef",    "typeid",     "typename", "union",        "unsigned",
-        "using",       "virtual",   "void",       "volatile",   "wchar_t",  "while",        "xor",
-        "xor_eq",      "std",       "errno",      "assert",     "stdin",    "stdout",       "stderr",
-        "offsetof",    "setjmp",    "va_arg",     "va_start",   "va_end",   "main",         "isnan",
-        "isinf",       "isfinite",  "signbit",    "fpclassify", "isnormal"};
-    auto looks_like_macro = [](const std::string& n) {
-      return n.size() >= 2 &&
-             std::none_of(n.begin(), n.end(), [](char c) { return std::islower(static_cast<unsigned char>(c)); });
-    };
-    std::string name = base;
-    if (looks_like_macro(name)) name += "_v";
-    while (used_.count(name) || cxx.count(name)) name += "_";
-    used_.insert(name);
-    return name;
-  }
+  std::string fresh(const std::string& base) { return names_.fresh(base); }
   static std::string block_end(const std::string& start, std::int64_t block, std::int64_t extent) {
     return codegen::block_end(start, block, extent, "tt_imin");
   }
@@ -258,14 +235,13 @@ class Emitter {
   void emit_pack(int depth, const ir::Pack& pack) {
     const auto& buf = w_.buffers[pack.buffer];
     std::string src = tensor_.at(buf.name);
-    std::string dst = fresh(src + "_packed");
+    std::string dst = fresh(buf.name + "_packed");
     packed_names_[buf.name] = dst;
     std::string blk = std::to_string(pack.block);
     line(depth, "// pack " + buf.name + " into panels of " + blk + " along " + pack.axis + ": " + dst + "[panel]" +
                     std::string(buf.shape.size() > 1 ? "[...]" : "") + "[" + blk + "], zero-padded");
     line(depth, "float* __restrict " + dst + " = tt_workspace + " + std::to_string(pack.offset) + ";");
-    if (traits_.threads > 1)
-      line(depth, "#pragma omp parallel for schedule(static) num_threads(" + std::to_string(traits_.threads) + ")");
+    line(depth, "#pragma omp parallel for schedule(static) num_threads(tt_threads)");
     std::string panel = fresh("panel");
     line(depth, "for (std::int64_t " + panel + " = 0; " + panel + " < " + std::to_string(pack.panels) + "; ++" + panel +
                     ") {");
@@ -351,8 +327,7 @@ class Emitter {
         auto it = blk.load_names.find(load);
         if (it != blk.load_names.end()) return it->second;
         // Block-local names (A_0, A_1, ...) that avoid the kernel-wide ones.
-        std::string name = tensor_.at(e.name) + "_" + std::to_string(blk.per_tensor[e.name]++);
-        while (used_.count(name)) name += "_";
+        std::string name = names_.candidate(e.name + "_" + std::to_string(blk.per_tensor[e.name]++));
         if (vec && vector_coeff(e)) blk.vector_addresses.push_back(addr);
         blk.loads.push_back(std::string(vec ? "const tt_vf " : "const float ") + name + " = " + load + ";");
         blk.load_names[load] = name;
@@ -452,9 +427,9 @@ class Emitter {
   //! each (a float or a vector of lanes); VecReduce points a vector of partial results.
   void points(int depth, const std::vector<Point>& pts, Mode mode) {
     // Accumulator names are local to this block: release them when it is done.
-    std::set<std::string> outer_names = used_;
+    auto outer_names = names_.snapshot();
     points_body(depth, pts, mode);
-    used_ = outer_names;
+    names_.restore(std::move(outer_names));
   }
 
   void points_body(int depth, const std::vector<Point>& pts, Mode mode) {
@@ -658,7 +633,7 @@ class Emitter {
       partial_ = left;
       points(d + 2, {q}, Mode::VecSpatial);
       partial_.clear();
-      used_.erase(left);
+      names_.release(left);
       line(d + 1, "}");
       line(d, "}");
     }
@@ -667,9 +642,9 @@ class Emitter {
 
   void stage(const StageNest& sn) {
     // Each stage is a block of its own: its loop variables can be reused by the next.
-    std::set<std::string> outer_names = used_;
+    auto outer_names = names_.snapshot();
     stage_body(sn);
-    used_ = outer_names;
+    names_.restore(std::move(outer_names));
   }
 
   void stage_body(const StageNest& sn) {
@@ -705,7 +680,7 @@ class Emitter {
     if (parallel > 0)
       line(depth, "#pragma omp parallel for" +
                       (parallel > 1 ? " collapse(" + std::to_string(parallel) + ")" : std::string()) +
-                      " schedule(static) num_threads(" + std::to_string(std::max(traits_.threads, 1)) + ")");
+                      " schedule(static) num_threads(tt_threads)");
     for (auto& l : sn.outer) {
       const std::string& v = var(l.axis, l.level);
       std::string step = std::to_string(l.step);
@@ -745,6 +720,16 @@ class Emitter {
 
 std::string cpu_entry_point(const ir::Workload& w, const std::string& config_json) {
   return "tt_kernel_" + hash_hex(w.key + "\n" + config_json);
+}
+
+CallAbi cpu_call_abi(const ir::Workload& w, const std::string& config_json) {
+  CallAbi abi;
+  abi.entry_point = cpu_entry_point(w, config_json);
+  abi.signature = "extern \"C\" void " + abi.entry_point + "(float* const* tensors, float* workspace)";
+  abi.threads_entry_point = abi.entry_point + "_threads";
+  abi.threads_signature =
+      "extern \"C\" void " + abi.threads_entry_point + "(float* const* tensors, float* workspace, int threads)";
+  return abi;
 }
 
 std::string emit_cpu_kernel(const ir::Workload& w, const ir::LoopNest& nest, const ir::TargetTraits& traits,

@@ -180,7 +180,7 @@ class Emitter {
   bool split_vectors_;
   std::string index_;
   std::ostringstream out_;
-  std::set<std::string> used_;
+  LocalNames names_;
   std::map<std::string, std::string> tensor_;
 
   // Per stage.
@@ -249,7 +249,7 @@ class Emitter {
   std::string named_load(Block& blk, const std::string& tensor, const std::string& type, const std::string& load) {
     auto it = blk.names.find(load);
     if (it == blk.names.end()) {
-      std::string name = fresh("v_" + tensor_.at(tensor) + std::to_string(blk.per_tensor[tensor]++));
+      std::string name = fresh("v_" + tensor + std::to_string(blk.per_tensor[tensor]++));
       blk.loads.push_back("const " + type + " " + name + " = " + load + ";");
       it = blk.names.emplace(load, name).first;
     }
@@ -265,13 +265,7 @@ class Emitter {
     return true;
   }
 
-  std::string fresh(const std::string& base) {
-    // Every user name gets a suffix, so no name meets a keyword of either dialect.
-    std::string name = base;
-    while (used_.count(name)) name += "_";
-    used_.insert(name);
-    return name;
-  }
+  std::string fresh(const std::string& base) { return names_.fresh(base); }
 
   //! The value of `axis` at register point `offset` (spatial) or in the innermost loop (reduction).
   Linear axis_value(const std::string& axis, std::int64_t offset) const {
@@ -502,7 +496,7 @@ class Emitter {
     const Expr* access = nullptr;
     for (auto* a : acc)
       if (a->name == buf.name) access = a;
-    std::string i = fresh("tt_i");
+    std::string i = fresh("i");
     line(depth, "for (" + index_ + " " + i + " = tt_item; " + i + " < " + std::to_string(p.elements()) + "; " + i +
                     " += " + std::to_string(items) + ") {");
     std::vector<std::string> coord(buf.shape.size());
@@ -510,7 +504,7 @@ class Emitter {
     Linear flat;
     std::int64_t box_stride = 1, stride = 1;
     for (size_t d = buf.shape.size(); d-- > 0;) {
-      coord[d] = fresh("tt_c" + std::to_string(d));
+      coord[d] = fresh("c" + std::to_string(d));
       std::string c = box_stride > 1 ? "(" + i + " / " + std::to_string(box_stride) + ")" : i;
       if (d > 0) c += " % " + std::to_string(p.box[d]);
       line(depth + 1,
@@ -535,17 +529,16 @@ class Emitter {
       split_ = std::min<std::int64_t>(lanes_, 4);  // float4: 16 bytes, the widest load
       lanes_ = 1;
     }
-    used_.clear();
+    names_.clear();
     tensor_.clear();
     reduce_var_.clear();
     reduce_outer_.clear();
     staged_.clear();
     staged_name_.clear();
-    for (const char* reserved : {"tt_group", "tt_item", "tt_ws"}) used_.insert(reserved);
 
     std::int64_t groups = 1, items = 1;
     // Body first (it decides the launch), then the signature in front of it.
-    for (auto& b : w_.buffers) tensor_[b.name] = fresh(b.name + "_");
+    for (auto& b : w_.buffers) tensor_[b.name] = fresh(b.name);
     line(1, "const " + index_ + " tt_group = " + d_.group_id + ";");
     line(1, "const " + index_ + " tt_item = " + d_.local_id + ";");
     for (size_t b = 0; b < w_.buffers.size(); ++b)
@@ -589,7 +582,7 @@ class Emitter {
     }
     for (size_t r = 0; r < sn.reduce_inner.size(); ++r) {
       const Loop& l = sn.reduce_inner[r];
-      std::string v = fresh(l.axis + "_");
+      std::string v = fresh(l.axis);
       reduce_var_[l.axis] = v;
       auto outer = last_level.find(l.axis);
       std::string from = outer == last_level.end() ? "0" : outer->second;

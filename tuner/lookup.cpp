@@ -40,13 +40,17 @@ RecordKernel record_kernel(db::RecordStore& store, const codegen::Backend& be, c
                          {"dtype", "f32"},
                          {"layout", "row-major, dense"}});
   }
-  const std::string entry = be.entry_point(w, config);
-  k.abi = {{"entry_point", entry},
-           {"signature", "extern \"C\" void " + entry + "(float* const* tensors, float* workspace)"},
+  const codegen::CallAbi call = be.call_abi(w, config);
+  k.abi = {{"entry_point", call.entry_point},
            {"arguments", arguments},
            {"workspace_bytes", 4 * nest.workspace_floats},
            {"threads", traits.threads},
            {"vector_lanes", traits.vector_lanes}};
+  if (!call.signature.empty()) k.abi["signature"] = call.signature;
+  if (!call.threads_entry_point.empty()) {
+    k.abi["threads_entry_point"] = call.threads_entry_point;
+    k.abi["threads_signature"] = call.threads_signature;
+  }
   // The toolchain that built what was measured (in-tree CPU targets record it in the fingerprint).
   if (row) {
     nlohmann::json fp = nlohmann::json::parse(row->fingerprint_json, nullptr, false);

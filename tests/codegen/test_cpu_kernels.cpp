@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <regex>
 
 #include "codegen/backend.hpp"
 #include "helpers.hpp"
@@ -167,7 +168,7 @@ TEST_CASE("cpu kernels: a hand-written tiled, vectorized, parallel schedule with
   // which a prefetch may; the results stay the same.
   s.stages[0].prefetch = 3;
   std::string src = be->emit(w, ir::lower(w, s, be->target().traits), s.to_json());
-  CHECK(src.find("__builtin_prefetch(&B[k2 * 53 + n1 + 159]);") != std::string::npos);
+  CHECK(src.find("__builtin_prefetch(&tt_B_[tt_k2_ * 53 + tt_n1_ + 159]);") != std::string::npos);
   check_close(run_in_process(*be, w, s, dir)[2], want, 1e-4);
 }
 
@@ -215,8 +216,8 @@ TEST_CASE("cpu kernels: an axis the output and an input are strided along is vec
     std::string src = be->emit(w, ir::lower(w, s, traits), s.to_json());
     CHECK(src.find("// pack F into panels of " + panel + " along k") != std::string::npos);
     if (sizes.find("H=7") != std::string::npos) {  // the others' O is 1x1 per channel: contiguous along k
-      CHECK(src.find("tt_store_s(&O") != std::string::npos);
-      CHECK(src.find(" : tt_load_s(&O") != std::string::npos);
+      CHECK(src.find("tt_store_s(&tt_O_") != std::string::npos);
+      CHECK(src.find(" : tt_load_s(&tt_O_") != std::string::npos);
     }
     Tensors fast = run_in_process(*be, w, s, dir);
     Tensors ref = run_in_process(*be, w, ir::naive_schedule(w), dir);
@@ -263,7 +264,7 @@ TEST_CASE("cpu kernels: softmax fused into row blocks matches the naive schedule
       R"({"stage":"s","tile":{"n":[2,1],"d":[45]},"order":["n.0","n.1","d.0"],"vectorize":null,"unroll":0,"parallel":0},)"
       R"({"stage":"Y","tile":{"n":[1],"d":[5]},"order":["n.0","d.0"],"vectorize":null,"unroll":0,"parallel":0}]})");
   std::string src = be->emit(w, ir::lower(w, s, be->target().traits), s.to_json());
-  CHECK(src.find("for (std::int64_t row = 0; row < 7; row += 2)") != std::string::npos);
+  CHECK(src.find("for (std::int64_t tt_row_ = 0; tt_row_ < 7; tt_row_ += 2)") != std::string::npos);
   Tensors fast = run_in_process(*be, w, s, dir);
   Tensors ref = run_in_process(*be, w, ir::naive_schedule(w), dir);
   check_close(fast[1], std::vector<double>(ref[1].begin(), ref[1].end()), 1e-5);
@@ -280,7 +281,7 @@ TEST_CASE("cpu kernels: softmax fused into row blocks matches the naive schedule
     s.stages[2].order = {"n.0", "d.0"};
     REQUIRE(ir::check_schedule(w, s, be->target().traits) == "");
     src = be->emit(w, ir::lower(w, s, be->target().traits), s.to_json());
-    CHECK(src.find("- row * 45 + slot * 45") != std::string::npos);
+    CHECK(src.find("- tt_row_ * 45 + tt_slot_ * 45") != std::string::npos);
     fast = run_in_process(*be, w, s, dir);
     check_close(fast[1], std::vector<double>(ref[1].begin(), ref[1].end()), 1e-5);
   }
@@ -307,13 +308,41 @@ TEST_CASE("cpu kernels: user names that are C++ words or macros, and an elementw
   test::all_correct(*be, w, batch, dir.file("cache"));
 }
 
+TEST_CASE("cpu kernels: user names that the generated code or its headers also use never collide") {
+  // Names of OpenMP, libm, the C library's macros, C++ and the prelude's helpers (tt_load is
+  // `load` behind tiletune's prefix), in the fused-rows candidates that call omp_get_thread_num.
+  auto be = cpu();
+  auto w = ir::bind(ir::parse_op("op f(omp_get_thread_num: f32[N, D], load: f32[D]) -> errno: f32[N, D] {\n"
+                                 "  std[n] max= omp_get_thread_num[n, d]\n"
+                                 "  expf[n, d] = exp(omp_get_thread_num[n, d] - std[n]) * load[d]\n"
+                                 "  memcpy[n] += expf[n, d]\n"
+                                 "  errno[n, d] = expf[n, d] / memcpy[n]\n}"),
+                    {{"N", 9}, {"D", 21}});
+  tuner::Space space(w, be->target().traits);
+  tuner::Rng rng(5);
+  std::vector<ir::Schedule> batch{ir::naive_schedule(w)};
+  int fused = 0;
+  for (int i = 0; i < 400 && fused < 4; ++i) {
+    ir::Schedule s = space.sample(rng);
+    if (s.fuse_rows > 0) ++fused, batch.push_back(s);
+  }
+  CHECK(fused == 4);
+  test::all_correct(*be, w, batch);
+  // The construction: variables are tt_NAME_, and no fixed name of the prelude ends in '_'.
+  std::string src = be->emit(w, ir::lower(w, batch[1], be->target().traits), batch[1].to_json());
+  CHECK(src.find("tt_omp_get_thread_num_[") != std::string::npos);
+  std::smatch m;
+  std::string prelude = src.substr(0, src.find("extern \"C\""));
+  CHECK_FALSE(std::regex_search(prelude, m, std::regex(R"(\b[tT][tT]_\w*_\b)")));
+}
+
 TEST_CASE("cpu kernels: the generated source is readable") {
   auto be = cpu();
   auto w = library_workload("matmul", "M=64,N=64,K=64");
   std::string src = be->emit(w, ir::lower(w, ir::naive_schedule(w), be->target().traits), "{}");
   CHECK(src.find("// stage C: C[m, n] += (A[m, k] * B[k, n])") != std::string::npos);
-  CHECK(src.find("for (std::int64_t m0 = 0; m0 < 64; m0 += 1)") != std::string::npos);
-  CHECK(src.find("acc0 = acc0 + (A_0 * B_0);") != std::string::npos);
+  CHECK(src.find("for (std::int64_t tt_m0_ = 0; tt_m0_ < 64; tt_m0_ += 1)") != std::string::npos);
+  CHECK(src.find("tt_acc0_ = tt_acc0_ + (tt_A_0_ * tt_B_0_);") != std::string::npos);
 }
 
 TEST_CASE("backend registry: unknown backends are refused with the list of known ones") {
@@ -390,7 +419,8 @@ TEST_CASE(
   CHECK(tuner::Space(conv, gpu).seeds().empty());
 }
 
-TEST_CASE("cpu kernels: two kernels link into one program through their own entry points and agree") {
+TEST_CASE(
+    "cpu kernels: two kernels link into one program through their own entry points and agree, on any thread count") {
   auto be = codegen::make_backend("cpu");
   auto w = library_workload("matmul", "M=13,N=21,K=9");
   ir::Schedule naive = ir::naive_schedule(w);
@@ -398,14 +428,14 @@ TEST_CASE("cpu kernels: two kernels link into one program through their own entr
   tuner::Rng rng(4);
   ir::Schedule tuned = space.sample(rng);
   REQUIRE(naive.key() != tuned.key());
-  std::string a = be->entry_point(w, naive.to_json()), b = be->entry_point(w, tuned.to_json());
+  std::string a = be->call_abi(w, naive.to_json()).entry_point, b = be->call_abi(w, tuned.to_json()).entry_point;
   CHECK(a != b);
   CHECK(a.rfind("tt_kernel_", 0) == 0);
   TempDir dir;
   std::vector<std::string> objects;
   for (auto* s : {&naive, &tuned}) {
     std::string source = be->emit(w, ir::lower(w, *s, be->target().traits), s->to_json());
-    CHECK(source.find("void " + be->entry_point(w, s->to_json()) + "(") != std::string::npos);
+    CHECK(source.find("void " + be->call_abi(w, s->to_json()).entry_point + "(") != std::string::npos);
     std::string path = dir.file("k" + std::to_string(objects.size()) + ".cpp");
     std::ofstream(path) << source;
     objects.push_back(path);
@@ -415,16 +445,26 @@ TEST_CASE("cpu kernels: two kernels link into one program through their own entr
       << "#include <cmath>\n#include <vector>\n"
       << "extern \"C\" void " << a << "(float* const*, float*);\n"
       << "extern \"C\" void " << b << "(float* const*, float*);\n"
+      << "extern \"C\" void " << b << "_threads(float* const*, float*, int);\n"
       << "int main() {\n"
-      << "  std::vector<float> A(13 * 9), B(9 * 21), C1(13 * 21), C2(13 * 21), ws(" << workspace + 1 << ");\n"
+      << "  std::vector<float> A(13 * 9), B(9 * 21), C1(13 * 21), C2(13 * 21), C3(13 * 21), C4(13 * 21);\n"
+      << "  std::vector<float> ws(" << workspace + 1 << ");\n"
       << "  for (int i = 0; i < 13 * 9; ++i) A[i] = (i % 7) * 0.25f - 0.5f;\n"
       << "  for (int i = 0; i < 9 * 21; ++i) B[i] = (i % 5) * 0.5f - 1.0f;\n"
       << "  float* t1[] = {A.data(), B.data(), C1.data()};\n"
       << "  float* t2[] = {A.data(), B.data(), C2.data()};\n"
+      << "  float* t3[] = {A.data(), B.data(), C3.data()};\n"
+      << "  float* t4[] = {A.data(), B.data(), C4.data()};\n"
       << "  " << a << "(t1, ws.data());\n"
-      << "  " << b << "(t2, ws.data());\n"
+      << "  " << b
+      << "(t2, ws.data());\n"
+      // the caller's thread count, and the kernel called from inside the caller's parallel region
+      << "  " << b << "_threads(t3, ws.data(), 3);\n"
+      << "  #pragma omp parallel num_threads(2)\n"
+      << "  {\n    #pragma omp single\n    " << b << "_threads(t4, ws.data(), 2);\n  }\n"
       << "  for (int i = 0; i < 13 * 21; ++i)\n"
-      << "    if (std::fabs(C1[i] - C2[i]) > 1e-4f * (1 + std::fabs(C1[i]))) return 1;\n"
+      << "    for (float c : {C2[i], C3[i], C4[i]})\n"
+      << "      if (std::fabs(C1[i] - c) > 1e-4f * (1 + std::fabs(C1[i]))) return 1;\n"
       << "  return 0;\n}\n";
   auto built = run_process({"g++", "-std=c++17", "-O1", "-march=native", "-fopenmp", objects[0], objects[1],
                             dir.file("main.cpp"), "-o", dir.file("both")},

@@ -313,7 +313,7 @@ TEST_CASE("api: a kernel's source is generated for the target that measured it")
   CHECK(cl.call("POST", "/v1/records", batch)["imported"] == 1);
   json best = cl.call("GET", "/v1/best?workload=" + w.key + "&target=" + target.key);
   std::string source = best["source"];
-  CHECK(source.find("num_threads(3)") != std::string::npos);
+  CHECK(source.find("_threads(tt_tensors, tt_workspace, 3);") != std::string::npos);
   CHECK(source.find("#define TT_LANES 4") != std::string::npos);
   // With it comes how to call it: the workspace its packed panels need, the arguments in order.
   const json& abi = best["abi"];
@@ -323,6 +323,11 @@ TEST_CASE("api: a kernel's source is generated for the target that measured it")
   CHECK(abi["entry_point"].get<std::string>().rfind("tt_kernel_", 0) == 0);
   CHECK(source.find("void " + abi["entry_point"].get<std::string>() + "(") != std::string::npos);
   CHECK(abi["threads"] == 3);
+  // The caller may choose the thread count through the second entry point.
+  CHECK(abi["threads_entry_point"] == abi["entry_point"].get<std::string>() + "_threads");
+  CHECK(source.find("void " + abi["threads_entry_point"].get<std::string>() +
+                    "(float* const* tt_tensors, float* "
+                    "tt_workspace, int tt_threads)") != std::string::npos);
   REQUIRE(abi["arguments"].size() == 3);
   CHECK(abi["arguments"][0]["name"] == "A");
   CHECK(abi["arguments"][1]["name"] == "B");
