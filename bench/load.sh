@@ -1,9 +1,13 @@
 #!/bin/sh
 # Starts a daemon on loopback with a tuning job running, then measures GET /v1/best with
-# 8 concurrent clients (bench/load_bench.cpp). Usage: bench/load.sh [seconds]
+# 8 concurrent clients (bench/load_bench.cpp) while 1,000 idle keep-alive and 200 half-open
+# connections are held open, and the latency of a new connection's request.
+# Usage: bench/load.sh [seconds] [idle] [half-open]
 set -eu
 cd "$(dirname "$0")/.."
 secs="${1:-10}"
+idle="${2:-1000}"
+half_open="${3:-200}"
 dir=$(mktemp -d)
 trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -rf "$dir"' EXIT
 build/tiletune serve --db "$dir/load.db" --listen 127.0.0.1:0 --token bench > "$dir/log" 2>&1 &
@@ -17,4 +21,4 @@ until curl -sf -H "$auth" -d '{"op":"matmul","sizes":"M=64,N=64,K=64"}' "$url/v1
 curl -sf -H "$auth" -d '{"op":"matmul","sizes":"M=256,N=256,K=256","trials":2000,"strategy":"random"}' "$url/v1/tune" > /dev/null
 sleep 2
 echo "tuning job: $(curl -sf -H "$auth" "$url/v1/jobs?state=running" | head -c 160)"
-build/tiletune-load-bench --url "$url" --token bench --clients 8 --seconds "$secs"
+build/tiletune-load-bench --url "$url" --token bench --clients 8 --seconds "$secs" --idle "$idle" --half-open "$half_open"

@@ -1,4 +1,4 @@
-// `tiletune serve`: the daemon. Boost.Asio waits for SIGTERM/SIGINT; cpp-httplib serves.
+// `tiletune serve`: the daemon. Boost.Asio waits for SIGTERM/SIGINT; Boost.Beast serves (server/http.cpp).
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/io_context.hpp>

@@ -15,7 +15,8 @@ struct HttpOptions {
   std::size_t max_body_bytes = 32 << 20;
 };
 
-//! The REST API of schemas/openapi.yaml over a Service, served by cpp-httplib. Errors are JSON
+//! The REST API of schemas/openapi.yaml over a Service, served by Boost.Beast (an event loop whose
+//! threads also run the handlers; idle connections hold no thread). Errors are JSON
 //! {"error": {"code", "message"}} with the status of server/http_status.hpp; bad input is
 //! never a 500.
 class HttpServer {

@@ -1,9 +1,11 @@
 // The REST API in one process: routes, auth, every kind of bad input, jobs, records exchange,
 // faulty kernels.
 #include <doctest/doctest.h>
+
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <algorithm>
 
 #include <chrono>
 #include <nlohmann/json.hpp>
@@ -75,7 +77,7 @@ TEST_CASE("api: health, ops, targets, openapi; tokens guard reads unless they ar
   CHECK(outcome(anon.Delete("/v1/jobs/x")).first == 401);
 }
 
-TEST_CASE("api: idle keep-alive and half-open connections do not make a new request wait") {
+TEST_CASE("api: 1,000 idle keep-alive and 200 half-open connections do not make a new request wait") {
   TempDir dir;
   InProcessDaemon d(dir.file("d.db"));
   auto connect = [&] {
@@ -88,22 +90,49 @@ TEST_CASE("api: idle keep-alive and half-open connections do not make a new requ
     return fd;
   };
   std::vector<int> held;
-  for (int i = 0; i < 32; ++i) {
+  for (int i = 0; i < 1200; ++i) {
     int fd = connect();
-    // Even: a keep-alive client that got its answer and stays; odd: a request that never ends.
-    std::string request = i % 2 ? "GET /healthz HTTP/1.1\r\nHo" : "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+    // The first 1,000: a keep-alive client that got its answer and stays; then requests that never end.
+    std::string request = i >= 1000 ? "GET /healthz HTTP/1.1\r\nHo" : "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
     REQUIRE(::send(fd, request.data(), request.size(), 0) == static_cast<ssize_t>(request.size()));
-    if (i % 2 == 0) {
+    if (i < 1000) {
       char buf[512];
       REQUIRE(::recv(fd, buf, sizeof buf, 0) > 0);
     }
     held.push_back(fd);
   }
-  auto t0 = std::chrono::steady_clock::now();
-  CHECK(d.client().Get("/healthz")->status == 200);
-  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  CHECK(ms < 500);  // with 16 pool threads and a 30 s read timeout it waited 5 to 33 s
+  std::vector<double> ms;
+  for (int i = 0; i < 20; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    CHECK(d.client().Get("/healthz")->status == 200);  // a new connection each time
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  // Loose bounds for a shared CI machine (bench/load.sh measures the p99): with a thread per
+  // connection (cpp-httplib, 128 threads) the wait was the keep-alive or read timeout, seconds.
+  CHECK(ms[10] < 50);
+  CHECK(ms.back() < 500);
+  // A held idle connection still works.
+  std::string again = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+  REQUIRE(::send(held[0], again.data(), again.size(), 0) == static_cast<ssize_t>(again.size()));
+  char buf[512];
+  CHECK(::recv(held[0], buf, sizeof buf, 0) > 0);
   for (int fd : held) close(fd);
+}
+
+TEST_CASE("api: an over-long request line is a 414 and an over-long header a 431, both JSON") {
+  TempDir dir;
+  InProcessDaemon d(dir.file("d.db"));
+  auto c = d.client();
+  auto long_line = c.Get(("/v1/jobs?state=" + std::string(20000, 'x')).c_str());
+  REQUIRE(long_line);
+  CHECK(long_line->status == 414);
+  CHECK(json::parse(long_line->body)["error"]["code"] == "invalid_input");
+  httplib::Headers big = {{"X-Big", std::string(20000, 'y')}};
+  auto long_header = c.Get("/healthz", big);
+  REQUIRE(long_header);
+  CHECK(long_header->status == 431);
+  CHECK(d.client().Get("/healthz")->status == 200);
 }
 
 TEST_CASE("api: malformed requests of every kind get their 4xx with a code and a message") {
