@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "cli/exit_codes.hpp"
+#include "cli/inputs.hpp"
 #include "codegen/backend.hpp"
 #include "db/store.hpp"
 #include "ir/parse.hpp"
@@ -25,45 +26,6 @@
 namespace tiletune::cli {
 
 namespace {
-
-std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_error(ErrorKind::Io, "cannot read " + path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-bool is_file(const std::string& path) {
-  std::error_code ec;
-  return std::filesystem::is_regular_file(path, ec);
-}
-
-//! Where op text came from, for messages that point into it: "FILE:" or "library op NAME:".
-std::string op_origin(const std::string& op) { return (is_file(op) ? op : "library op " + op) + ":"; }
-
-ir::OpDef resolve_op(const std::string& op, const std::string& op_name) {
-  std::string text = is_file(op) ? read_text_file(op) : ops::op_text(op);
-  std::vector<ir::OpDef> defs;
-  try {
-    defs = ir::parse_ops(text);
-  } catch (const Error& e) {
-    throw_error(e.kind(), op_origin(op) + e.what());
-  }
-  return ir::select_op(std::move(defs), op_name, op);
-}
-
-ir::Workload load_workload(const std::string& op, const std::string& op_name, const std::string& sizes) {
-  ir::OpDef def = resolve_op(op, op_name);
-  try {
-    return ir::bind(def, ir::parse_sizes(sizes));
-  } catch (const Error& e) {
-    // Binding errors point into the op text by line:column (an access out of bounds) too.
-    std::string what = e.what();
-    bool located = !what.empty() && std::isdigit(static_cast<unsigned char>(what[0]));
-    throw_error(e.kind(), located ? op_origin(op) + what : what);
-  }
-}
 
 //! The command line's tuning options with what the common options add.
 tuner::TuneOptions tune_options(const CommonOptions& c, const tuner::TuneOptions& t, db::ModelStore* models) {
@@ -186,20 +148,11 @@ int run_tune(const CommonOptions& c, const tuner::TuneOptions& t) {
 }
 
 int run_suite(const CommonOptions& c, const tuner::TuneOptions& t, const std::string& suite, bool trials_given) {
-  std::string text = is_file(suite) ? read_text_file(suite) : ops::suite_text(suite);
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("cases") || !j["cases"].is_array())
-    throw_error(ErrorKind::InvalidInput, "suite " + suite + ": expected a JSON object with a \"cases\" array");
+  Suite loaded = load_suite(suite);
+  const nlohmann::json& j = loaded.json;
   tuner::TuneOptions opts = t;
   if (!trials_given && j.contains("trials") && j["trials"].is_number_integer()) opts.trials = j["trials"].get<int>();
-  std::vector<ir::Workload> workloads;
-  for (auto& cs : j["cases"]) {
-    if (!cs.is_object() || !cs.contains("op") || !cs["op"].is_string() || !cs.contains("sizes") ||
-        !cs["sizes"].is_string())
-      throw_error(ErrorKind::InvalidInput, "suite " + suite + ": each case needs string fields \"op\" and \"sizes\"");
-    workloads.push_back(
-        load_workload(cs["op"].get<std::string>(), cs.value("op_name", ""), cs["sizes"].get<std::string>()));
-  }
+  std::vector<ir::Workload>& workloads = loaded.workloads;
   auto backend = backend_for(c);
   auto store = db::open_sqlite_store(c.db);
   std::vector<Row> rows;
@@ -240,14 +193,18 @@ int run_best(const CommonOptions& c, int top, bool json) {
   return kOk;
 }
 
-int run_show(const CommonOptions& c, const std::string& config_json, bool naive) {
+int run_show(const CommonOptions& c, const std::string& config_json, bool naive, bool json) {
   ir::Workload w = load_workload(c.op, c.op_name, c.sizes);
   auto backend = backend_for(c);
-  ir::Schedule s;
-  if (naive) {
-    s = ir::naive_schedule(w);
-  } else if (!config_json.empty()) {
-    s = ir::Schedule::from_json(config_json);
+  nlohmann::json answer;
+  if (naive || !config_json.empty()) {
+    ir::Schedule s = naive ? ir::naive_schedule(w) : ir::Schedule::from_json(config_json);
+    tuner::RecordKernel k = tuner::schedule_kernel(*backend, w, s, backend->target().traits);
+    answer = {{"workload_key", w.key},
+              {"target_key", backend->target().key},
+              {"config", nlohmann::json::parse(s.to_json())},
+              {"source", k.source},
+              {"abi", k.abi}};
   } else {
     auto store = db::open_sqlite_store(c.db, /*create=*/false);
     auto found = tuner::find_best(*store, w.key, backend->target());
@@ -255,11 +212,12 @@ int run_show(const CommonOptions& c, const std::string& config_json, bool naive)
       throw_error(ErrorKind::NotFound, "no measured kernel of " + w.op.name + " with " + w.sizes_text() + " in " +
                                            c.db + "; run `tiletune tune` first, or pass --naive or --config");
     // Measured on another toolchain of this device: the source its target ran.
-    std::cout << tuner::record_kernel(*store, *backend, w, found->record).source;
-    return kOk;
+    answer = tuner::kernel_json(*found, w, tuner::record_kernel(*store, *backend, w, found->record), *backend);
   }
-  ir::LoopNest nest = ir::lower(w, s, backend->target().traits);
-  std::cout << backend->emit(w, nest, s.to_json());
+  if (json)
+    std::cout << answer.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  else
+    std::cout << answer["source"].get<std::string>();
   return kOk;
 }
 

@@ -94,6 +94,18 @@ int main(int argc, char** argv) {
   add_common(show_cmd, common, true);
   show_cmd->add_option("--config", config, "a config as JSON instead of the best one");
   show_cmd->add_flag("--naive", naive, "the naive reference schedule instead of the best one");
+  show_cmd->add_flag("--json", json, "print the source with its abi (how to call it) and record as JSON");
+
+  std::string export_out;
+  bool static_lib = false;
+  auto* export_cmd = app.add_subcommand(
+      "export", "write the best kernels of a suite as C sources, a header and a manifest (README: Exporting kernels)");
+  export_cmd->add_option("suite", suite, "suite name (see `tiletune ops`) or path of a suite JSON file")->required();
+  add_common(export_cmd, common, false);
+  export_cmd->add_option("--out,-o", export_out, "folder to write (created; files of the same names are replaced)")
+      ->required();
+  export_cmd->add_flag("--static-lib", static_lib,
+                       "also compile them into OUT/libtiletune_kernels.a with the flags they were measured with");
 
   std::vector<std::string> configs;
   auto* measure_cmd = app.add_subcommand("measure", "measure given configs of an op and store the records");
@@ -180,7 +192,8 @@ int main(int argc, char** argv) {
     if (*tune_cmd) return cli::run_tune(common, tune);
     if (*suite_cmd) return cli::run_suite(common, tune, suite, suite_cmd->count("--trials") > 0);
     if (*best_cmd) return cli::run_best(common, top, json);
-    if (*show_cmd) return cli::run_show(common, config, naive);
+    if (*show_cmd) return cli::run_show(common, config, naive, json);
+    if (*export_cmd) return cli::run_export(common, suite, export_out, static_lib);
     if (*measure_cmd) return cli::run_measure(common, tune, configs);
     if (*serve_cmd) return cli::run_serve(common, tune, serve, service);
     if (*worker_cmd) {

@@ -76,10 +76,30 @@ json Client::call(const std::string& method, const std::string& path, const json
   throw_error(kind, "daemon: " + std::to_string(res->status) + " " + code + ": " + message);
 }
 
-std::optional<Kernel> Client::best(const std::string& op, const std::string& sizes, const std::string& backend) {
+namespace {
+
+json request_body(const OpRequest& r, bool tuning) {
+  json body = {{"op", r.op}, {"sizes", r.sizes}};
+  auto put = [&](const char* key, const std::string& v) {
+    if (!v.empty()) body[key] = v;
+  };
+  put("op_name", r.op_name);
+  put("backend", r.backend);
+  put("target", r.target);
+  if (tuning) {
+    if (r.trials > 0) body["trials"] = r.trials;
+    if (r.seconds > 0) body["seconds"] = r.seconds;
+    put("strategy", r.strategy);
+  }
+  return body;
+}
+
+}  // namespace
+
+std::optional<Kernel> Client::best(const OpRequest& request) {
   json j;
   try {
-    j = call("POST", "/v1/best", {{"op", op}, {"sizes", sizes}, {"backend", backend}});
+    j = call("POST", "/v1/best", request_body(request, false));
   } catch (const Error& e) {
     if (e.kind() == ErrorKind::NotFound) return std::nullopt;
     throw;
@@ -94,15 +114,34 @@ std::optional<Kernel> Client::best(const std::string& op, const std::string& siz
   k.source = j.at("source");
   k.source_language = j.value("source_language", "");
   k.abi = j.value("abi", json::object());
+  k.entry_point = k.abi.value("entry_point", "");
+  k.threads_entry_point = k.abi.value("threads_entry_point", "");
   k.workspace_bytes = k.abi.value("workspace_bytes", std::int64_t(0));
+  k.threads = k.abi.value("threads", 0);
   return k;
+}
+
+std::optional<Kernel> Client::best(const std::string& op, const std::string& sizes, const std::string& backend) {
+  OpRequest r;
+  r.op = op;
+  r.sizes = sizes;
+  r.backend = backend;
+  return best(r);
+}
+
+Job Client::tune(const OpRequest& request) {
+  return to_job(call("POST", "/v1/tune", request_body(request, true)).at("job"));
 }
 
 Job Client::tune(const std::string& op, const std::string& sizes, int trials, const std::string& strategy,
                  const std::string& backend) {
-  json body = {{"op", op}, {"sizes", sizes}, {"trials", trials}, {"backend", backend}};
-  if (!strategy.empty()) body["strategy"] = strategy;
-  return to_job(call("POST", "/v1/tune", body).at("job"));
+  OpRequest r;
+  r.op = op;
+  r.sizes = sizes;
+  r.trials = trials;
+  r.strategy = strategy;
+  r.backend = backend;
+  return tune(r);
 }
 
 Job Client::job(const std::string& id) { return to_job(call("GET", "/v1/jobs/" + id)); }

@@ -5,6 +5,8 @@
 #include <optional>
 #include <string>
 
+#include "support/error.hpp"  // tiletune::Error, what every call throws
+
 namespace tiletune::client {
 
 //! The best kernel the daemon knows for an op at sizes on a target.
@@ -14,9 +16,25 @@ struct Kernel {
   nlohmann::json config;
   double latency_s = 0, gflops = 0;
   std::string source, source_language;
-  //! How to call it (entry_point, arguments in order, workspace_bytes, threads): see README.
+  //! How to call it (entry_point, arguments in order, workspace_bytes, threads): README, "Kernel ABI".
   nlohmann::json abi;
+  std::string entry_point;           //!< the symbol to call: ENTRY(tensors, workspace)
+  std::string threads_entry_point;   //!< ENTRY_threads(tensors, workspace, threads); "" if none
   std::int64_t workspace_bytes = 0;  //!< the workspace buffer the caller passes must hold this many
+  int threads = 0;                   //!< what entry_point runs with (the measured count)
+};
+
+//! An op at sizes, as POST /v1/best and /v1/tune take it (schemas/api.schema.json); empty and
+//! zero fields are left to the daemon.
+struct OpRequest {
+  std::string op;        //!< a library op name or op text
+  std::string sizes;     //!< "M=512,N=512,K=512"
+  std::string op_name;   //!< the op of a text that holds several
+  std::string backend;   //!< "cpu", "opencl", "cuda", a plug-in's (default: cpu)
+  std::string target;    //!< a remote worker's target key (GET /v1/targets) instead of a backend
+  int trials = 0;        //!< tune: measurements wanted, counting those already stored
+  double seconds = 0;    //!< tune: time budget in seconds
+  std::string strategy;  //!< tune: random | evolutionary | xgb | nn
 };
 
 struct Job {
@@ -34,9 +52,11 @@ class Client {
   explicit Client(const std::string& base_url, std::string token = "", double timeout_s = 30);
   ~Client();
 
-  //! The best kernel of a library op or op text at sizes; nullopt if nothing is measured yet.
+  //! The best kernel of an op at sizes; nullopt if nothing is measured yet.
+  std::optional<Kernel> best(const OpRequest& request);
   std::optional<Kernel> best(const std::string& op, const std::string& sizes, const std::string& backend = "cpu");
   //! Starts (or joins an identical) tuning job.
+  Job tune(const OpRequest& request);
   Job tune(const std::string& op, const std::string& sizes, int trials, const std::string& strategy = "",
            const std::string& backend = "cpu");
   Job job(const std::string& id);

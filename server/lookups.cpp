@@ -24,16 +24,7 @@ json Service::Impl::best_answer(const tuner::BestLookup& found, const ir::Worklo
     if (kernel_cache.size() > 4096) kernel_cache.clear();
     kernel_cache[cache_key] = *kernel;
   }
-  return {{"workload_key", w.key},
-          {"target_key", r.target_key},
-          {"exact_target", found.exact_target},
-          {"config", json::parse(r.config_json)},
-          {"latency_s", r.median_s()},
-          {"gflops", w.flops() / r.median_s() / 1e9},
-          {"source", kernel->source},
-          {"source_language", be.source_extension()},
-          {"abi", kernel->abi},
-          {"record_id", r.id}};
+  return tuner::kernel_json(found, w, *kernel, be);
 }
 
 json Service::best(const std::string& workload_key, const std::string& target_key) {
@@ -70,6 +61,7 @@ json Service::best_uncached(const std::string& workload_key, const std::string& 
 json Service::best_for(const json& request) {
   validate_body("BestRequest", request);
   ir::Workload w = workload_of(request);
+  if (request.contains("target")) return best(w.key, request["target"].get<std::string>());
   codegen::Backend& be = impl_->backend(backend_of(request));
   auto found = tuner::find_best(*impl_->store, w.key, be.target());
   if (!found)

@@ -16,18 +16,10 @@ std::optional<BestLookup> find_best(db::RecordStore& store, const std::string& w
   return found;
 }
 
-RecordKernel record_kernel(db::RecordStore& store, const codegen::Backend& be, const ir::Workload& w,
-                           const db::Record& record) {
-  // The record's target row gives the traits the kernel ran with and the toolchain that built it;
-  // without one (or for this backend's own target) the backend's own.
-  std::optional<db::TargetRow> row = store.target(record.target_key);
-  ir::TargetTraits traits = be.target().traits;
-  if (record.target_key != be.target().key && row && !row->traits_json.empty())
-    traits = codegen::traits_from_json(row->traits_json);
-  const ir::Schedule s = ir::Schedule::from_json(record.config_json);
+RecordKernel schedule_kernel(const codegen::Backend& be, const ir::Workload& w, const ir::Schedule& s,
+                             const ir::TargetTraits& traits) {
   const std::string config = s.to_json();
   const ir::LoopNest nest = ir::lower(w, s, traits);
-
   RecordKernel k;
   k.source = be.emit_for(traits, w, nest, config);
   nlohmann::json arguments = nlohmann::json::array();
@@ -51,6 +43,18 @@ RecordKernel record_kernel(db::RecordStore& store, const codegen::Backend& be, c
     k.abi["threads_entry_point"] = call.threads_entry_point;
     k.abi["threads_signature"] = call.threads_signature;
   }
+  return k;
+}
+
+RecordKernel record_kernel(db::RecordStore& store, const codegen::Backend& be, const ir::Workload& w,
+                           const db::Record& record) {
+  // The record's target row gives the traits the kernel ran with and the toolchain that built it;
+  // without one (or for this backend's own target) the backend's own.
+  std::optional<db::TargetRow> row = store.target(record.target_key);
+  ir::TargetTraits traits = be.target().traits;
+  if (record.target_key != be.target().key && row && !row->traits_json.empty())
+    traits = codegen::traits_from_json(row->traits_json);
+  RecordKernel k = schedule_kernel(be, w, ir::Schedule::from_json(record.config_json), traits);
   // The toolchain that built what was measured (in-tree CPU targets record it in the fingerprint).
   if (row) {
     nlohmann::json fp = nlohmann::json::parse(row->fingerprint_json, nullptr, false);
@@ -58,6 +62,21 @@ RecordKernel record_kernel(db::RecordStore& store, const codegen::Backend& be, c
     if (fp.is_object() && fp.contains("compiler")) k.abi["compiler"] = fp["compiler"];
   }
   return k;
+}
+
+nlohmann::json kernel_json(const BestLookup& found, const ir::Workload& w, const RecordKernel& kernel,
+                           const codegen::Backend& be) {
+  const db::Record& r = found.record;
+  return {{"workload_key", w.key},
+          {"target_key", r.target_key},
+          {"exact_target", found.exact_target},
+          {"config", nlohmann::json::parse(r.config_json)},
+          {"latency_s", r.median_s()},
+          {"gflops", w.flops() / r.median_s() / 1e9},
+          {"source", kernel.source},
+          {"source_language", be.source_extension()},
+          {"abi", kernel.abi},
+          {"record_id", r.id}};
 }
 
 }  // namespace tiletune::tuner

@@ -30,5 +30,13 @@ struct RecordKernel {
 };
 RecordKernel record_kernel(db::RecordStore& store, const codegen::Backend& be, const ir::Workload& w,
                            const db::Record& record);
+//! The same for a schedule on given traits, measured or not (no toolchain in its abi).
+RecordKernel schedule_kernel(const codegen::Backend& be, const ir::Workload& w, const ir::Schedule& s,
+                             const ir::TargetTraits& traits);
+
+//! What `POST /v1/best`, `tiletune show --json` and export manifests say about a found record's
+//! kernel: keys, config, latency, GFLOP/s, source, abi (BestAnswer in schemas/api.schema.json).
+nlohmann::json kernel_json(const BestLookup& found, const ir::Workload& w, const RecordKernel& kernel,
+                           const codegen::Backend& be);
 
 }  // namespace tiletune::tuner

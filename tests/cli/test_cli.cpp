@@ -1,6 +1,8 @@
 // End-to-end tests of the tiletune command: what a user types, what it prints, its exit codes.
 #include <doctest/doctest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <filesystem>
 #include <fstream>
 
@@ -46,6 +48,17 @@ TEST_CASE("cli: tune, rerun, best and show on a library op") {
   auto show = with({"show", "matmul"});
   CHECK(show.exit_code == 0);
   CHECK(has(show, "extern \"C\" void tt_kernel"));
+  // With --json: the source with how to call it, as the daemon answers.
+  auto show_json = with({"show", "matmul", "--json"});
+  REQUIRE(show_json.exit_code == 0);
+  auto j = nlohmann::json::parse(show_json.output);
+  CHECK(j["source"] == show.output);
+  CHECK(j["abi"]["arguments"].size() == 3);
+  CHECK(j["abi"]["entry_point"].get<std::string>().rfind("tt_kernel_", 0) == 0);
+  CHECK(j["abi"].contains("compile_flags"));
+  auto naive_json = with({"show", "matmul", "--naive", "--json"});
+  REQUIRE(naive_json.exit_code == 0);
+  CHECK(nlohmann::json::parse(naive_json.output)["abi"]["workspace_bytes"] == 0);
 }
 
 TEST_CASE("cli: ops lists the library and --help the exit codes") {

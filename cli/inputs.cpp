@@ -1,0 +1,75 @@
+#include "cli/inputs.hpp"
+
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "ir/parse.hpp"
+#include "ops/library.hpp"
+#include "support/error.hpp"
+
+namespace tiletune::cli {
+
+std::string read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw_error(ErrorKind::Io, "cannot read " + path);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+bool is_file(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(path, ec);
+}
+
+namespace {
+
+//! Where op text came from, for messages that point into it: "FILE:" or "library op NAME:".
+std::string op_origin(const std::string& op) { return (is_file(op) ? op : "library op " + op) + ":"; }
+
+ir::OpDef resolve_op(const std::string& op, const std::string& op_name) {
+  std::string text = is_file(op) ? read_text_file(op) : ops::op_text(op);
+  std::vector<ir::OpDef> defs;
+  try {
+    defs = ir::parse_ops(text);
+  } catch (const Error& e) {
+    throw_error(e.kind(), op_origin(op) + e.what());
+  }
+  return ir::select_op(std::move(defs), op_name, op);
+}
+
+}  // namespace
+
+ir::Workload load_workload(const std::string& op, const std::string& op_name, const std::string& sizes) {
+  ir::OpDef def = resolve_op(op, op_name);
+  try {
+    return ir::bind(def, ir::parse_sizes(sizes));
+  } catch (const Error& e) {
+    // Binding errors point into the op text by line:column (an access out of bounds) too.
+    std::string what = e.what();
+    bool located = !what.empty() && std::isdigit(static_cast<unsigned char>(what[0]));
+    throw_error(e.kind(), located ? op_origin(op) + what : what);
+  }
+}
+
+Suite load_suite(const std::string& suite) {
+  std::string text = is_file(suite) ? read_text_file(suite) : ops::suite_text(suite);
+  Suite s;
+  s.json = nlohmann::json::parse(text, nullptr, false);
+  if (s.json.is_discarded() || !s.json.is_object() || !s.json.contains("cases") || !s.json["cases"].is_array())
+    throw_error(ErrorKind::InvalidInput, "suite " + suite + ": expected a JSON object with a \"cases\" array");
+  for (auto& cs : s.json["cases"]) {
+    if (!cs.is_object() || !cs.contains("op") || !cs["op"].is_string() || !cs.contains("sizes") ||
+        !cs["sizes"].is_string() || (cs.contains("op_name") && !cs["op_name"].is_string()))
+      throw_error(ErrorKind::InvalidInput,
+                  "suite " + suite + ": each case needs string fields \"op\" and \"sizes\" (and \"op_name\" a string)");
+    s.workloads.push_back(
+        load_workload(cs["op"].get<std::string>(), cs.value("op_name", ""), cs["sizes"].get<std::string>()));
+    s.cases.push_back(cs);
+  }
+  return s;
+}
+
+}  // namespace tiletune::cli
