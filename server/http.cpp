@@ -10,6 +10,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <cctype>
@@ -39,11 +40,13 @@ namespace net = boost::asio;
 using tcp = net::ip::tcp;
 using beast::error_code;
 
-//! Threads running the event loop. A request is served on the thread that read it (one wakeup
-//! per request: on two busy cores a hand-off to a pool doubled the p99). Handlers block on SQLite
-//! and code generation (milliseconds to seconds), so this many keep a few slow ones from holding
-//! back the rest; idle and half-open connections hold none.
-constexpr int kIoThreads = 16;
+//! Threads running the event loop, which also serve the quick routes (lookups, jobs) on the
+//! thread that read the request: one wakeup per request. As many as the cores: on two busy cores
+//! 16 of them halved the throughput and doubled the p99 of GET /v1/best (bench/load.sh).
+int io_threads() { return std::max(2u, std::thread::hardware_concurrency()); }
+//! Routes that write the database (and may wait for its lock) or move record pages run here,
+//! so that an import of a large page never holds an event-loop thread.
+constexpr int kSlowThreads = 8;
 //! A request's header must arrive whole this long after its first byte, and a body must not stall
 //! longer (a slow but steady upload is fine). Until then a half-open connection costs a socket.
 constexpr auto kRequestTimeout = std::chrono::seconds(10);
@@ -169,24 +172,33 @@ class Api {
   Api(Service& service, HttpOptions options) : service_(service), options_(std::move(options)) { routes(); }
   std::size_t max_body_bytes() const { return options_.max_body_bytes; }
 
-  Response handle(Request& req) const {
-    for (const Route& route : routes_) {
-      std::smatch m;
-      if (route.method != req.method || !std::regex_match(req.path, m, route.pattern)) continue;
-      req.matches.assign(m.begin(), m.end());
-      return serve(route, req);
-    }
-    return {404, error_body(ErrorKind::NotFound, "no route " + req.method + " " + req.path + " (see /openapi.yaml)")};
-  }
-
- private:
   struct Route {
     std::string method, name;
     std::regex pattern;
     Access access;
     std::function<void(const Request&, Response&)> handler;
+    //! Runs on the worker pool, not on an event-loop thread: it writes the database (and may
+    //! wait for its lock) or moves a page of records.
+    bool slow = false;
   };
 
+  //! The route of a request (its path groups put in `req.matches`); nullptr: none.
+  const Route* find(Request& req) const {
+    for (const Route& route : routes_) {
+      std::smatch m;
+      if (route.method != req.method || !std::regex_match(req.path, m, route.pattern)) continue;
+      req.matches.assign(m.begin(), m.end());
+      return &route;
+    }
+    return nullptr;
+  }
+
+  Response handle(const Route* route, const Request& req) const {
+    if (route) return serve(*route, req);
+    return {404, error_body(ErrorKind::NotFound, "no route " + req.method + " " + req.path + " (see /openapi.yaml)")};
+  }
+
+ private:
   void authorize(const Request& req, Access access) const {
     if (access == Access::Open || options_.token.empty()) return;
     if (access == Access::Read && options_.open_reads) return;
@@ -230,8 +242,8 @@ class Api {
   }
 
   template <typename F>
-  void route(const char* method, const char* pattern, const char* name, Access access, F handler) {
-    routes_.push_back({method, name, std::regex(pattern), access, std::move(handler)});
+  void route(const char* method, const char* pattern, const char* name, Access access, F handler, bool slow = false) {
+    routes_.push_back({method, name, std::regex(pattern), access, std::move(handler), slow || access == Access::Write});
   }
 
   // POST bodies are JSON whatever their Content-Type: `curl -d @page.json` sends a record page as
@@ -266,10 +278,13 @@ class Api {
     });
     route("POST", "/v1/best", "best_for", Access::Read,
           [this](const Request& req, Response& res) { reply(res, service_.best_for(parse_body(req))); });
-    route("GET", "/v1/records", "records", Access::Read, [this](const Request& req, Response& res) {
-      reply(res, service_.records(req.param("workload"), req.param("target"), int_param(req, "after", 0),
-                                  int_param(req, "limit", 1000)));
-    });
+    route(
+        "GET", "/v1/records", "records", Access::Read,
+        [this](const Request& req, Response& res) {
+          reply(res, service_.records(req.param("workload"), req.param("target"), int_param(req, "after", 0),
+                                      int_param(req, "limit", 1000)));
+        },
+        /*slow=*/true);
     route("POST", "/v1/records", "import", Access::Write,
           [this](const Request& req, Response& res) { reply(res, service_.import_records(parse_body(req))); });
     route("POST", "/v1/workers", "register_worker", Access::Write,
@@ -297,8 +312,8 @@ class Api {
 //! route, writes the answer; idle, it holds a socket and a small buffer.
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(tcp::socket socket, const Api& api, std::atomic<std::size_t>& open)
-      : stream_(std::move(socket)), api_(api), open_(open) {
+  Connection(tcp::socket socket, const Api& api, net::thread_pool& pool, std::atomic<std::size_t>& open)
+      : stream_(std::move(socket)), api_(api), pool_(pool), open_(open) {
     ++open_;
     error_code ec;
     stream_.socket().set_option(tcp::no_delay(true), ec);  // small answers must not wait for delayed ACKs (40 ms)
@@ -373,7 +388,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
     bool keep = !too_large && message.keep_alive();  // HTTP/1.0 closes unless it asks otherwise
     if (too_large) message.body().clear();
     Request req = to_request(std::move(message), remote_, too_large);
-    respond(api_.handle(req), version, keep);
+    const Api::Route* route = api_.find(req);
+    if (!route || !route->slow) return respond(api_.handle(route, req), version, keep);
+    // Answered from the pool thread: nothing else of this connection is in flight meanwhile.
+    net::post(pool_, [self = shared_from_this(), route, req = std::move(req), version, keep] {
+      self->respond(self->api_.handle(route, req), version, keep);
+    });
   }
 
   void respond(Response r, unsigned version, bool keep) {
@@ -414,6 +434,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   http::response<http::string_body> res_;                          //!< only while it is written
   std::string remote_;
   const Api& api_;
+  net::thread_pool& pool_;
   std::atomic<std::size_t>& open_;
 };
 
@@ -442,7 +463,7 @@ struct HttpServer::Impl {
           if (!e) accept();
         });
       }
-      if (open < max_open) std::make_shared<Connection>(std::move(socket), api, open)->start();
+      if (open < max_open) std::make_shared<Connection>(std::move(socket), api, pool, open)->start();
       accept();  // over the limit, `socket` closes here
     });
   }
@@ -452,9 +473,10 @@ struct HttpServer::Impl {
   std::atomic<std::size_t> open{0};
   std::size_t max_open = kMaxConnections;
   int port = 0;
-  net::io_context ioc{kIoThreads};  // run by run() and its threads
+  net::io_context ioc{io_threads()};  // run by run() and its threads
   tcp::acceptor acceptor{ioc};
   net::steady_timer pause{ioc};
+  net::thread_pool pool{kSlowThreads};
 };
 
 HttpServer::HttpServer(Service& service, HttpOptions options)
@@ -491,9 +513,10 @@ void HttpServer::run() {
   if (!m.acceptor.is_open()) bind();
   m.accept();
   std::vector<std::thread> threads;
-  for (int i = 1; i < kIoThreads; ++i) threads.emplace_back([&m] { m.ioc.run(); });
-  m.ioc.run();                       // until stop(); at once if stop() came first
-  for (auto& t : threads) t.join();  // requests in flight finish before the caller stops the Service
+  for (int i = 1; i < io_threads(); ++i) threads.emplace_back([&m] { m.ioc.run(); });
+  m.ioc.run();  // until stop(); at once if stop() came first
+  for (auto& t : threads) t.join();
+  m.pool.join();  // requests in flight finish before the caller stops the Service
   error_code ec;
   m.acceptor.close(ec);
 }

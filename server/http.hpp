@@ -16,7 +16,7 @@ struct HttpOptions {
 };
 
 //! The REST API of schemas/openapi.yaml over a Service, served by Boost.Beast (an event loop whose
-//! threads also run the handlers; idle connections hold no thread). Errors are JSON
+//! threads also answer lookups; writes run on a pool; idle connections hold no thread). Errors are JSON
 //! {"error": {"code", "message"}} with the status of server/http_status.hpp; bad input is
 //! never a 500.
 class HttpServer {

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,7 +26,7 @@ std::string ProcessResult::describe() const {
   return "exit code " + std::to_string(exit_code);
 }
 
-ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s, size_t max_output) {
+ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s, size_t max_output, int niceness) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) throw_error(ErrorKind::Io, std::string("pipe: ") + std::strerror(errno));
   // Everything the child needs is prepared before fork: a child of a threaded process may
@@ -47,6 +48,7 @@ ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);
     setpgid(0, 0);
+    if (niceness > 0) setpriority(PRIO_PROCESS, 0, niceness);
     dup2(fds[1], STDOUT_FILENO);
     dup2(fds[1], STDERR_FILENO);
     int devnull = open("/dev/null", O_RDONLY);
