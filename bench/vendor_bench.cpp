@@ -44,6 +44,7 @@ const std::vector<Case> kCases = {
     {"matmul M49 N512 K4608", "matmul", "M=49,N=512,K=4608", 153},
     {"batch_matmul 12x128x64x128", "batch_matmul", "G=12,M=128,N=128,K=64", 0},
     {"matmul_bias_relu 1024^3", "matmul_bias_relu", "M=1024,N=1024,K=1024", 0},
+    {"BERT FFN M128 N3072 K768 + bias + GELU(erf)", "matmul_bias_gelu", "M=128,N=3072,K=768", 0},
     {"conv2d C64 K64 56x56 3x3", "conv2d", "N=1,C=64,H=58,W=58,K=64,R=3,S=3", 56},
     {"conv2d C256 K256 14x14 3x3", "conv2d", "N=1,C=256,H=16,W=16,K=256,R=3,S=3", 0},
     {"depthwise C128 56x56 3x3", "depthwise_conv2d", "N=1,C=128,H=58,W=58,R=3,S=3", 0},

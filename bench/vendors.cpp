@@ -57,6 +57,23 @@ VendorCall onednn_call(const ir::Workload& w, const std::vector<float*>& t, int 
   }
   auto r = std::make_shared<DnnlRunner>();
   auto mem = [&](const dnnl::memory::desc& d, float* p) { return dnnl::memory(d, r->engine, p); };
+  if (op == "matmul_bias_gelu") {
+    // oneDNN at its best: its matmul with the bias and gelu_erf fused as post-ops.
+    std::int64_t M = size_of(w, "M"), N = size_of(w, "N"), K = size_of(w, "K");
+    dnnl::post_ops post;
+    post.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_erf, 0.0f, 0.0f);
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(post);
+    dnnl::matmul::primitive_desc pd(
+        dnnl::matmul::desc(md({M, K}, tag::ab), md({K, N}, tag::ab), md({1, N}, tag::ab), md({M, N}, tag::ab)), attr,
+        r->engine);
+    r->prim = dnnl::matmul(pd);
+    r->args = {{DNNL_ARG_SRC, mem(pd.src_desc(), t[0])},
+               {DNNL_ARG_WEIGHTS, mem(pd.weights_desc(), t[1])},
+               {DNNL_ARG_BIAS, mem(md({1, N}, tag::ab), t[2])},
+               {DNNL_ARG_DST, mem(pd.dst_desc(), t[3])}};
+    return {"oneDNN matmul + bias + gelu_erf post-op", [r] { (*r)(); }};
+  }
   if (op == "batch_matmul") {
     dnnl::memory::dims a{size_of(w, "G"), size_of(w, "M"), size_of(w, "K")},
         b{size_of(w, "G"), size_of(w, "K"), size_of(w, "N")}, c{size_of(w, "G"), size_of(w, "M"), size_of(w, "N")};

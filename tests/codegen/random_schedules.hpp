@@ -55,6 +55,7 @@ inline void random_schedules_of_every_op_are_correct(int count, std::uint64_t se
   random_schedules_are_correct("layernorm", "N=5,D=37", count, seed + 8, backend);
   random_schedules_are_correct("row_sum", "N=11,D=53", count, seed + 9, backend);
   random_schedules_are_correct("gelu", "N=3,D=71", count, seed + 10, backend);
+  random_schedules_are_correct("matmul_bias_gelu", "M=13,N=29,K=11", count, seed + 11, backend);
 }
 
 }  // namespace tiletune::test

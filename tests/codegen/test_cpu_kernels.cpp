@@ -95,7 +95,7 @@ TEST_CASE("cpu kernels: naive matmul and conv2d compute what the language says")
   }
 }
 
-TEST_CASE("cpu kernels: naive softmax, layernorm, gelu and matmul_bias_relu compute what the language says") {
+TEST_CASE("cpu kernels: naive softmax, layernorm, gelu, matmul_bias_relu and matmul_bias_gelu compute what the language says") {
   auto be = cpu();
   TempDir dir;
   const int N = 3, D = 11;
@@ -143,6 +143,18 @@ TEST_CASE("cpu kernels: naive softmax, layernorm, gelu and matmul_bias_relu comp
         double acc = 0;
         for (int k = 0; k < 5; ++k) acc += double(t[0][m * 5 + k]) * t[1][k * 6 + n];
         want[m * 6 + n] = std::max(acc + t[2][n], 0.0);
+      }
+    check_close(t[3], want, 1e-5);
+  }
+  {
+    auto w = library_workload("matmul_bias_gelu", "M=4,N=6,K=5");
+    Tensors t = run_in_process(*be, w, ir::naive_schedule(w), dir);
+    std::vector<double> want(4 * 6);
+    for (int m = 0; m < 4; ++m)
+      for (int n = 0; n < 6; ++n) {
+        double x = t[2][n];
+        for (int k = 0; k < 5; ++k) x += double(t[0][m * 5 + k]) * t[1][k * 6 + n];
+        want[m * 6 + n] = 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
       }
     check_close(t[3], want, 1e-5);
   }
