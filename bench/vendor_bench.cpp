@@ -43,6 +43,9 @@ const std::vector<Case> kCases = {
     {"matmul M128 N768 K768", "matmul", "M=128,N=768,K=768", 149},
     {"matmul M49 N512 K4608", "matmul", "M=49,N=512,K=4608", 153},
     {"batch_matmul 12x128x64x128", "batch_matmul", "G=12,M=128,N=128,K=64", 0},
+    {"attention Q.K^T 12x128x128x64", "batch_matmul_nt", "G=12,M=128,N=128,K=64", 0},
+    {"attention softmax 1536x128", "softmax", "N=1536,D=128", 0},
+    {"attention P.V 12x128x64x128", "batch_matmul", "G=12,M=128,N=64,K=128", 0},
     {"matmul_bias_relu 1024^3", "matmul_bias_relu", "M=1024,N=1024,K=1024", 0},
     {"BERT FFN M128 N3072 K768 + bias + GELU(erf)", "matmul_bias_gelu", "M=128,N=3072,K=768", 0},
     {"conv2d C64 K64 56x56 3x3", "conv2d", "N=1,C=64,H=58,W=58,K=64,R=3,S=3", 56},
@@ -52,7 +55,7 @@ const std::vector<Case> kCases = {
     {"layernorm 4096x1024", "layernorm", "N=4096,D=1024", 0},
 };
 
-bool memory_bound(const std::string& op) { return op == "softmax" || op == "layernorm"; }
+bool memory_bound(const std::string& op) { return op == "softmax" || op == "layernorm" || op == "rmsnorm"; }
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());

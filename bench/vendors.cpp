@@ -74,10 +74,12 @@ VendorCall onednn_call(const ir::Workload& w, const std::vector<float*>& t, int 
                {DNNL_ARG_DST, mem(pd.dst_desc(), t[3])}};
     return {"oneDNN matmul + bias + gelu_erf post-op", [r] { (*r)(); }};
   }
-  if (op == "batch_matmul") {
+  if (op == "batch_matmul" || op == "batch_matmul_nt") {
     dnnl::memory::dims a{size_of(w, "G"), size_of(w, "M"), size_of(w, "K")},
         b{size_of(w, "G"), size_of(w, "K"), size_of(w, "N")}, c{size_of(w, "G"), size_of(w, "M"), size_of(w, "N")};
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(md(a, tag::abc), md(b, tag::abc), md(c, tag::abc)), r->engine);
+    // The transposed operand as oneDNN takes it: B's logical [G, K, N] stored as [G, N, K] (acb).
+    auto b_md = md(b, op == "batch_matmul_nt" ? tag::acb : tag::abc);
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(md(a, tag::abc), b_md, md(c, tag::abc)), r->engine);
     r->prim = dnnl::matmul(pd);
     r->args = {{DNNL_ARG_SRC, mem(pd.src_desc(), t[0])},
                {DNNL_ARG_WEIGHTS, mem(pd.weights_desc(), t[1])},
@@ -134,13 +136,14 @@ VendorCall openblas_call(const ir::Workload& w, const std::vector<float*>& t, in
     return {"OpenBLAS sgemm",
             [=] { cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, A, K, B, N, 0.0f, C, N); }};
   }
-  if (w.op.name == "batch_matmul") {
+  if (w.op.name == "batch_matmul" || w.op.name == "batch_matmul_nt") {
     std::int64_t G = size_of(w, "G"), M = size_of(w, "M"), N = size_of(w, "N"), K = size_of(w, "K");
     float *A = t[0], *B = t[1], *C = t[2];
+    bool nt = w.op.name == "batch_matmul_nt";  // B stored [G, N, K]
     return {"OpenBLAS sgemm per batch", [=] {
               for (std::int64_t g = 0; g < G; ++g)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, A + g * M * K, K, B + g * K * N,
-                            N, 0.0f, C + g * M * N, N);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, nt ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, A + g * M * K,
+                            K, B + g * K * N, nt ? K : N, 0.0f, C + g * M * N, N);
             }};
   }
   return {"", {}};

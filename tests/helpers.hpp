@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -77,6 +78,31 @@ inline tuner::TuneOptions quick_tune_options(int trials, int batch) {
 
 inline ir::Workload library_workload(const std::string& op, const std::string& sizes) {
   return ir::bind(ir::parse_op(ops::op_text(op)), ir::parse_sizes(sizes));
+}
+
+//! Small sizes of every library op for tests: primes and other numbers no tile or vector
+//! divides, so that edge tiles are exercised. A new library op is not tested until it is here.
+inline const std::map<std::string, std::string>& library_test_sizes() {
+  static const std::map<std::string, std::string> sizes = {{"matmul", "M=37,N=67,K=23"},
+                                                           {"matmul_bias_relu", "M=29,N=41,K=19"},
+                                                           {"matmul_bias_gelu", "M=13,N=29,K=11"},
+                                                           {"batch_matmul", "G=3,M=13,N=35,K=7"},
+                                                           {"batch_matmul_nt", "G=2,M=11,N=19,K=13"},
+                                                           {"conv2d", "N=1,C=3,H=11,W=19,K=5,R=3,S=3"},
+                                                           {"depthwise_conv2d", "N=2,C=3,H=9,W=21,R=3,S=3"},
+                                                           {"softmax", "N=7,D=43"},
+                                                           {"layernorm", "N=5,D=37"},
+                                                           {"rmsnorm", "N=5,D=41"},
+                                                           {"row_sum", "N=11,D=53"},
+                                                           {"gelu", "N=3,D=71"}};
+  return sizes;
+}
+
+//! A library op at its library_test_sizes(); fails the test if it has none.
+inline ir::Workload library_test_workload(const std::string& op) {
+  auto it = library_test_sizes().find(op);
+  REQUIRE_MESSAGE(it != library_test_sizes().end(), "library op " << op << " has no test sizes in tests/helpers.hpp");
+  return library_workload(op, it->second);
 }
 
 //! The message of the tiletune::Error that `f` throws, or nullopt if it throws none: for the

@@ -45,17 +45,9 @@ inline void random_schedules_are_correct(const std::string& op, const std::strin
 //! divides, so that edge tiles are exercised.
 inline void random_schedules_of_every_op_are_correct(int count, std::uint64_t seed,
                                                      const std::string& backend = "cpu") {
-  random_schedules_are_correct("matmul", "M=37,N=67,K=23", count, seed + 1, backend);
-  random_schedules_are_correct("matmul", "M=1,N=17,K=1", count, seed + 2, backend);
-  random_schedules_are_correct("matmul_bias_relu", "M=29,N=41,K=19", count, seed + 3, backend);
-  random_schedules_are_correct("batch_matmul", "G=3,M=13,N=35,K=7", count, seed + 4, backend);
-  random_schedules_are_correct("conv2d", "N=1,C=3,H=11,W=19,K=5,R=3,S=3", count, seed + 5, backend);
-  random_schedules_are_correct("depthwise_conv2d", "N=2,C=3,H=9,W=21,R=3,S=3", count, seed + 6, backend);
-  random_schedules_are_correct("softmax", "N=7,D=43", count, seed + 7, backend);
-  random_schedules_are_correct("layernorm", "N=5,D=37", count, seed + 8, backend);
-  random_schedules_are_correct("row_sum", "N=11,D=53", count, seed + 9, backend);
-  random_schedules_are_correct("gelu", "N=3,D=71", count, seed + 10, backend);
-  random_schedules_are_correct("matmul_bias_gelu", "M=13,N=29,K=11", count, seed + 11, backend);
+  std::uint64_t n = 0;
+  for (auto& [op, sizes] : library_test_sizes()) random_schedules_are_correct(op, sizes, count, seed + ++n, backend);
+  random_schedules_are_correct("matmul", "M=1,N=17,K=1", count, seed + ++n, backend);
 }
 
 }  // namespace tiletune::test

@@ -95,7 +95,9 @@ TEST_CASE("cpu kernels: naive matmul and conv2d compute what the language says")
   }
 }
 
-TEST_CASE("cpu kernels: naive softmax, layernorm, gelu, matmul_bias_relu and matmul_bias_gelu compute what the language says") {
+TEST_CASE(
+    "cpu kernels: naive softmax, layernorm, gelu, matmul_bias_relu and matmul_bias_gelu compute what the language "
+    "says") {
   auto be = cpu();
   TempDir dir;
   const int N = 3, D = 11;

@@ -20,15 +20,7 @@ using tiletune::test::TempDir;
 TEST_CASE("cuda: kernels of every library op compile for sm_80 and sm_90") {
   if (!test::have_nvcc()) TT_SKIP("no nvcc under /usr/local/cuda/bin or on PATH");
   TempDir dir;
-  const std::vector<std::pair<std::string, std::string>> cases = {{"matmul", "M=37,N=67,K=23"},
-                                                                  {"matmul_bias_relu", "M=29,N=41,K=19"},
-                                                                  {"batch_matmul", "G=3,M=13,N=35,K=7"},
-                                                                  {"conv2d", "N=1,C=3,H=11,W=19,K=5,R=3,S=3"},
-                                                                  {"depthwise_conv2d", "N=2,C=3,H=9,W=21,R=3,S=3"},
-                                                                  {"softmax", "N=7,D=43"},
-                                                                  {"layernorm", "N=5,D=37"},
-                                                                  {"row_sum", "N=11,D=53"},
-                                                                  {"gelu", "N=3,D=71"}};
+  const auto& cases = test::library_test_sizes();
   for (const char* arch : {"sm_80", "sm_90"}) {
     codegen::BackendOptions o;
     o.device = arch;

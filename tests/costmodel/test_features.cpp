@@ -33,11 +33,7 @@ TEST_CASE("features: one documented feature per slot, each named once") {
 TEST_CASE("features: deterministic, finite, and changed by the schedule") {
   for (auto& name : ops::op_names()) {
     CAPTURE(name);
-    auto w = library_workload(name, name == "conv2d"               ? "N=1,C=8,H=18,W=18,K=8,R=3,S=3"
-                                    : name == "depthwise_conv2d"   ? "N=1,C=8,H=18,W=34,R=3,S=3"
-                                    : name == "batch_matmul"       ? "G=2,M=32,N=48,K=16"
-                                    : name.rfind("matmul", 0) == 0 ? "M=64,N=64,K=64"
-                                                                   : "N=32,D=96");
+    auto w = test::library_test_workload(name);
     tuner::Space space(w, kAvx512);
     tuner::Rng rng(5);
     ir::Schedule naive = ir::naive_schedule(w);

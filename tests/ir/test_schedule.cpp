@@ -30,12 +30,7 @@ TEST_CASE("schedule: the naive schedule is valid for every library op and its JS
   auto schema = config_schema();
   for (auto& name : ops::op_names()) {
     CAPTURE(name);
-    ir::Workload w = ir::bind(ir::parse_op(ops::op_text(name)),
-                              ir::parse_sizes(name == "conv2d"               ? "N=1,C=2,H=5,W=5,K=2,R=3,S=3"
-                                              : name == "depthwise_conv2d"   ? "N=1,C=2,H=5,W=5,R=3,S=3"
-                                              : name == "batch_matmul"       ? "G=2,M=3,N=4,K=5"
-                                              : name.rfind("matmul", 0) == 0 ? "M=3,N=4,K=5"
-                                                                             : "N=3,D=5"));
+    ir::Workload w = test::library_test_workload(name);
     ir::Schedule s = ir::naive_schedule(w);
     CHECK(ir::check_schedule(w, s, kAvx512) == "");
     CHECK(validate_json(schema, nlohmann::json::parse(s.to_json())).empty());

@@ -17,19 +17,9 @@ const ir::TargetTraits kAvx2{8, 16, 4};
 }  // namespace
 
 TEST_CASE("space: samples, mutations and crossovers are valid for every library op and target") {
-  std::map<std::string, std::string> sizes = {{"matmul", "M=37,N=67,K=23"},
-                                              {"matmul_bias_relu", "M=64,N=64,K=64"},
-                                              {"batch_matmul", "G=3,M=13,N=35,K=7"},
-                                              {"conv2d", "N=1,C=3,H=11,W=19,K=5,R=3,S=3"},
-                                              {"depthwise_conv2d", "N=2,C=3,H=9,W=21,R=3,S=3"},
-                                              {"softmax", "N=7,D=43"},
-                                              {"layernorm", "N=5,D=37"},
-                                              {"row_sum", "N=11,D=53"},
-                                              {"gelu", "N=3,D=71"}};
   for (auto& name : ops::op_names()) {
     CAPTURE(name);
-    REQUIRE(sizes.count(name));
-    auto w = library_workload(name, sizes[name]);
+    auto w = test::library_test_workload(name);
     for (auto traits : {kAvx512, kAvx2}) {
       tuner::Space space(w, traits);
       tuner::Rng rng(42);
