@@ -26,9 +26,10 @@ struct Checker {
 
   std::set<std::string> size_symbols;
 
-  void collect_symbols(const SizeExpr& e) {
-    if (e.kind == SizeExpr::Kind::Symbol) size_symbols.insert(e.symbol);
-    for (auto& a : e.args) collect_symbols(a);
+  void collect_symbols(const SizeExpr& e) { collect_names(e, size_symbols); }
+  static void collect_names(const SizeExpr& e, std::set<std::string>& out) {
+    if (e.kind == SizeExpr::Kind::Symbol) out.insert(e.symbol);
+    for (auto& a : e.args) collect_names(a, out);
   }
 
   // Collects accesses like ir::collect_accesses and checks every size name on the way.
@@ -87,6 +88,21 @@ struct Checker {
                          "' (it is not on the left) but is written with '='; use '+=', '*=', 'max=' or 'min='");
     if (out)
       for (size_t d = 0; d < s.lhs_vars.size(); ++d) extent[s.lhs_vars[d]] = out->dims[d];
+    std::set<std::string> ranged;
+    for (auto& r : s.ranges) {
+      if (lhs.count(r.var))
+        fail_at(r.loc, "index '" + r.var +
+                           "' is on the left: its range is the tensor's, 'where' gives reduction "
+                           "indices theirs");
+      if (std::find(order.begin(), order.end(), r.var) == order.end())
+        fail_at(r.loc, "index '" + r.var + "' in 'where' is not used by the statement");
+      if (!ranged.insert(r.var).second) fail_at(r.loc, "index '" + r.var + "' has two ranges in 'where'");
+      std::set<std::string> used;
+      collect_names(r.extent, used);
+      for (auto& name : used)
+        if (!size_symbols.count(name)) fail_at(r.loc, "unknown size '" + name + "' in the range of '" + r.var + "'");
+      extent[r.var] = r.extent;
+    }
 
     s.vars.clear();
     for (auto& v : order) {
@@ -95,7 +111,8 @@ struct Checker {
         SourceLoc loc = first_use.count(v) ? first_use[v] : s.loc;
         fail_at(loc, "index '" + v +
                          "' has no inferable range: it must appear alone as the index of some "
-                         "dimension (like 'k' in A[m, k])");
+                         "dimension (like 'k' in A[m, k]), or be given one with 'where " +
+                         v + " < SIZE'");
       }
       s.vars.push_back({v, it->second, !lhs.count(v)});
     }

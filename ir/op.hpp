@@ -61,6 +61,14 @@ struct Stmt {
   std::vector<std::string> lhs_vars;  //!< one plain index variable per dimension
   Combine combine = Combine::Assign;
   Expr rhs;
+  //! `where r < 3, s < R`: ranges the op gives its reduction indices (windows), instead of
+  //! borrowing them from a dimension the index reads alone.
+  struct Range {
+    std::string var;
+    SizeExpr extent;
+    SourceLoc loc;
+  };
+  std::vector<Range> ranges;
   SourceLoc loc;
   std::vector<IndexVar> vars;  //!< filled by the checker: left-hand vars, then reduction vars
 };

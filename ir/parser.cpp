@@ -213,6 +213,18 @@ class Parser {
       fail_at(peek().loc, "expected '=', '+=', '*=', 'max=' or 'min=', found " + describe(peek()));
     }
     s.rhs = expr();
+    // A range clause, told from a next statement that assigns a tensor named `where` by `where r <`.
+    if (at("where") && peek(1).kind == Tok::Ident && peek(2).text == "<") {
+      ++pos_;
+      do {
+        Stmt::Range r;
+        r.loc = peek().loc;
+        r.var = name("an index name in 'where'");
+        expect("<", "'<' after the index of a 'where' range");
+        r.extent = size_sum();
+        s.ranges.push_back(std::move(r));
+      } while (accept(","));
+    }
     return s;
   }
 

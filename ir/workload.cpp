@@ -86,7 +86,11 @@ std::string canonical(const OpDef& op, const Sizes& sizes, bool keep_names = fal
     rename_vars(rhs, names);
     s += "  " + st.tensor + "[";
     for (size_t i = 0; i < st.lhs_vars.size(); ++i) s += (i ? ", " : "") + names[st.lhs_vars[i]];
-    s += std::string("] ") + combine_token(st.combine) + " " + to_string(rhs) + "\n";
+    s += std::string("] ") + combine_token(st.combine) + " " + to_string(rhs);
+    // Only ops with windows say so: every other op keeps its text, and so its workload key.
+    for (size_t i = 0; i < st.ranges.size(); ++i)
+      s += (i ? ", " : " where ") + names[st.ranges[i].var] + " < " + to_string(st.ranges[i].extent);
+    s += "\n";
   }
   s += "}\nsizes ";
   bool first = true;
@@ -229,6 +233,9 @@ Workload bind(const OpDef& op, const Sizes& sizes) {
     std::map<std::string, std::int64_t> extent;
     for (auto& v : st.vars) {
       stage.axes.push_back({v.name, eval(v.extent, sizes), v.reduce});
+      if (stage.axes.back().extent < 1)  // a 'where' range; tensor dimensions are checked above
+        invalid("index '" + v.name + "' of statement " + st.tensor + " ranges below " + to_string(v.extent) + " = " +
+                std::to_string(stage.axes.back().extent) + " with " + w.sizes_text() + "; it must be at least 1");
       extent[v.name] = stage.axes.back().extent;
     }
     __int128 points = 1;

@@ -94,7 +94,10 @@ inline const std::map<std::string, std::string>& library_test_sizes() {
                                                            {"layernorm", "N=5,D=37"},
                                                            {"rmsnorm", "N=5,D=41"},
                                                            {"row_sum", "N=11,D=53"},
-                                                           {"gelu", "N=3,D=71"}};
+                                                           {"gelu", "N=3,D=71"},
+                                                           {"max_pool2d", "N=1,C=3,H=13,W=19"},
+                                                           {"avg_pool2d", "N=2,C=3,H=9,W=14"},
+                                                           {"global_avg_pool", "N=2,C=5,H=7,W=11"}};
   return sizes;
 }
 

@@ -160,6 +160,26 @@ TEST_CASE(
       }
     check_close(t[3], want, 1e-5);
   }
+  {  // windows: 3 x 3, stride 2 (7 x 8 -> 3 x 3), and the mean of whole planes
+    auto w = library_workload("max_pool2d", "N=1,C=2,H=7,W=8");
+    Tensors t = run_in_process(*be, w, ir::naive_schedule(w), dir);
+    std::vector<double> want(2 * 3 * 3, -INFINITY);
+    for (int c = 0; c < 2; ++c)
+      for (int y = 0; y < 3; ++y)
+        for (int x = 0; x < 3; ++x)
+          for (int r = 0; r < 3; ++r)
+            for (int s = 0; s < 3; ++s)
+              want[(c * 3 + y) * 3 + x] =
+                  std::max(want[(c * 3 + y) * 3 + x], double(t[0][(c * 7 + 2 * y + r) * 8 + 2 * x + s]));
+    check_close(t[1], want, 0);
+    auto g = library_workload("global_avg_pool", "N=1,C=2,H=3,W=5");
+    Tensors u = run_in_process(*be, g, ir::naive_schedule(g), dir);
+    for (int c = 0; c < 2; ++c) {
+      double mean = 0;
+      for (int i = 0; i < 15; ++i) mean += u[0][c * 15 + i] / 15.0;
+      CHECK(u[1][c] == doctest::Approx(mean).epsilon(1e-5));
+    }
+  }
 }
 
 TEST_CASE("cpu kernels: a hand-written tiled, vectorized, parallel schedule with tails matches the naive one") {

@@ -187,3 +187,48 @@ TEST_CASE("workload key: stable under renaming and reformatting, changed by size
   CHECK(a.key.size() == 16);
   CHECK(a.flops() == doctest::Approx(2.0 * 64 * 32 * 16));
 }
+
+TEST_CASE("windows: 'where' gives reduction indices their range; the window is part of the key") {
+  const char* pool =
+      "op pool(X: f32[H, W]) -> Y: f32[(H - 3) / 2 + 1, W - R + 1] {\n"
+      "  Y[y, x] max= X[2 * y + r, x + s] where r < 3, s < R\n}";
+  auto w = ir::bind(ir::parse_op(pool), ir::parse_sizes("H=11,W=8,R=2"));
+  REQUIRE(w.stages.size() == 1);
+  REQUIRE(w.stages[0].axes.size() == 4);
+  CHECK(w.stages[0].axes[2].name == "r");
+  CHECK(w.stages[0].axes[2].extent == 3);
+  CHECK(w.stages[0].axes[2].reduce);
+  CHECK(w.stages[0].axes[3].extent == 2);
+  CHECK(w.canonical_text.find(" where i2 < 3, i3 < R") != std::string::npos);
+  // Another window is another workload; a statement without one keeps its text (and key).
+  std::string wider = pool;
+  wider.replace(wider.find("r < 3"), 5, "r < 2");
+  CHECK(ir::bind(ir::parse_op(wider), ir::parse_sizes("H=11,W=8,R=2")).key != w.key);
+  CHECK(ir::bind(ir::parse_op(kMatmul), ir::parse_sizes("M=4,N=4,K=4")).canonical_text.find("where") ==
+        std::string::npos);
+  // A window past the tensor's end is an out-of-bounds access, found when binding.
+  std::string far = pool;
+  far.replace(far.find("r < 3"), 5, "r < 4");
+  CHECK(error_of([&] { ir::bind(ir::parse_op(far), ir::parse_sizes("H=11,W=8,R=2")); }).find("runs over [0, 11]") !=
+        std::string::npos);
+  // A statement after a window may assign a tensor named `where`.
+  auto two = ir::parse_op("op f(X: f32[N]) -> (Y: f32[N], where: f32[N]) {\n  Y[i] = X[i]\n  where[i] = X[i]\n}");
+  CHECK(two.stmts.size() == 2);
+}
+
+TEST_CASE("windows: errors say which index and why") {
+  CHECK(parse_error("op f(X: f32[N]) -> Y: f32[N] {\n  Y[i] += X[i] where i < 3\n}").find("index 'i' is on the left") !=
+        std::string::npos);
+  CHECK(parse_error("op f(X: f32[N, M]) -> Y: f32[N] {\n  Y[i] += X[i, j] where q < 3\n}")
+            .find("index 'q' in 'where' is not used") != std::string::npos);
+  CHECK(parse_error("op f(X: f32[N, M]) -> Y: f32[N] {\n  Y[i] += X[i, j] where j < 3, j < 2\n}").find("two ranges") !=
+        std::string::npos);
+  CHECK(parse_error("op f(X: f32[N, M]) -> Y: f32[N] {\n  Y[i] += X[i, j] where j < Q\n}").find("unknown size 'Q'") !=
+        std::string::npos);
+  CHECK(parse_error("op f(X: f32[N, M]) -> Y: f32[N] {\n  Y[i] += X[i, j] where j <\n}")
+            .rfind("3:1: expected a size", 0) == 0);
+  std::string none = parse_error("op f(A: f32[N]) -> B: f32[N] {\n  B[i] += A[i + j]\n}");
+  CHECK(none.find("or be given one with 'where j < SIZE'") != std::string::npos);
+  auto op = ir::parse_op("op f(X: f32[N, M]) -> Y: f32[N] {\n  Y[i] += X[i, j + k] where k < M - 4, j < 2\n}");
+  CHECK(error_of([&] { ir::bind(op, ir::parse_sizes("N=2,M=4")); }).find("must be at least 1") != std::string::npos);
+}
