@@ -53,9 +53,13 @@ const std::vector<Case> kCases = {
     {"depthwise C128 56x56 3x3", "depthwise_conv2d", "N=1,C=128,H=58,W=58,R=3,S=3", 0},
     {"softmax 4096x1024", "softmax", "N=4096,D=1024", 18},
     {"layernorm 4096x1024", "layernorm", "N=4096,D=1024", 0},
+    {"max pool 3x3 s2 C64 113x113 (no pad)", "max_pool2d", "N=1,C=64,H=113,W=113", 0},
+    {"global avg pool C2048 7x7", "global_avg_pool", "N=1,C=2048,H=7,W=7", 0},
 };
 
-bool memory_bound(const std::string& op) { return op == "softmax" || op == "layernorm" || op == "rmsnorm"; }
+bool memory_bound(const std::string& op) {
+  return op == "softmax" || op == "layernorm" || op == "rmsnorm" || op.find("pool") != std::string::npos;
+}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
