@@ -73,14 +73,18 @@ static inline tt_vf tt_vexp(tt_vf x) {
   tt_vf y = p * tt_bits_f((n1 + 127) << 23) * tt_bits_f((n2 + 127) << 23);
   return x != x ? x : y;
 }
-// log(x) = k ln 2 + log(1 + f), 1 + f in [sqrt(1/2), sqrt(2)), log(1 + f) from s = f / (2 + f)
-// (the reduction of FreeBSD's logf). Subnormals are scaled by 2^23 first.
-static inline tt_vf tt_vlog(tt_vf x) {
+// x = 2^k m exactly, m in [sqrt(1/2), sqrt(2)), for positive x (subnormals scaled by 2^23 first).
+static inline void tt_vlog_reduce(tt_vf x, tt_vf* k, tt_vf* m) {
   tt_vi tiny = x < 1.17549435e-38f;
-  tt_vf xs = tiny ? x * 8388608.0f : x;
-  tt_vi ix = tt_f_bits(xs) + (0x3f800000 - 0x3f3504f3);
-  tt_vf k = __builtin_convertvector((ix >> 23) - 127 + (tiny & -23), tt_vf);
-  tt_vf f = tt_bits_f((ix & 0x007fffff) + 0x3f3504f3) - 1.0f;
+  tt_vi ix = tt_f_bits(tiny ? x * 8388608.0f : x) + (0x3f800000 - 0x3f3504f3);
+  *k = __builtin_convertvector((ix >> 23) - 127 + (tiny & -23), tt_vf);
+  *m = tt_bits_f((ix & 0x007fffff) + 0x3f3504f3);
+}
+// log(x) = k ln 2 + log(1 + f), 1 + f = m, log(1 + f) from s = f / (2 + f) (FreeBSD's logf).
+static inline tt_vf tt_vlog(tt_vf x) {
+  tt_vf k, m;
+  tt_vlog_reduce(x, &k, &m);
+  tt_vf f = m - 1.0f;
   tt_vf s = f / (f + 2.0f), z = s * s, w = z * z;
   tt_vf R = z * (0.66666662693f + w * 0.28498786688f) + w * (0.40000972152f + w * 0.24279078841f);
   tt_vf hfsq = 0.5f * f * f;
@@ -157,10 +161,9 @@ typedef double tt_vd __attribute__((vector_size(TT_LANES * 8)));
 typedef long long tt_vl __attribute__((vector_size(TT_LANES * 8)));
 static inline tt_vf tt_vpow(tt_vf x, tt_vf y) {
   tt_vi special = ~(x > 0.0f) | (x == INFINITY) | ~(tt_vabs(y) < INFINITY);
-  tt_vi tiny = x < 1.17549435e-38f;
-  tt_vi bits = tt_f_bits(tiny ? x * 8388608.0f : x) + (0x3f800000 - 0x3f3504f3);
-  tt_vd k = __builtin_convertvector((bits >> 23) - 127 + (tiny & -23), tt_vd);
-  tt_vd m = __builtin_convertvector(tt_bits_f((bits & 0x007fffff) + 0x3f3504f3), tt_vd);
+  tt_vf kf, mf;
+  tt_vlog_reduce(x, &kf, &mf);
+  tt_vd k = __builtin_convertvector(kf, tt_vd), m = __builtin_convertvector(mf, tt_vd);
   tt_vd s = (m - 1.0) / (m + 1.0), s2 = s * s;  // log(m) = 2 atanh(s), |s| < 0.172
   tt_vd l = s2 * (1.0 / 19) + 1.0 / 17;
   l = l * s2 + 1.0 / 15;
