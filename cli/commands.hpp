@@ -52,8 +52,8 @@ int run_best(const CommonOptions& c, int top, bool json);
 //! The source (or with `json` the source and abi, as /v1/best answers) of the best kernel, a
 //! given config's or the naive schedule's.
 int run_show(const CommonOptions& c, const std::string& config_json, bool naive, bool json);
-//! Writes the best kernels of a suite's cases for `c`'s backend into `out` (README, "Exporting
-//! kernels"): sources, a C header, manifest.json, and with `static_lib` libtiletune_kernels.a.
+//! Writes the best kernels of a suite's cases for `c`'s backend into `out` (README, "Kernels in
+//! your compiler"): sources, a C header, manifest.json, and with `static_lib` libtiletune_kernels.a.
 int run_export(const CommonOptions& c, const std::string& suite, const std::string& out, bool static_lib);
 int run_ops();
 //! Measures given configs (JSON, one per argument), stores the records and prints them.

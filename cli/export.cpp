@@ -1,6 +1,5 @@
 // `tiletune export`: a suite's best kernels as files a compiler's build takes in (README,
-// "Exporting kernels").
-#include <unistd.h>
+// "Kernels in your compiler").
 
 #include <algorithm>
 #include <cctype>
@@ -15,6 +14,7 @@
 #include "cli/inputs.hpp"
 #include "db/store.hpp"
 #include "support/error.hpp"
+#include "support/files.hpp"
 #include "support/subprocess.hpp"
 #include "tuner/lookup.hpp"
 
@@ -29,20 +29,6 @@ constexpr const char* kHeader = "tiletune_kernels.h";
 constexpr const char* kLibrary = "libtiletune_kernels.a";
 constexpr const char* kManifest = "manifest.json";
 constexpr int kManifestVersion = 1;
-
-//! Replaces `path` whole (written beside it, then renamed): a reader never sees half a file.
-void write_file(const fs::path& path, const std::string& text) {
-  fs::path tmp = path;
-  tmp += ".tmp" + std::to_string(getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out << text;
-    if (!out.flush()) throw_error(ErrorKind::Io, "cannot write " + tmp.string());
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) throw_error(ErrorKind::Io, "cannot write " + path.string() + ": " + ec.message());
-}
 
 std::vector<std::string> split_words(const std::string& s) {
   std::istringstream in(s);
@@ -107,7 +93,7 @@ void build_library(const fs::path& out, const std::vector<Exported>& kernels, co
     if (!r.ok()) throw_error(ErrorKind::Io, "cannot compile " + k.source_file + ": " + r.describe() + "\n" + r.output);
     objects.push_back(object);
   }
-  fs::path lib = out / kLibrary, tmp = out / (std::string(kLibrary) + ".tmp" + std::to_string(getpid()));
+  fs::path lib = out / kLibrary, tmp = out / (std::string(kLibrary) + ".tmp." + unique_suffix());
   std::vector<std::string> ar{"ar", "rcs", tmp.string()};
   ar.insert(ar.end(), objects.begin(), objects.end());
   ProcessResult r = run_process(ar, 600);
@@ -169,7 +155,7 @@ int run_export(const CommonOptions& c, const std::string& suite_name, const std:
                    {"target_fingerprint", json::parse(backend->target().fingerprint_json)},
                    {"kernels", json::array()}};
   for (auto& k : kernels) {
-    write_file(dir / k.source_file, k.kernel.source);
+    write_file_atomically((dir / k.source_file).string(), k.kernel.source);
     json entry = tuner::kernel_json(k.found, k.workload, k.kernel, *backend);
     entry.erase("source");
     entry["source_file"] = k.source_file;
@@ -179,7 +165,7 @@ int run_export(const CommonOptions& c, const std::string& suite_name, const std:
     manifest["kernels"].push_back(entry);
   }
   if (has_c_abi) {
-    write_file(dir / kHeader, header_text(kernels, backend->target().key));
+    write_file_atomically((dir / kHeader).string(), header_text(kernels, backend->target().key));
     manifest["header"] = kHeader;
     manifest["link_flags"] = "-fopenmp";
   }
@@ -187,7 +173,8 @@ int run_export(const CommonOptions& c, const std::string& suite_name, const std:
     build_library(dir, kernels, c.backend_options.compiler.empty() ? "g++" : c.backend_options.compiler);
     manifest["library"] = kLibrary;
   }
-  write_file(dir / kManifest, manifest.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
+  write_file_atomically((dir / kManifest).string(),
+                        manifest.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
   std::cout << "exported " << kernels.size() << " kernels of suite " << suite_name << " to " << out << " (" << kManifest
             << (has_c_abi ? std::string(", ") + kHeader : "") << (static_lib ? std::string(", ") + kLibrary : "")
             << ")\n";

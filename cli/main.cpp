@@ -99,7 +99,8 @@ int main(int argc, char** argv) {
   std::string export_out;
   bool static_lib = false;
   auto* export_cmd = app.add_subcommand(
-      "export", "write the best kernels of a suite as C sources, a header and a manifest (README: Exporting kernels)");
+      "export",
+      "write the best kernels of a suite as C sources, a header and a manifest (README: Kernels in your compiler)");
   export_cmd->add_option("suite", suite, "suite name (see `tiletune ops`) or path of a suite JSON file")->required();
   add_common(export_cmd, common, false);
   export_cmd->add_option("--out,-o", export_out, "folder to write (created; files of the same names are replaced)")

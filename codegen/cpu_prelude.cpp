@@ -165,28 +165,14 @@ static inline tt_vf tt_vpow(tt_vf x, tt_vf y) {
   tt_vlog_reduce(x, &kf, &mf);
   tt_vd k = __builtin_convertvector(kf, tt_vd), m = __builtin_convertvector(mf, tt_vd);
   tt_vd s = (m - 1.0) / (m + 1.0), s2 = s * s;  // log(m) = 2 atanh(s), |s| < 0.172
-  tt_vd l = s2 * (1.0 / 19) + 1.0 / 17;
-  l = l * s2 + 1.0 / 15;
-  l = l * s2 + 1.0 / 13;
-  l = l * s2 + 1.0 / 11;
-  l = l * s2 + 1.0 / 9;
-  l = l * s2 + 1.0 / 7;
-  l = l * s2 + 1.0 / 5;
-  l = l * s2 + 1.0 / 3;
-  l = l * s2 + 1.0;
+  tt_vd l = tt_vd{} + 1.0 / 19;  // atanh(s) / s = sum of s^2i / (2i + 1), i <= 9
+  for (int i = 17; i >= 1; i -= 2) l = l * s2 + 1.0 / i;
   tt_vd t = __builtin_convertvector(y, tt_vd) * (k + 2.8853900817779268 * s * l);  // y log2 x
   tt_vd c = t < -160.0 ? -160.0 : t > 130.0 ? 130.0 : t;
   tt_vd n = (c + 6755399441055744.0) - 6755399441055744.0;  // round to an integer
   tt_vd r = (c - n) * 0.69314718055994531;  // |r| <= ln(2) / 2
-  tt_vd e = r * (1.0 / 362880) + 1.0 / 40320;
-  e = e * r + 1.0 / 5040;
-  e = e * r + 1.0 / 720;
-  e = e * r + 1.0 / 120;
-  e = e * r + 1.0 / 24;
-  e = e * r + 1.0 / 6;
-  e = e * r + 0.5;
-  e = e * r + 1.0;
-  e = e * r + 1.0;
+  tt_vd e = tt_vd{} + 1.0;  // exp(r) = 1 + r (1 + r/2 (1 + r/3 (... (1 + r/9))))
+  for (int i = 9; i >= 1; --i) e = e * r * (1.0 / i) + 1.0;
   tt_vl scale = (__builtin_convertvector(n, tt_vl) + 1023) << 52;
   tt_vf out = __builtin_convertvector(e * (tt_vd)scale, tt_vf);
   bool any = false;

@@ -18,6 +18,7 @@
 
 #include "measure/protocol.hpp"
 #include "support/error.hpp"
+#include "support/files.hpp"
 #include "support/hash.hpp"
 #include "support/subprocess.hpp"
 
@@ -92,24 +93,6 @@ std::string default_cache_dir() {
 
 namespace {
 
-//! A suffix no other writer uses: processes in different containers may share a cache and a
-//! pid, and one process builds in several threads.
-std::string unique_suffix() {
-  static const std::uint64_t token = std::random_device{}();
-  static std::atomic<std::uint64_t> counter{0};
-  return std::to_string(getpid()) + "-" + std::to_string(token % 1000000007) + "-" + std::to_string(counter++);
-}
-
-void write_file(const std::string& path, const std::string& text) {
-  std::string tmp = path + ".tmp." + unique_suffix();
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out << text;
-    if (!out) throw_error(ErrorKind::Io, "cannot write " + tmp);
-  }
-  fs::rename(tmp, path);
-}
-
 std::int64_t longest_reduction(const ir::Workload& w) {
   std::int64_t longest = 1;
   for (auto& s : w.stages) {
@@ -182,7 +165,7 @@ struct Measurer::Impl {
       std::error_code ec;
       if (fs::exists(job.artifact, ec)) return;
       std::string source_path = base + backend.source_extension();
-      write_file(source_path, job.source);
+      write_file_atomically(source_path, job.source);
       log = backend.build(source_path, tmp);
       if (log.empty()) fs::rename(tmp, job.artifact);
     } catch (const std::exception& e) {
@@ -215,7 +198,7 @@ struct Measurer::Impl {
     req.tolerance = tolerance_for(longest_reduction(workload));
     req.single_run_s = single_run_s;
     std::string req_path = job.artifact + ".req." + unique_suffix() + ".json";
-    write_file(req_path, req.to_json());
+    write_file_atomically(req_path, req.to_json());
     std::string runner = o.runner_path.empty() ? executable_dir() + "/tiletune-runner" : o.runner_path;
     ProcessResult p = run_process({runner, req_path}, timeout);
     std::error_code ignored;
@@ -260,7 +243,7 @@ struct Measurer::Impl {
     RunReply r = run(job, RunRequest::Mode::Reference, o, o.reference_timeout_s, wall);
     if (!r.error_class.empty())
       throw_error(ErrorKind::Internal, "the reference kernel failed (" + r.error_class + "): " + r.message);
-    if (!r.times_s.empty()) write_file(reference_path + ".seconds", std::to_string(r.times_s.front()));
+    if (!r.times_s.empty()) write_file_atomically(reference_path + ".seconds", std::to_string(r.times_s.front()));
   }
 
   //! How long the reference run of the naive kernel took, if it is known (0 if not).

@@ -168,6 +168,17 @@ TEST_CASE("compiler trial: exported kernels and the installed client build into 
   CHECK(partial.output.find("1 of 5 cases have no measured kernel") != std::string::npos);
   CHECK(partial.output.find("matmul K=5,M=5,N=5") != std::string::npos);
   CHECK_FALSE(std::filesystem::exists(dir.file("partial")));  // nothing half-written
+  // A folder that cannot be made is an I/O error; GPU kernels are not C and make no static library.
+  auto unwritable =
+      run_process({kBin, "export", dir.file("suite.json"), "--db", db, "--out", dir.file("ops.tile") + "/x"}, 60);
+  CHECK(unwritable.exit_code == 4);
+  CHECK(unwritable.output.find("cannot create") != std::string::npos);
+  if (!test::no_opencl_platform()) {
+    auto gpu = run_process(
+        {kBin, "export", dir.file("suite.json"), "--db", db, "--out", out, "--backend", "opencl", "--static-lib"}, 60);
+    CHECK(gpu.exit_code == 2);
+    CHECK(gpu.output.find("--static-lib needs C kernels") != std::string::npos);
+  }
   auto exported = run_process({kBin, "export", dir.file("suite.json"), "--db", db, "--out", out, "--static-lib"}, 600);
   REQUIRE_MESSAGE(exported.ok(), exported.output);
 
