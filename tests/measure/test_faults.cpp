@@ -78,8 +78,9 @@ TEST_CASE("measure: a candidate far slower than the best known is timed by its c
   auto once = m.measure({naive});
   REQUIRE(once[0].ok());
   CHECK(once[0].times_s.size() == 1);
-  // Near the best it is repeated as before.
-  m.expect_best(2 * timed[0].median_s());
+  // Not far from the best it is repeated as before. The best here is a second, so that a cold
+  // first run on a loaded machine (many times the median of warm runs) still counts as near.
+  m.expect_best(1.0);
   naive.stages[0].unroll = 4;
   auto again = m.measure({naive});
   REQUIRE(again[0].ok());
