@@ -51,14 +51,23 @@ const std::vector<Case> kCases = {
     {"conv2d C64 K64 56x56 3x3", "conv2d", "N=1,C=64,H=58,W=58,K=64,R=3,S=3", 56},
     {"conv2d C256 K256 14x14 3x3", "conv2d", "N=1,C=256,H=16,W=16,K=256,R=3,S=3", 0},
     {"depthwise C128 56x56 3x3", "depthwise_conv2d", "N=1,C=128,H=58,W=58,R=3,S=3", 0},
+    {"ResNet conv 3x3 pad 1 C64 K64 56x56", "conv2d_p1", "N=1,C=64,H=56,W=56,K=64,R=3,S=3", 0},
+    {"ResNet conv 1x1 C256 K64 56x56", "conv2d_1x1", "N=1,C=256,H=56,W=56,K=64", 0},
+    {"ResNet conv 3x3 s2 pad 1 C128 K128 56x56", "conv2d_s2p1", "N=1,C=128,H=56,W=56,K=128,R=3,S=3", 0},
+    {"ResNet conv 3x3 pad 1 + bias + relu C64 K64 56x56", "conv2d_bias_relu_p1", "N=1,C=64,H=56,W=56,K=64,R=3,S=3", 0},
+    {"depthwise 3x3 pad 1 C144 56x56", "depthwise_conv2d_p1", "N=1,C=144,H=56,W=56,R=3,S=3", 0},
+    {"depthwise 3x3 s2 pad 1 C144 56x56", "depthwise_conv2d_s2p1", "N=1,C=144,H=56,W=56,R=3,S=3", 0},
+    {"grouped conv 3x3 pad 1 G8 C128 K128 28x28", "grouped_conv2d_p1", "N=1,G=8,CG=16,KG=16,H=28,W=28,R=3,S=3", 0},
     {"softmax 4096x1024", "softmax", "N=4096,D=1024", 18},
     {"layernorm 4096x1024", "layernorm", "N=4096,D=1024", 0},
     {"max pool 3x3 s2 C64 113x113 (no pad)", "max_pool2d", "N=1,C=64,H=113,W=113", 0},
+    {"max pool 3x3 s2 pad 1 C64 112x112", "max_pool2d_p1", "N=1,C=64,H=112,W=112", 0},
     {"global avg pool C2048 7x7", "global_avg_pool", "N=1,C=2048,H=7,W=7", 0},
 };
 
 bool memory_bound(const std::string& op) {
-  return op == "softmax" || op == "layernorm" || op == "rmsnorm" || op.find("pool") != std::string::npos;
+  return op == "softmax" || op == "layernorm" || op == "rmsnorm" || op.find("pool") != std::string::npos ||
+         op.rfind("depthwise", 0) == 0;
 }
 
 double median(std::vector<double> v) {

@@ -11,6 +11,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 namespace tiletune::codegen {
 
@@ -158,6 +159,10 @@ class Emitter {
   //! Packed inputs the code being emitted reads through their panels (full tiles only).
   std::map<std::string, std::pair<const ir::Pack*, std::string>> packed_;
   std::string first_, last_;  // C++ conditions ("" when always true)
+  //! Reads of padded inputs that can fall outside them in this stage: (tensor, dimension) ->
+  //! index. Tiles that reach past a border read them through guards (see micro_kernel).
+  std::vector<std::tuple<std::string, size_t, ir::IndexExpr>> outside_;
+  bool guarded_ = false;  // emitting a border tile: padded reads are guarded
 
   std::string fresh(const std::string& base) { return names_.fresh(base); }
   static std::string block_end(const std::string& start, std::int64_t block, std::int64_t extent) {
@@ -312,6 +317,89 @@ class Emitter {
     std::vector<std::string> vector_addresses;  //!< of the vector loads, in order (prefetch)
   };
 
+  //! An index of an access at a register point, as C++ text.
+  static std::string index_at(const ir::IndexExpr& ix, const Point& p) {
+    Linear lin;
+    lin.constant = ix.constant;
+    for (auto& t : ix.terms) {
+      const AxisValue& v = p.at(t.var);
+      lin.add(v.var, t.coeff);
+      lin.constant += t.coeff * v.offset;
+    }
+    return lin.str();
+  }
+
+  //! `load` of a padded input on a border tile: the pad value where the point is outside it.
+  //! Along a vector in the tensor's last dimension the lanes are checked one by one.
+  std::string guarded_load(const Expr& e, const Point& p, bool vec, const std::string& addr, const std::string& load) {
+    const auto& buf = w_.buffers[w_.buffer_index(e.name)];
+    std::string cond, row_start, pad = float_literal(buf.pad.value_or(0.0));
+    for (size_t d = 0; d < e.indices.size(); ++d) {
+      if (!w_.may_read_outside(sn_->stage, e.name, d, e.indices[d])) continue;
+      std::string n = std::to_string(buf.shape[d]);
+      if (vec && d + 1 == e.indices.size() && e.indices[d].coeff_of(sn_->vector_axis) != 0)
+        row_start = index_at(e.indices[d], p);
+      else
+        cond += (cond.empty() ? "" : " && ") + std::string("tt_in(") + index_at(e.indices[d], p) + ", " + n + ")";
+    }
+    if (cond.empty() && row_start.empty()) return load;
+    std::string inside = row_start.empty() ? load
+                                           : "tt_load_pad(&" + addr + ", " + row_start + ", " +
+                                                 std::to_string(buf.shape.back()) + ", " + pad + ")";
+    if (cond.empty()) return inside;
+    return "(" + cond + " ? " + inside + " : " + (vec ? "tt_splat(" + pad + ")" : pad) + ")";
+  }
+
+  //! The condition under which a register tile's reads of padded inputs all fall inside them
+  //! (its tile loops and reduction loops at their bounds); "" when no read can fall outside.
+  std::string interior_condition() {
+    std::map<std::string, std::pair<std::string, std::string>> range;  // axis -> C++ [lo, hi]
+    for (auto* loops : {&sn_->reg, &sn_->reduce_inner})
+      for (auto& l : *loops) {
+        std::string base = var(l.axis, l.level - 1);
+        std::string hi = l.extent % l.block == 0
+                             ? base + " + " + std::to_string(l.block - 1)
+                             : "tt_imin(" + base + " + " + std::to_string(l.block) + ", " + std::to_string(l.extent) + ") - 1";
+        range[l.axis] = {base, hi};
+      }
+    std::string cond;
+    std::set<std::string> seen;
+    for (auto& [tensor, d, ix] : outside_) {
+      std::int64_t n = w_.buffers[w_.buffer_index(tensor)].shape[d];
+      std::string lo, hi;
+      std::int64_t glo = ix.constant, ghi = ix.constant;
+      for (auto& t : ix.terms) {
+        auto& [a_lo, a_hi] = range.at(t.var);
+        std::string c = t.coeff == 1 ? "" : std::to_string(t.coeff) + " * ";
+        lo += (lo.empty() ? "" : " + ") + c + "(" + (t.coeff > 0 ? a_lo : a_hi) + ")";
+        hi += (hi.empty() ? "" : " + ") + c + "(" + (t.coeff > 0 ? a_hi : a_lo) + ")";
+        std::int64_t extent = 1;
+        for (auto& a : st_->axes)
+          if (a.name == t.var) extent = a.extent;
+        (t.coeff > 0 ? ghi : glo) += t.coeff * (extent - 1);
+      }
+      if (ix.constant != 0) {
+        std::string k = (ix.constant > 0 ? " + " : " - ") + std::to_string(std::abs(ix.constant));
+        lo += k;
+        hi += k;
+      }
+      for (std::string c : {glo < 0 ? lo + " >= 0" : "", ghi >= n ? hi + " < " + std::to_string(n) : ""})
+        if (!c.empty() && seen.insert(c).second) cond += (cond.empty() ? "" : " && ") + std::string("(") + c + ")";
+    }
+    return cond;
+  }
+
+  //! Fills outside_ for the stage being emitted (its body and fused epilogue).
+  void find_outside_reads() {
+    outside_.clear();
+    std::vector<const Expr*> accesses;
+    ir::collect_accesses(sn_->body, accesses);
+    if (sn_->epilogue >= 0) ir::collect_accesses(sn_->epilogue_body, accesses);
+    for (const Expr* e : accesses)
+      for (size_t d = 0; d < e->indices.size(); ++d)
+        if (w_.may_read_outside(sn_->stage, e->name, d, e->indices[d])) outside_.emplace_back(e->name, d, e->indices[d]);
+  }
+
   std::string value(const Expr& e, const Point& p, bool vec, Block& blk, const std::string& acc_value) {
     auto arg = [&](size_t i) { return value(e.args[i], p, vec, blk, acc_value); };
     switch (e.kind) {
@@ -324,6 +412,7 @@ class Emitter {
                            : !vector_coeff(e) ? "tt_splat(" + addr + ")"
                            : partial_.empty() ? "tt_load(&" + addr + ")"
                                               : "tt_load_n(&" + addr + ", " + partial_ + ")";
+        if (guarded_) load = guarded_load(e, p, vec, addr, load);
         auto it = blk.load_names.find(load);
         if (it != blk.load_names.end()) return it->second;
         // Block-local names (A_0, A_1, ...) that avoid the kernel-wide ones.
@@ -556,14 +645,30 @@ class Emitter {
     packed_.clear();
     for (auto& pack : sn_->packs)
       packed_[w_.buffers[pack.buffer].name] = {&pack, packed_names_.at(w_.buffers[pack.buffer].name)};
-    if (full.empty()) {
-      points(depth, pts, mode);
+    auto tile = [&](int d) {
+      if (full.empty()) {
+        points(d, pts, mode);
+        return;
+      }
+      line(d, "if (" + full + ") {");
+      points(d + 1, pts, mode);
+      line(d, "} else {  // edge tile: the same computation on the points inside the tensor");
+      edge_tile(d + 1, mode);
+      line(d, "}");
+    };
+    std::string interior = interior_condition();
+    if (interior.empty()) {
+      tile(depth);
       return;
     }
-    line(depth, "if (" + full + ") {");
-    points(depth + 1, pts, mode);
-    line(depth, "} else {  // edge tile: the same computation on the points inside the tensor");
-    edge_tile(depth + 1, mode);
+    // Reads of a padded input are checked only on the tiles that reach past its border: one
+    // test per tile, none per element inside.
+    line(depth, "if (" + interior + ") {");
+    tile(depth + 1);
+    line(depth, "} else {  // border tile: reads outside the padded inputs give their pad value");
+    guarded_ = true;
+    tile(depth + 1);
+    guarded_ = false;
     line(depth, "}");
   }
 
@@ -663,6 +768,7 @@ class Emitter {
           break;
       for (size_t k = d + 1; k < shape.size(); ++k) out_stride_ *= shape[k];
     }
+    find_outside_reads();
     strided_vector_ =
         out_stride_ != 1 || (!sn.vector_axis.empty() && !ir::strided_reads(sn.body, sn.vector_axis).empty());
     const auto& stmt = w_.op.stmts[sn.stage];

@@ -34,6 +34,15 @@ static inline void tt_store_n(float* p, tt_vf v, std::int64_t n) { __builtin_mem
 static inline tt_vf tt_load_s(const float* p, std::int64_t s) { tt_vf v; for (int i = 0; i < TT_LANES; ++i) v[i] = p[i * s]; return v; }
 static inline void tt_store_s(float* p, tt_vf v, std::int64_t s) { for (int i = 0; i < TT_LANES; ++i) p[i * s] = v[i]; }
 static inline std::int64_t tt_imin(std::int64_t a, std::int64_t b) { return a < b ? a : b; }
+// Reads of a padded input (`X: f32[...] pad V` in the op) on the register tiles that reach past
+// its border: an index outside [0, n) reads the pad value. Tiles inside never call these.
+static inline bool tt_in(std::int64_t i, std::int64_t n) { return (std::uint64_t)i < (std::uint64_t)n; }
+// A vector of a row of n floats from index i on (p points at index i): lanes outside the row
+// read `pad`, and only lanes inside it touch memory.
+static inline tt_vf tt_load_pad(const float* p, std::int64_t i, std::int64_t n, float pad) {
+  if (i >= 0 && i + TT_LANES <= n) return tt_load(p);
+  tt_vf v; for (int j = 0; j < TT_LANES; ++j) v[j] = tt_in(i + j, n) ? p[j] : pad; return v;
+}
 static inline float tt_max(float a, float b) { return a > b ? a : b; }
 static inline float tt_min(float a, float b) { return a < b ? a : b; }
 static inline float tt_exp(float x) { return std::exp(x); }

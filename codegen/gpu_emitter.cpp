@@ -353,6 +353,17 @@ class Emitter {
         bool vec = along_vector(e);
         std::string load =
             vec ? "vload" + std::to_string(lanes_) + "(0, " + base + " + " + flat + ")" : base + "[" + flat + "]";
+        // A padded input past its border reads its pad value (check_schedule keeps such
+        // reads scalar and unstaged).
+        const auto& buf = w_.buffers[w_.buffer_index(e.name)];
+        std::string inside;
+        for (size_t d = 0; d < e.indices.size(); ++d)
+          if (w_.may_read_outside(sn_->stage, e.name, d, e.indices[d])) {
+            std::string ix = index_value(e.indices[d], point).str();
+            inside += (inside.empty() ? "" : " && ") + std::string("(") + ix + ") >= 0 && (" + ix + ") < " +
+                      std::to_string(buf.shape[d]);
+          }
+        if (!inside.empty()) load = "(" + inside + " ? " + load + " : " + float_literal(buf.pad.value_or(0.0)) + ")";
         return named_load(blk, e.name, vec ? vector_type() : "float", load);
       }
       case Expr::Kind::Neg:

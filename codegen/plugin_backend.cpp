@@ -97,6 +97,13 @@ class PluginBackend : public Backend {
   }
 
   std::string emit(const ir::Workload& w, const ir::LoopNest& nest, const std::string& config_json) const override {
+    // The program's "pad" field came after ABI version 1: a plug-in built against it would
+    // read past a padded input's border. Refused until the ABI says the plug-in knows it.
+    for (auto& b : w.buffers)
+      if (b.pad)
+        throw_error(ErrorKind::InvalidInput, name() + " plug-in (ABI version 1) cannot emit op '" + w.op.name +
+                                                 "': input '" + b.name +
+                                                 "' is padded, and padded reads are not part of plug-in ABI 1");
     Message m;
     std::string program = ir::program_to_json(w, nest, config_json);
     std::lock_guard<std::mutex> lock(calls_);

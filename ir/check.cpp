@@ -90,10 +90,12 @@ struct Checker {
       for (size_t d = 0; d < s.lhs_vars.size(); ++d) extent[s.lhs_vars[d]] = out->dims[d];
     std::set<std::string> ranged;
     for (auto& r : s.ranges) {
-      if (lhs.count(r.var))
+      // An intermediate's shape comes from its indices' ranges: a left-hand index that reads
+      // nothing alone (y in acc[.., y, ..] += I[.., y + r - 1, ..]) may be given its range.
+      if (lhs.count(r.var) && out)
         fail_at(r.loc, "index '" + r.var +
-                           "' is on the left: its range is the tensor's, 'where' gives reduction "
-                           "indices theirs");
+                           "' is on the left of an output: its range is the tensor's, 'where' gives reduction "
+                           "and intermediate indices theirs");
       if (std::find(order.begin(), order.end(), r.var) == order.end())
         fail_at(r.loc, "index '" + r.var + "' in 'where' is not used by the statement");
       if (!ranged.insert(r.var).second) fail_at(r.loc, "index '" + r.var + "' has two ranges in 'where'");

@@ -1,5 +1,6 @@
 #include "ir/op.hpp"
 
+#include <cmath>
 #include <cstdio>
 #include <map>
 
@@ -146,6 +147,13 @@ std::string to_string(const Expr& e) {
     default:
       return "(" + to_string(e.args[0]) + infix(e.kind) + to_string(e.args[1]) + ")";
   }
+}
+
+std::string pad_text(double v) {
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
 }
 
 }  // namespace tiletune::ir

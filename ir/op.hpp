@@ -1,6 +1,7 @@
 // ir/op.hpp
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,9 @@ struct TensorDecl {
   std::string name;
   std::string dtype;  //!< "f32"
   std::vector<SizeExpr> dims;
+  //! `X: f32[H, W] pad 0`: an input's reads outside its shape yield this value (zero padding
+  //! for convolutions, -inf for max pooling) instead of being refused at binding.
+  std::optional<double> pad;
   SourceLoc loc;
 };
 
@@ -102,5 +106,7 @@ int count_ops(const Expr& e);  //!< "=", "+=", "*=", "max=", "min="
 std::string to_string(const SizeExpr& e);
 std::string to_string(const IndexExpr& e);
 std::string to_string(const Expr& e);
+//! A pad value as op text writes it: `0`, `-inf`, `0.5`.
+std::string pad_text(double v);
 
 }  // namespace tiletune::ir

@@ -121,6 +121,8 @@ class Parser {
     } else {
       op.outputs.push_back(decl());
     }
+    for (auto& out : op.outputs)
+      if (out.pad) fail_at(out.loc, "output '" + out.name + "' cannot declare 'pad': only an input's reads can fall outside it");
     expect("{", "'{' to open the op body");
     while (!at("}")) {
       if (peek().kind == Tok::End) fail_at(peek().loc, "expected '}' to close op '" + op.name + "'");
@@ -145,7 +147,26 @@ class Parser {
     do d.dims.push_back(size_sum());
     while (accept(","));
     expect("]", "']' or ',' in the shape");
+    if (peek().kind == Tok::Ident && peek().text == "pad") {
+      ++pos_;
+      d.pad = pad_value();
+    }
     return d;
+  }
+
+  //! A number or `inf`, with an optional sign: what an out-of-range read of an input yields.
+  double pad_value() {
+    bool negative = accept("-");
+    const Token& t = peek();
+    double v = 0;
+    if (t.kind == Tok::Int || t.kind == Tok::Float)
+      v = real(t);
+    else if (t.kind == Tok::Ident && t.text == "inf")
+      v = INFINITY;
+    else
+      fail_at(t.loc, "expected the pad value (a number, inf or -inf) after 'pad', found " + describe(t));
+    ++pos_;
+    return negative ? -v : v;
   }
 
   SizeExpr size_sum() {

@@ -1,5 +1,6 @@
 #include "ir/program_json.hpp"
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 namespace tiletune::ir {
@@ -93,6 +94,14 @@ const char* role_name(Buffer::Role r) {
   return r == Buffer::Role::Input ? "input" : r == Buffer::Role::Output ? "output" : "temp";
 }
 
+//! A padded input's pad value: a number, or "inf" / "-inf" (JSON has no infinities); null
+//! for a tensor without one.
+json pad_json(const std::optional<double>& pad) {
+  if (!pad) return nullptr;
+  if (std::isinf(*pad)) return pad_text(*pad);
+  return *pad;
+}
+
 }  // namespace
 
 std::string program_to_json(const Workload& w, const LoopNest& nest, const std::string& config_json) {
@@ -103,6 +112,7 @@ std::string program_to_json(const Workload& w, const LoopNest& nest, const std::
                        {"role", role_name(w.buffers[b].role)},
                        {"argument", w.buffers[b].role == Buffer::Role::Temp ? -1 : argument++},
                        {"shape", w.buffers[b].shape},
+                       {"pad", pad_json(w.buffers[b].pad)},
                        {"workspace_offset", nest.workspace_offset[b]}});
   json stages = json::array();
   for (auto& sn : nest.stages) {

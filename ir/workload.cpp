@@ -68,7 +68,21 @@ void rename_vars(Expr& e, const std::map<std::string, std::string>& names) {
 std::string decl_text(const TensorDecl& t) {
   std::string s = t.name + ": " + t.dtype + "[";
   for (size_t i = 0; i < t.dims.size(); ++i) s += (i ? ", " : "") + to_string(t.dims[i]);
-  return s + "]";
+  s += "]";
+  if (t.pad) s += " pad " + pad_text(*t.pad);  // only padded inputs say so: other keys stay
+  return s;
+}
+
+//! The range [lo, hi] an index expression runs over when each variable runs over [0, extent).
+std::pair<__int128, __int128> index_range(const IndexExpr& ix, const std::vector<Axis>& axes) {
+  __int128 lo = ix.constant, hi = ix.constant;  // coefficients and extents are below 2^31
+  for (auto& t : ix.terms)
+    for (auto& a : axes)
+      if (a.name == t.var) {
+        __int128 span = static_cast<__int128>(t.coeff) * (a.extent - 1);
+        (span < 0 ? lo : hi) += span;
+      }
+  return {lo, hi};
 }
 
 //! The op's text with its sizes; index names normalised to i0, i1, ... unless keep_names.
@@ -131,6 +145,13 @@ double Workload::flops() const {
   double total = 0;
   for (auto& s : stages) total += double(s.points()) * (count_ops(s.rhs) + (s.is_reduction() ? 1 : 0));
   return total;
+}
+
+bool Workload::may_read_outside(int stage, const std::string& tensor, size_t dim, const IndexExpr& ix) const {
+  const Buffer& b = buffers[buffer_index(tensor)];
+  if (!b.pad) return false;
+  auto [lo, hi] = index_range(ix, stages[stage].axes);
+  return lo < 0 || hi >= b.shape[dim];
 }
 
 std::int64_t Workload::io_bytes() const {
@@ -203,7 +224,7 @@ Workload bind(const OpDef& op, const Sizes& sizes) {
   for (auto& st : w.op.stmts) bind_sizes(st.rhs, sizes);
 
   auto add_buffer = [&](const TensorDecl& t, Buffer::Role role) {
-    Buffer b{t.name, role, {}};
+    Buffer b{t.name, role, {}, t.pad};
     for (auto& d : t.dims) {
       std::int64_t v = eval(d, sizes);
       if (v < 1)
@@ -230,35 +251,31 @@ Workload bind(const OpDef& op, const Sizes& sizes) {
     stage.combine = st.combine;
     stage.rhs = st.rhs;
     bind_sizes(stage.rhs, sizes);
-    std::map<std::string, std::int64_t> extent;
     for (auto& v : st.vars) {
       stage.axes.push_back({v.name, eval(v.extent, sizes), v.reduce});
       if (stage.axes.back().extent < 1)  // a 'where' range; tensor dimensions are checked above
         invalid("index '" + v.name + "' of statement " + st.tensor + " ranges below " + to_string(v.extent) + " = " +
                 std::to_string(stage.axes.back().extent) + " with " + w.sizes_text() + "; it must be at least 1");
-      extent[v.name] = stage.axes.back().extent;
     }
     __int128 points = 1;
     for (auto& a : stage.axes) points *= a.extent;
     if (points > (static_cast<__int128>(1) << 50))
       invalid("statement " + st.tensor + " has more than 2^50 iteration points with " + w.sizes_text());
-    // Every access must agree with the ranges and stay inside its tensor.
+    // Every access must stay inside its tensor, or read a padded input: a window must
+    // still overlap it (a read that never touches the tensor is a mistake, not padding).
     std::vector<const Expr*> accesses;
     collect_accesses(stage.rhs, accesses);
     for (const Expr* e : accesses) {
       const Buffer& b = w.buffers[w.buffer_index(e->name)];
       for (size_t d = 0; d < e->indices.size(); ++d) {
         const IndexExpr& ix = e->indices[d];
-        __int128 lo = ix.constant, hi = ix.constant;  // coefficients and extents are below 2^31
-        for (auto& t : ix.terms) {
-          __int128 span = static_cast<__int128>(t.coeff) * (extent[t.var] - 1);
-          (span < 0 ? lo : hi) += span;
-        }
-        if (lo < 0 || hi >= b.shape[d])
+        auto [lo, hi] = index_range(ix, stage.axes);
+        if (b.pad ? (hi < 0 || lo >= b.shape[d]) : (lo < 0 || hi >= b.shape[d]))
           invalid(std::to_string(e->loc.line) + ":" + std::to_string(e->loc.column) + ": index " + to_string(ix) +
                   " of '" + e->name + "' runs over [" + std::to_string(static_cast<long long>(lo)) + ", " +
                   std::to_string(static_cast<long long>(hi)) + "] but that dimension has size " +
-                  std::to_string(b.shape[d]) + " with " + w.sizes_text());
+                  std::to_string(b.shape[d]) + " with " + w.sizes_text() +
+                  (b.pad || b.role != Buffer::Role::Input ? "" : " (declare '" + b.name + ": ... pad VALUE' if reads outside it are meant)"));
       }
     }
     w.stages.push_back(std::move(stage));

@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@ struct Buffer {
   std::string name;
   Role role = Role::Input;
   std::vector<std::int64_t> shape;
+  std::optional<double> pad;  //!< what reads outside the shape yield (TensorDecl::pad)
   std::int64_t elements() const;
 };
 
@@ -51,6 +53,9 @@ struct Workload {
 
   int buffer_index(const std::string& name) const;  //!< -1 if absent
   double flops() const;                             //!< arithmetic operations of one call
+  //! Whether index `ix` of `tensor` (dimension `dim`) can fall outside the tensor in stage
+  //! `stage`: only a padded input's can (bind refuses the rest).
+  bool may_read_outside(int stage, const std::string& tensor, size_t dim, const IndexExpr& ix) const;
   std::int64_t io_bytes() const;                    //!< bytes of inputs plus outputs
   std::string sizes_text() const;                   //!< "K=512,M=512,N=512"
 };

@@ -97,7 +97,15 @@ inline const std::map<std::string, std::string>& library_test_sizes() {
                                                            {"gelu", "N=3,D=71"},
                                                            {"max_pool2d", "N=1,C=3,H=13,W=19"},
                                                            {"avg_pool2d", "N=2,C=3,H=9,W=14"},
-                                                           {"global_avg_pool", "N=2,C=5,H=7,W=11"}};
+                                                           {"global_avg_pool", "N=2,C=5,H=7,W=11"},
+                                                           {"conv2d_p1", "N=1,C=3,H=7,W=13,K=5,R=3,S=3"},
+                                                           {"conv2d_s2p1", "N=1,C=2,H=9,W=15,K=3,R=3,S=3"},
+                                                           {"conv2d_1x1", "N=2,C=5,H=3,W=11,K=7"},
+                                                           {"conv2d_bias_relu_p1", "N=1,C=2,H=5,W=11,K=3,R=3,S=3"},
+                                                           {"depthwise_conv2d_p1", "N=1,C=3,H=7,W=19,R=3,S=3"},
+                                                           {"depthwise_conv2d_s2p1", "N=1,C=2,H=9,W=13,R=3,S=3"},
+                                                           {"grouped_conv2d_p1", "N=1,G=2,CG=2,KG=3,H=5,W=11,R=3,S=3"},
+                                                           {"max_pool2d_p1", "N=1,C=3,H=11,W=17"}};
   return sizes;
 }
 

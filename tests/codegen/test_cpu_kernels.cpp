@@ -182,6 +182,100 @@ TEST_CASE(
   }
 }
 
+//! Grouped convolution, written out: in[n][g][c][stride*y + r - pad][stride*x + s - pad]
+//! reads zero outside the input. G = 1 is a plain convolution, G = C with CG = KG = 1 depthwise.
+std::vector<double> conv_reference(const std::vector<float>& in, const std::vector<float>& f, int N, int G, int CG,
+                                   int KG, int H, int W, int R, int S, int stride, int pad) {
+  int OH = (H + 2 * pad - R) / stride + 1, OW = (W + 2 * pad - S) / stride + 1;
+  std::vector<double> out(std::size_t(N) * G * KG * OH * OW, 0.0);
+  for (int n = 0; n < N; ++n)
+    for (int g = 0; g < G; ++g)
+      for (int k = 0; k < KG; ++k)
+        for (int y = 0; y < OH; ++y)
+          for (int x = 0; x < OW; ++x) {
+            double acc = 0;
+            for (int c = 0; c < CG; ++c)
+              for (int r = 0; r < R; ++r)
+                for (int s = 0; s < S; ++s) {
+                  int iy = stride * y + r - pad, ix = stride * x + s - pad;
+                  if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
+                  acc += double(in[(((n * G + g) * CG + c) * H + iy) * W + ix]) * f[(((g * KG + k) * CG + c) * R + r) * S + s];
+                }
+            out[(((n * G + g) * KG + k) * OH + y) * OW + x] = acc;
+          }
+  return out;
+}
+
+TEST_CASE("cpu kernels: padded inputs read their pad value outside the tensor, naive and tiled, tails included") {
+  auto be = cpu();
+  TempDir dir;
+  int lanes = be->target().traits.vector_lanes;
+  // Every schedule of each op: the naive one, and one tiled along x in vectors whose tiles
+  // reach past the borders (and past the ends: W is no multiple of the lanes).
+  auto schedules = [&](const ir::Workload& w, const std::string& vector_axis) {
+    std::vector<ir::Schedule> out{ir::naive_schedule(w)};
+    if (lanes < 2) return out;
+    ir::Schedule s = ir::naive_schedule(w);
+    auto& st = s.stages[0];
+    st.tile[vector_axis] = {2 * lanes};
+    st.vectorize = vector_axis;
+    // Strided reads along x (stride 2) cannot be vectorized unpacked: tiled in scalars then.
+    if (ir::check_schedule(w, s, be->target().traits) != "") st.vectorize.clear();
+    REQUIRE(ir::check_schedule(w, s, be->target().traits) == "");
+    out.push_back(s);
+    return out;
+  };
+  struct Case {
+    std::string op, sizes;
+    int N, G, CG, KG, H, W, R, S, stride;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"conv2d_p1", "N=1,C=3,H=7,W=19,K=5,R=3,S=3", 1, 1, 3, 5, 7, 19, 3, 3, 1},
+           {"conv2d_p1", "N=2,C=2,H=1,W=1,K=3,R=3,S=3", 2, 1, 2, 3, 1, 1, 3, 3, 1},  // all border
+           {"conv2d_p1", "N=1,C=2,H=6,W=11,K=2,R=5,S=5", 1, 1, 2, 2, 6, 11, 5, 5, 1},  // 5x5 reads 2 outside
+           {"conv2d_s2p1", "N=1,C=3,H=9,W=20,K=4,R=3,S=3", 1, 1, 3, 4, 9, 20, 3, 3, 2},
+           {"depthwise_conv2d_p1", "N=1,C=3,H=5,W=23,R=3,S=3", 1, 3, 1, 1, 5, 23, 3, 3, 1},
+           {"depthwise_conv2d_s2p1", "N=2,C=2,H=8,W=17,R=3,S=3", 2, 2, 1, 1, 8, 17, 3, 3, 2},
+           {"grouped_conv2d_p1", "N=1,G=2,CG=3,KG=2,H=5,W=13,R=3,S=3", 1, 2, 3, 2, 5, 13, 3, 3, 1}}) {
+    CAPTURE(c.op);
+    CAPTURE(c.sizes);
+    auto w = library_workload(c.op, c.sizes);
+    auto want_for = [&](const Tensors& t) {
+      return conv_reference(t[0], t[1], c.N, c.G, c.CG, c.KG, c.H, c.W, c.R, c.S, c.stride, 1);
+    };
+    for (auto& s : schedules(w, "x")) {
+      Tensors t = run_in_process(*be, w, s, dir);
+      check_close(t.back(), want_for(t), 1e-5);
+    }
+  }
+  {  // conv + bias + ReLU fused: the epilogue sees the padded sums
+    auto w = library_workload("conv2d_bias_relu_p1", "N=1,C=2,H=4,W=9,K=3,R=3,S=3");
+    for (auto& s : schedules(w, "x")) {
+      Tensors t = run_in_process(*be, w, s, dir);
+      auto want = conv_reference(t[0], t[1], 1, 1, 2, 3, 4, 9, 3, 3, 1, 1);
+      for (size_t i = 0; i < want.size(); ++i) want[i] = std::max(want[i] + t[2][i / 36], 0.0);
+      check_close(t[3], want, 1e-5);
+    }
+  }
+  {  // max pooling pads with -inf: a window at the corner takes the max of its 4 inside points
+    auto w = library_workload("max_pool2d_p1", "N=1,C=2,H=7,W=10");  // -> 4 x 5
+    for (auto& s : schedules(w, "x")) {
+      Tensors t = run_in_process(*be, w, s, dir);
+      std::vector<double> want(2 * 4 * 5, -INFINITY);
+      for (int ch = 0; ch < 2; ++ch)
+        for (int y = 0; y < 4; ++y)
+          for (int x = 0; x < 5; ++x)
+            for (int r = 0; r < 3; ++r)
+              for (int s2 = 0; s2 < 3; ++s2) {
+                int iy = 2 * y + r - 1, ix = 2 * x + s2 - 1;
+                if (iy >= 0 && iy < 7 && ix >= 0 && ix < 10)
+                  want[(ch * 4 + y) * 5 + x] = std::max(want[(ch * 4 + y) * 5 + x], double(t[0][(ch * 7 + iy) * 10 + ix]));
+              }
+      check_close(t[1], want, 0);
+    }
+  }
+}
+
 TEST_CASE("cpu kernels: a hand-written tiled, vectorized, parallel schedule with tails matches the naive one") {
   auto be = cpu();
   int lanes = be->target().traits.vector_lanes;

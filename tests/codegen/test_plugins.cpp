@@ -7,6 +7,7 @@
 
 #include "client/client.hpp"
 #include "codegen/backend.hpp"
+#include "ir/loop_nest.hpp"
 #include "helpers.hpp"
 #include "measure/measure.hpp"
 #include "server/daemon_harness.hpp"
@@ -129,6 +130,12 @@ TEST_CASE("plug-ins: the example built out of tree tunes an op end to end throug
   auto be = codegen::make_backend("scalar-c");
   CHECK(be->target().backend == "scalar-c");
   CHECK(be->target().traits.vector_lanes == 1);
+  // A padded op is refused with the reason: plug-in ABI 1 has no padded reads.
+  auto padded = test::library_workload("conv2d_p1", "N=1,C=2,H=5,W=5,K=2,R=3,S=3");
+  auto naive = ir::naive_schedule(padded);
+  CHECK(test::error_of([&] {
+          be->emit(padded, ir::lower(padded, naive, be->target().traits), naive.to_json());
+        }).find("input 'I' is padded, and padded reads are not part of plug-in ABI 1") != std::string::npos);
   // The daemon tunes through it as through any backend (serve --backend-plugin loads it first).
   test::InProcessDaemon d(dir.file("d.db"));
   client::Client cl(d.url(), "tok");

@@ -219,6 +219,12 @@ TEST_CASE("windows: 'where' gives reduction indices their range; the window is p
 TEST_CASE("windows: errors say which index and why") {
   CHECK(parse_error("op f(X: f32[N]) -> Y: f32[N] {\n  Y[i] += X[i] where i < 3\n}").find("index 'i' is on the left") !=
         std::string::npos);
+  // An intermediate's left-hand index that reads nothing alone is given its range, which
+  // becomes the intermediate's dimension.
+  auto shifted = ir::parse_op(
+      "op f(X: f32[N] pad 0) -> Y: f32[N] {\n  t[i] += X[i + r - 1] where i < N, r < 3\n  Y[i] = t[i]\n}");
+  REQUIRE(shifted.intermediates.size() == 1);
+  CHECK(ir::to_string(shifted.intermediates[0].dims[0]) == "N");
   CHECK(parse_error("op f(X: f32[N, M]) -> Y: f32[N] {\n  Y[i] += X[i, j] where q < 3\n}")
             .find("index 'q' in 'where' is not used") != std::string::npos);
   CHECK(parse_error("op f(X: f32[N, M]) -> Y: f32[N] {\n  Y[i] += X[i, j] where j < 3, j < 2\n}").find("two ranges") !=
@@ -231,4 +237,47 @@ TEST_CASE("windows: errors say which index and why") {
   CHECK(none.find("or be given one with 'where j < SIZE'") != std::string::npos);
   auto op = ir::parse_op("op f(X: f32[N, M]) -> Y: f32[N] {\n  Y[i] += X[i, j + k] where k < M - 4, j < 2\n}");
   CHECK(error_of([&] { ir::bind(op, ir::parse_sizes("N=2,M=4")); }).find("must be at least 1") != std::string::npos);
+}
+
+TEST_CASE("padding: an input's declared pad value lets reads fall outside it; it is part of the key") {
+  const char* conv =
+      "op c(I: f32[H, W] pad 0, F: f32[R, S]) -> O: f32[H + 3 - R, W + 3 - S] {\n"
+      "  O[y, x] += I[y + r - 1, x + s - 1] * F[r, s]\n}";
+  auto w = ir::bind(ir::parse_op(conv), ir::parse_sizes("H=5,W=6,R=3,S=3"));
+  CHECK(w.buffers[0].pad == 0.0);
+  CHECK_FALSE(w.buffers[1].pad.has_value());
+  CHECK(w.canonical_text.find("I: f32[H, W] pad 0,") != std::string::npos);
+  CHECK(w.may_read_outside(0, "I", 0, w.stages[0].rhs.args[0].indices[0]));
+  CHECK_FALSE(w.may_read_outside(0, "F", 0, w.stages[0].rhs.args[1].indices[0]));
+  // Another pad value is another workload; max pooling pads with -inf, which round-trips.
+  std::string other = conv;
+  other.replace(other.find("pad 0"), 5, "pad -inf");
+  auto m = ir::bind(ir::parse_op(other), ir::parse_sizes("H=5,W=6,R=3,S=3"));
+  CHECK(m.key != w.key);
+  CHECK(m.buffers[0].pad == -INFINITY);
+  CHECK(m.canonical_text.find("pad -inf") != std::string::npos);
+  CHECK(ir::parse_op(m.canonical_text.substr(0, m.canonical_text.find("sizes "))).inputs[0].pad == -INFINITY);
+  CHECK(ir::bind(ir::parse_op(kMatmul), ir::parse_sizes("M=4,N=4,K=4")).canonical_text.find("pad") ==
+        std::string::npos);
+  // Without 'pad' the same reads are refused, with a hint; a window that never touches the
+  // tensor is refused even with one.
+  std::string unpadded = conv;
+  unpadded.replace(unpadded.find(" pad 0"), 6, "");
+  CHECK(error_of([&] {
+          ir::bind(ir::parse_op(unpadded), ir::parse_sizes("H=5,W=6,R=3,S=3"));
+        }).find("runs over [-1, 5] but that dimension has size 5 with H=5,R=3,S=3,W=6 (declare 'I: ... pad VALUE'") !=
+        std::string::npos);
+  auto far = ir::parse_op("op f(X: f32[N] pad 0) -> Y: f32[N] { Y[i] = X[i + 9] }");
+  CHECK(error_of([&] { ir::bind(far, {{"N", 4}}); }).find("runs over [9, 12]") != std::string::npos);
+}
+
+TEST_CASE("padding: errors say where and why") {
+  CHECK(parse_error("op f(X: f32[N]) -> Y: f32[N] pad 0 {\n  Y[i] = X[i]\n}").find("output 'Y' cannot declare 'pad'") !=
+        std::string::npos);
+  CHECK(parse_error("op f(X: f32[N] pad) -> Y: f32[N] {\n  Y[i] = X[i]\n}").find("expected the pad value") !=
+        std::string::npos);
+  CHECK(parse_error("op f(X: f32[N] pad nan) -> Y: f32[N] {\n  Y[i] = X[i]\n}").find("1:20: expected the pad value") !=
+        std::string::npos);
+  CHECK(parse_error("op f(X: f32[N] pad 1e39) -> Y: f32[N] {\n  Y[i] = X[i]\n}").find("out of the f32 range") !=
+        std::string::npos);
 }
