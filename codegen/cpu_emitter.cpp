@@ -33,6 +33,9 @@ struct AxisValue {
 };
 using Point = std::map<std::string, AxisValue>;
 
+//! Reduction loops of the micro-kernel with at most this many trips are unrolled fully.
+constexpr std::int64_t kFullUnrollTrips = 8;
+
 double identity(Combine c) {
   switch (c) {
     case Combine::Add:
@@ -502,6 +505,10 @@ class Emitter {
       std::string end = block_end(parent, l.block, l.extent);
       if (sn_->unroll > 0 && &l == &sn_->reduce_inner.back())
         line(depth, "#pragma GCC unroll " + std::to_string(sn_->unroll));
+      else if (l.block <= kFullUnrollTrips)
+        // A window's few taps (r, s < 3) run straight: as loops their overhead outweighed the
+        // work (depthwise 3 x 3 over C144 56 x 56: 0.40 ms looped, 0.12 ms unrolled).
+        line(depth, "#pragma GCC unroll " + std::to_string(l.block));
       const std::string& v = var(l.axis, l.level);
       line(depth, "for (std::int64_t " + v + " = " + parent + "; " + v + " < " + end + "; ++" + v + ") {");
       ++depth;

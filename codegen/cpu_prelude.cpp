@@ -39,10 +39,34 @@ static inline std::int64_t tt_imin(std::int64_t a, std::int64_t b) { return a < 
 static inline bool tt_in(std::int64_t i, std::int64_t n) { return (std::uint64_t)i < (std::uint64_t)n; }
 // A vector of a row of n floats from index i on (p points at index i): lanes outside the row
 // read `pad`, and only lanes inside it touch memory.
+// Masked loads where the ISA has them (no branch), lane by lane elsewhere.
+#if defined(__AVX512F__) && TT_LANES == 16
+#include <immintrin.h>
+static inline tt_vf tt_load_pad(const float* p, std::int64_t i, std::int64_t n, float pad) {
+  std::int64_t lo = i < 0 ? -i : 0, hi = n - i;  // lanes [lo, hi) are inside
+  lo = lo > 16 ? 16 : lo;
+  hi = hi > 16 ? 16 : hi < lo ? lo : hi;
+  __mmask16 m = (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
+  return (tt_vf)_mm512_mask_loadu_ps(_mm512_set1_ps(pad), m, p);
+}
+#elif defined(__AVX2__) && TT_LANES == 8
+#include <immintrin.h>
+static inline tt_vf tt_load_pad(const float* p, std::int64_t i, std::int64_t n, float pad) {
+  // Lane j is inside when 0 <= i + j < n, compared in 32 bits: a dimension is below 2^31, and
+  // i clamped to [-8, n] keeps every lane's answer while i + 7 cannot wrap.
+  std::int64_t c = i < -8 ? -8 : i > n ? n : i;
+  __m256i idx = _mm256_add_epi32(_mm256_set1_epi32((int)c), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  __m256i inside = _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), idx),
+                                    _mm256_cmpgt_epi32(idx, _mm256_set1_epi32(-1)));
+  __m256 v = _mm256_maskload_ps(p, inside);
+  return (tt_vf)_mm256_blendv_ps(_mm256_set1_ps(pad), v, _mm256_castsi256_ps(inside));
+}
+#else
 static inline tt_vf tt_load_pad(const float* p, std::int64_t i, std::int64_t n, float pad) {
   if (i >= 0 && i + TT_LANES <= n) return tt_load(p);
   tt_vf v; for (int j = 0; j < TT_LANES; ++j) v[j] = tt_in(i + j, n) ? p[j] : pad; return v;
 }
+#endif
 static inline float tt_max(float a, float b) { return a > b ? a : b; }
 static inline float tt_min(float a, float b) { return a < b ? a : b; }
 static inline float tt_exp(float x) { return std::exp(x); }

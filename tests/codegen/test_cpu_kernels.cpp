@@ -498,6 +498,8 @@ TEST_CASE(
                                                         {"batch_matmul", "G=3,M=13,N=35,K=7"},
                                                         {"conv2d", "N=1,C=3,H=11,W=19,K=5,R=3,S=3"},
                                                         {"depthwise_conv2d", "N=2,C=3,H=9,W=21,R=3,S=3"},
+                                                        {"conv2d_p1", "N=1,C=3,H=7,W=13,K=5,R=3,S=3"},
+                                                        {"conv2d_s2p1", "N=1,C=2,H=9,W=15,K=11,R=3,S=3"},
                                                         {"row_sum", "N=11,D=53"},
                                                         {"softmax", "N=7,D=43"},
                                                         {"layernorm", "N=37,D=19"}}) {
@@ -509,7 +511,12 @@ TEST_CASE(
     if (!seeds.empty()) test::all_correct(*be, w, seeds);
     seeded += !seeds.empty();
   }
-  CHECK(seeded >= 7);  // matmul (both), matmul_bias_relu, batch_matmul, conv2d, softmax, layernorm
+  CHECK(seeded >= 9);  // matmul (both), matmul_bias_relu, batch_matmul, the convs, softmax, layernorm
+  // A strided conv's only contiguous axis is a filter tap: its seeds vectorize the output
+  // channels, with F packed.
+  auto strided = tuner::Space(library_workload("conv2d_s2p1", "N=1,C=16,H=28,W=28,K=32,R=3,S=3"), be->target().traits).seeds();
+  REQUIRE(!strided.empty());
+  CHECK(strided[0].stages[0].vectorize == "k");
   // Row-wise ops: one pass over row blocks, elementwise stages inlined.
   auto softmax = library_workload("softmax", "N=64,D=1024");
   auto rows = tuner::Space(softmax, be->target().traits).seeds();
