@@ -132,8 +132,7 @@ VendorCall onednn_call(const ir::Workload& w, const std::vector<float*>& t, int 
     bool global = op == "global_avg_pool";
     std::int64_t k = global ? H : 3, kw = global ? W : 3, stride = global ? 1 : 2;
     std::int64_t pad = op.find("_p1") != std::string::npos ? 1 : 0;
-    dnnl::memory::dims src{N, C, H, W},
-        dst{N, C, (H + 2 * pad - k) / stride + 1, (W + 2 * pad - kw) / stride + 1};
+    dnnl::memory::dims src{N, C, H, W}, dst{N, C, (H + 2 * pad - k) / stride + 1, (W + 2 * pad - kw) / stride + 1};
     auto alg = op.rfind("max", 0) == 0 ? dnnl::algorithm::pooling_max : dnnl::algorithm::pooling_avg_include_padding;
     // oneDNN at its best: its blocked layout (plain NCHW pooling is a slow reference path), the
     // input reordered once here, outside the timed calls.

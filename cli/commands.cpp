@@ -13,8 +13,10 @@
 #include "codegen/backend.hpp"
 #include "db/store.hpp"
 #include "ir/parse.hpp"
+#include "models/onnx_import.hpp"
 #include "ops/library.hpp"
 #include "support/error.hpp"
+#include "support/files.hpp"
 #include "tuner/lookup.hpp"
 #include "tuner/model_eval.hpp"
 #include "tuner/tune.hpp"
@@ -29,6 +31,12 @@ tuner::TuneOptions tune_options(const CommonOptions& c, const tuner::TuneOptions
   o.measure.cache_dir = c.cache_dir;
   o.models = models;
   return o;
+}
+
+std::string join(const std::vector<std::string>& parts, const char* sep) {
+  std::string s;
+  for (auto& p : parts) s += (s.empty() ? "" : sep) + p;
+  return s;
 }
 
 std::string fmt(const char* format, double v) {
@@ -88,7 +96,8 @@ void print_table(const std::vector<std::string>& header, const std::vector<Row>&
     for (size_t i = 0; i < cells.size(); ++i) {
       std::string cell = cells[i];
       bool left = header[i] == "op" || header[i] == "sizes" || header[i] == "config" || header[i] == "split" ||
-                  header[i] == "model";
+                  header[i] == "model" || header[i] == "node" || header[i] == "type" || header[i] == "why" ||
+                  header[i] == "onnx nodes";
       std::string pad(width[i] - cell.size(), ' ');
       line += (i ? "  " : "") + (left ? cell + pad : pad + cell);
     }
@@ -318,6 +327,50 @@ int run_ops() {
   std::cout << "\nsuites:";
   for (auto& s : ops::suite_names()) std::cout << " " << s;
   std::cout << "\n";
+  return kOk;
+}
+
+int run_import(const std::string& model, const std::vector<std::string>& input_shapes, const std::string& out,
+               int trials) {
+  std::map<std::string, models::Dims> inputs;
+  for (auto& text : input_shapes) {
+    auto [name, dims] = models::parse_input_shape(text);
+    if (!inputs.emplace(name, dims).second) throw_error(ErrorKind::InvalidInput, "--input " + name + " is given twice");
+  }
+  models::Imported m = models::import_onnx(model, inputs);
+  std::vector<Row> rows;
+  double total = 0;
+  for (size_t i = 0; i < m.tasks.size(); ++i) {
+    const auto& t = m.tasks[i];
+    ir::Workload w = ir::bind(ir::parse_op(t.op_text), ir::parse_sizes(t.sizes));
+    total += t.weight * w.flops();
+    std::string nodes;
+    for (auto& occurrence : t.nodes) nodes += (nodes.empty() ? "" : "; ") + join(occurrence, "+");
+    rows.push_back({{std::to_string(i + 1), w.op.name, t.sizes, std::to_string(t.weight), fmt("%.3f", w.flops() / 1e9),
+                     nodes.size() > 60 ? nodes.substr(0, 57) + "..." : nodes}});
+  }
+  std::cout << "model " << m.model << ": " << m.tasks.size() << " tasks, " << fmt("%.2f", total / 1e9)
+            << " GFLOP per inference\n";
+  print_table({"task", "op", "sizes", "weight", "GFLOP", "onnx nodes"}, rows);
+  int layout = 0;
+  std::vector<Row> unmapped;
+  for (auto& s : m.skipped) {
+    if (s.layout_only)
+      ++layout;
+    else
+      unmapped.push_back({{s.node, s.op_type, s.reason}});
+  }
+  std::cout << layout << " layout-only nodes (no kernel)";
+  if (!unmapped.empty()) {
+    std::cout << "; " << unmapped.size() << " nodes not mapped:\n";
+    print_table({"node", "type", "why"}, unmapped);
+  } else {
+    std::cout << "; every other node is in a task\n";
+  }
+  if (!out.empty()) {
+    write_file_atomically(out, models::suite_json(m, trials).dump(2) + "\n");
+    std::cout << "suite written to " << out << " (tune it with `tiletune suite " << out << "`)\n";
+  }
   return kOk;
 }
 

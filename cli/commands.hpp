@@ -59,6 +59,11 @@ int run_ops();
 //! Measures given configs (JSON, one per argument), stores the records and prints them.
 int run_measure(const CommonOptions& c, const tuner::TuneOptions& t, const std::vector<std::string>& configs);
 
+//! Maps an ONNX model to tuning tasks (models/), prints them with the nodes left out and why,
+//! and with `out` writes them as a suite. `input_shapes` are NAME=D1,D2,... texts.
+int run_import(const std::string& model, const std::vector<std::string>& input_shapes, const std::string& out,
+               int trials);
+
 //! Trains cost models of the given kinds on every record of the backend's target and stores them.
 int run_model_train(const CommonOptions& c, const std::vector<std::string>& kinds, std::uint64_t seed);
 //! Prints held-out ranking metrics of the given kinds and of a random ranker.

@@ -61,12 +61,26 @@ Suite load_suite(const std::string& suite) {
   if (s.json.is_discarded() || !s.json.is_object() || !s.json.contains("cases") || !s.json["cases"].is_array())
     throw_error(ErrorKind::InvalidInput, "suite " + suite + ": expected a JSON object with a \"cases\" array");
   for (auto& cs : s.json["cases"]) {
-    if (!cs.is_object() || !cs.contains("op") || !cs["op"].is_string() || !cs.contains("sizes") ||
+    // A case names a library op or a .tile file ("op"), or carries its op text ("op_text", as
+    // `tiletune import` writes them).
+    bool inline_text = cs.is_object() && cs.contains("op_text") && cs["op_text"].is_string();
+    if (!cs.is_object() || (!inline_text && (!cs.contains("op") || !cs["op"].is_string())) || !cs.contains("sizes") ||
         !cs["sizes"].is_string() || (cs.contains("op_name") && !cs["op_name"].is_string()))
-      throw_error(ErrorKind::InvalidInput,
-                  "suite " + suite + ": each case needs string fields \"op\" and \"sizes\" (and \"op_name\" a string)");
-    s.workloads.push_back(
-        load_workload(cs["op"].get<std::string>(), cs.value("op_name", ""), cs["sizes"].get<std::string>()));
+      throw_error(ErrorKind::InvalidInput, "suite " + suite +
+                                               ": each case needs string fields \"op\" (or \"op_text\") and "
+                                               "\"sizes\" (and \"op_name\" a string)");
+    if (inline_text) {
+      std::string text = cs["op_text"].get<std::string>();
+      try {
+        s.workloads.push_back(ir::bind(ir::select_op(ir::parse_ops(text), cs.value("op_name", ""), "op_text"),
+                                       ir::parse_sizes(cs["sizes"].get<std::string>())));
+      } catch (const Error& e) {
+        throw_error(e.kind(), "suite " + suite + ", case " + std::to_string(s.cases.size() + 1) + ": " + e.what());
+      }
+    } else {
+      s.workloads.push_back(
+          load_workload(cs["op"].get<std::string>(), cs.value("op_name", ""), cs["sizes"].get<std::string>()));
+    }
     s.cases.push_back(cs);
   }
   return s;

@@ -108,6 +108,19 @@ int main(int argc, char** argv) {
   export_cmd->add_flag("--static-lib", static_lib,
                        "also compile them into OUT/libtiletune_kernels.a with the flags they were measured with");
 
+  std::string model_path, import_out;
+  std::vector<std::string> input_shapes;
+  int import_trials = 64;
+  auto* import_cmd =
+      app.add_subcommand("import", "turn an ONNX model into a suite of tuning tasks (README: Models from ONNX)");
+  import_cmd->add_option("model", model_path, "ONNX model file")->required();
+  import_cmd->add_option("--input", input_shapes,
+                         "an input's dimensions, NAME=1,3,224,224 (repeatable; every dynamic dimension needs one)");
+  import_cmd->add_option("--out,-o", import_out, "write the tasks as a suite JSON file");
+  import_cmd->add_option("--trials", import_trials, "the suite's trials per task")
+      ->check(CLI::Range(1, tuner::kMaxTrials))
+      ->capture_default_str();
+
   std::vector<std::string> configs;
   auto* measure_cmd = app.add_subcommand("measure", "measure given configs of an op and store the records");
   add_common(measure_cmd, common, true);
@@ -196,6 +209,7 @@ int main(int argc, char** argv) {
     if (*show_cmd) return cli::run_show(common, config, naive, json);
     if (*export_cmd) return cli::run_export(common, suite, export_out, static_lib);
     if (*measure_cmd) return cli::run_measure(common, tune, configs);
+    if (*import_cmd) return cli::run_import(model_path, input_shapes, import_out, import_trials);
     if (*serve_cmd) return cli::run_serve(common, tune, serve, service);
     if (*worker_cmd) {
       if (!worker_token_file.empty()) worker.token = cli::read_token(worker_token_file);

@@ -360,9 +360,9 @@ class Emitter {
     for (auto* loops : {&sn_->reg, &sn_->reduce_inner})
       for (auto& l : *loops) {
         std::string base = var(l.axis, l.level - 1);
-        std::string hi = l.extent % l.block == 0
-                             ? base + " + " + std::to_string(l.block - 1)
-                             : "tt_imin(" + base + " + " + std::to_string(l.block) + ", " + std::to_string(l.extent) + ") - 1";
+        std::string hi = l.extent % l.block == 0 ? base + " + " + std::to_string(l.block - 1)
+                                                 : "tt_imin(" + base + " + " + std::to_string(l.block) + ", " +
+                                                       std::to_string(l.extent) + ") - 1";
         range[l.axis] = {base, hi};
       }
     std::string cond;
@@ -400,7 +400,8 @@ class Emitter {
     if (sn_->epilogue >= 0) ir::collect_accesses(sn_->epilogue_body, accesses);
     for (const Expr* e : accesses)
       for (size_t d = 0; d < e->indices.size(); ++d)
-        if (w_.may_read_outside(sn_->stage, e->name, d, e->indices[d])) outside_.emplace_back(e->name, d, e->indices[d]);
+        if (w_.may_read_outside(sn_->stage, e->name, d, e->indices[d]))
+          outside_.emplace_back(e->name, d, e->indices[d]);
   }
 
   std::string value(const Expr& e, const Point& p, bool vec, Block& blk, const std::string& acc_value) {

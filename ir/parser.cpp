@@ -122,7 +122,8 @@ class Parser {
       op.outputs.push_back(decl());
     }
     for (auto& out : op.outputs)
-      if (out.pad) fail_at(out.loc, "output '" + out.name + "' cannot declare 'pad': only an input's reads can fall outside it");
+      if (out.pad)
+        fail_at(out.loc, "output '" + out.name + "' cannot declare 'pad': only an input's reads can fall outside it");
     expect("{", "'{' to open the op body");
     while (!at("}")) {
       if (peek().kind == Tok::End) fail_at(peek().loc, "expected '}' to close op '" + op.name + "'");

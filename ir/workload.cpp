@@ -275,7 +275,9 @@ Workload bind(const OpDef& op, const Sizes& sizes) {
                   " of '" + e->name + "' runs over [" + std::to_string(static_cast<long long>(lo)) + ", " +
                   std::to_string(static_cast<long long>(hi)) + "] but that dimension has size " +
                   std::to_string(b.shape[d]) + " with " + w.sizes_text() +
-                  (b.pad || b.role != Buffer::Role::Input ? "" : " (declare '" + b.name + ": ... pad VALUE' if reads outside it are meant)"));
+                  (b.pad || b.role != Buffer::Role::Input
+                       ? ""
+                       : " (declare '" + b.name + ": ... pad VALUE' if reads outside it are meant)"));
       }
     }
     w.stages.push_back(std::move(stage));

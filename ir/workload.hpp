@@ -56,8 +56,8 @@ struct Workload {
   //! Whether index `ix` of `tensor` (dimension `dim`) can fall outside the tensor in stage
   //! `stage`: only a padded input's can (bind refuses the rest).
   bool may_read_outside(int stage, const std::string& tensor, size_t dim, const IndexExpr& ix) const;
-  std::int64_t io_bytes() const;                    //!< bytes of inputs plus outputs
-  std::string sizes_text() const;                   //!< "K=512,M=512,N=512"
+  std::int64_t io_bytes() const;   //!< bytes of inputs plus outputs
+  std::string sizes_text() const;  //!< "K=512,M=512,N=512"
 };
 
 //! Parses "M=512,N=512,K=512" (spaces allowed). Throws Error(InvalidInput) on malformed text,

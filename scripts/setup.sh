@@ -9,6 +9,7 @@ packages=(g++ make cmake pkg-config libsqlite3-dev nlohmann-json3-dev doctest-de
           libspdlog-dev libcpp-httplib-dev libboost-dev    # the daemon (server/, client/)
           libxgboost-dev xgboost libtorch-dev              # the cost models (costmodel/)
           ocl-icd-opencl-dev pocl-opencl-icd               # the OpenCL backend (PoCL runs it on CPUs)
+          libonnx-dev libprotobuf-dev libonnx-testdata     # ONNX import (models/) and its test models
           libdnnl-dev libopenblas-dev)                     # the vendor benchmark (bench/)
 missing=()
 for p in "${packages[@]}"; do

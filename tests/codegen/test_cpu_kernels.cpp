@@ -199,7 +199,8 @@ std::vector<double> conv_reference(const std::vector<float>& in, const std::vect
                 for (int s = 0; s < S; ++s) {
                   int iy = stride * y + r - pad, ix = stride * x + s - pad;
                   if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
-                  acc += double(in[(((n * G + g) * CG + c) * H + iy) * W + ix]) * f[(((g * KG + k) * CG + c) * R + r) * S + s];
+                  acc += double(in[(((n * G + g) * CG + c) * H + iy) * W + ix]) *
+                         f[(((g * KG + k) * CG + c) * R + r) * S + s];
                 }
             out[(((n * G + g) * KG + k) * OH + y) * OW + x] = acc;
           }
@@ -231,7 +232,7 @@ TEST_CASE("cpu kernels: padded inputs read their pad value outside the tensor, n
   };
   for (const Case& c : std::vector<Case>{
            {"conv2d_p1", "N=1,C=3,H=7,W=19,K=5,R=3,S=3", 1, 1, 3, 5, 7, 19, 3, 3, 1},
-           {"conv2d_p1", "N=2,C=2,H=1,W=1,K=3,R=3,S=3", 2, 1, 2, 3, 1, 1, 3, 3, 1},  // all border
+           {"conv2d_p1", "N=2,C=2,H=1,W=1,K=3,R=3,S=3", 2, 1, 2, 3, 1, 1, 3, 3, 1},    // all border
            {"conv2d_p1", "N=1,C=2,H=6,W=11,K=2,R=5,S=5", 1, 1, 2, 2, 6, 11, 5, 5, 1},  // 5x5 reads 2 outside
            {"conv2d_s2p1", "N=1,C=3,H=9,W=20,K=4,R=3,S=3", 1, 1, 3, 4, 9, 20, 3, 3, 2},
            {"depthwise_conv2d_p1", "N=1,C=3,H=5,W=23,R=3,S=3", 1, 3, 1, 1, 5, 23, 3, 3, 1},
@@ -269,7 +270,8 @@ TEST_CASE("cpu kernels: padded inputs read their pad value outside the tensor, n
               for (int s2 = 0; s2 < 3; ++s2) {
                 int iy = 2 * y + r - 1, ix = 2 * x + s2 - 1;
                 if (iy >= 0 && iy < 7 && ix >= 0 && ix < 10)
-                  want[(ch * 4 + y) * 5 + x] = std::max(want[(ch * 4 + y) * 5 + x], double(t[0][(ch * 7 + iy) * 10 + ix]));
+                  want[(ch * 4 + y) * 5 + x] =
+                      std::max(want[(ch * 4 + y) * 5 + x], double(t[0][(ch * 7 + iy) * 10 + ix]));
               }
       check_close(t[1], want, 0);
     }
@@ -514,7 +516,8 @@ TEST_CASE(
   CHECK(seeded >= 9);  // matmul (both), matmul_bias_relu, batch_matmul, the convs, softmax, layernorm
   // A strided conv's only contiguous axis is a filter tap: its seeds vectorize the output
   // channels, with F packed.
-  auto strided = tuner::Space(library_workload("conv2d_s2p1", "N=1,C=16,H=28,W=28,K=32,R=3,S=3"), be->target().traits).seeds();
+  auto strided =
+      tuner::Space(library_workload("conv2d_s2p1", "N=1,C=16,H=28,W=28,K=32,R=3,S=3"), be->target().traits).seeds();
   REQUIRE(!strided.empty());
   CHECK(strided[0].stages[0].vectorize == "k");
   // Row-wise ops: one pass over row blocks, elementwise stages inlined.

@@ -7,8 +7,8 @@
 
 #include "client/client.hpp"
 #include "codegen/backend.hpp"
-#include "ir/loop_nest.hpp"
 #include "helpers.hpp"
+#include "ir/loop_nest.hpp"
 #include "measure/measure.hpp"
 #include "server/daemon_harness.hpp"
 #include "support/subprocess.hpp"

@@ -221,8 +221,8 @@ TEST_CASE("windows: errors say which index and why") {
         std::string::npos);
   // An intermediate's left-hand index that reads nothing alone is given its range, which
   // becomes the intermediate's dimension.
-  auto shifted = ir::parse_op(
-      "op f(X: f32[N] pad 0) -> Y: f32[N] {\n  t[i] += X[i + r - 1] where i < N, r < 3\n  Y[i] = t[i]\n}");
+  auto shifted =
+      ir::parse_op("op f(X: f32[N] pad 0) -> Y: f32[N] {\n  t[i] += X[i + r - 1] where i < N, r < 3\n  Y[i] = t[i]\n}");
   REQUIRE(shifted.intermediates.size() == 1);
   CHECK(ir::to_string(shifted.intermediates[0].dims[0]) == "N");
   CHECK(parse_error("op f(X: f32[N, M]) -> Y: f32[N] {\n  Y[i] += X[i, j] where q < 3\n}")

@@ -1,0 +1,196 @@
+// Reads an ONNX model with Debian's libonnx (protobuf), binds its inputs' dimensions and runs
+// ONNX's own shape inference; the mapping to tile ops (tasks.cpp) sees only models::detail::Graph.
+#include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "models/graph.hpp"
+#include "support/error.hpp"
+
+namespace tiletune::models {
+
+namespace {
+[[noreturn]] void invalid(const std::string& m) { throw_error(ErrorKind::InvalidInput, m); }
+}  // namespace
+
+namespace detail {
+
+namespace {
+
+//! Constants up to this many elements keep their values (clip bounds, scalars of Add/Mul).
+constexpr std::int64_t kKeptConstant = 4096;
+
+Dims tensor_dims(const onnx::TensorProto& t) { return Dims(t.dims().begin(), t.dims().end()); }
+
+std::vector<float> tensor_floats(const onnx::TensorProto& t) {
+  std::vector<float> v;
+  if (t.data_type() != onnx::TensorProto::FLOAT) return v;
+  if (t.has_raw_data()) {
+    const std::string& raw = t.raw_data();
+    v.resize(raw.size() / 4);
+    std::memcpy(v.data(), raw.data(), v.size() * 4);
+  } else {
+    v.assign(t.float_data().begin(), t.float_data().end());
+  }
+  return v;
+}
+
+void keep_constant(Graph& g, const onnx::TensorProto& t, const std::string& name) {
+  g.constants.insert(name);
+  Dims d = tensor_dims(t);
+  g.shapes[name] = d;
+  std::int64_t n = 1;
+  for (auto x : d) n *= x;
+  if (n <= kKeptConstant) g.values[name] = tensor_floats(t);
+}
+
+//! The shape of a value, if every dimension is known.
+bool known_shape(const onnx::ValueInfoProto& v, Dims& out) {
+  if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape()) return false;
+  out.clear();
+  for (auto& d : v.type().tensor_type().shape().dim()) {
+    if (!d.has_dim_value()) return false;
+    out.push_back(d.dim_value());
+  }
+  return true;
+}
+
+}  // namespace
+
+Graph read_onnx(const std::string& path, const std::map<std::string, Dims>& inputs) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw_error(ErrorKind::Io, "cannot read " + path);
+  onnx::ModelProto model;
+  if (!model.ParseFromIstream(&f) || !model.has_graph())
+    invalid(path + " is not an ONNX model (its protobuf does not parse as a ModelProto with a graph)");
+  onnx::GraphProto* graph = model.mutable_graph();
+  Graph g;
+  g.name = graph->name().empty() ? path : graph->name();
+  std::set<std::string> initializers;
+  for (auto& t : graph->initializer()) initializers.insert(t.name());
+  std::set<std::string> seen;
+  for (auto& in : *graph->mutable_input()) {
+    if (initializers.count(in.name())) continue;
+    seen.insert(in.name());
+    g.inputs.push_back(in.name());
+    auto* shape = in.mutable_type()->mutable_tensor_type()->mutable_shape();
+    auto given = inputs.find(in.name());
+    if (given == inputs.end()) {
+      for (int d = 0; d < shape->dim_size(); ++d)
+        if (!shape->dim(d).has_dim_value())
+          invalid("input '" + in.name() + "' has the dynamic dimension " + std::to_string(d) +
+                  (shape->dim(d).dim_param().empty() ? "" : " ('" + shape->dim(d).dim_param() + "')") +
+                  ": give it with --input " + in.name() + "=...");
+      continue;
+    }
+    if (shape->dim_size() != 0 && shape->dim_size() != static_cast<int>(given->second.size()))
+      invalid("input '" + in.name() + "' has " + std::to_string(shape->dim_size()) + " dimensions; --input gives " +
+              std::to_string(given->second.size()));
+    if (shape->dim_size() == 0)
+      for (size_t d = 0; d < given->second.size(); ++d) shape->add_dim();
+    for (int d = 0; d < shape->dim_size(); ++d) {
+      auto* dim = shape->mutable_dim(d);
+      std::int64_t want = given->second[d];
+      if (want < 1) invalid("input '" + in.name() + "': dimension " + std::to_string(d) + " must be at least 1");
+      if (dim->has_dim_value() && dim->dim_value() != want)
+        invalid("input '" + in.name() + "' has dimension " + std::to_string(d) + " fixed to " +
+                std::to_string(dim->dim_value()) + " in the model; --input gives " + std::to_string(want));
+      dim->set_dim_value(want);
+    }
+  }
+  for (auto& [name, dims] : inputs)
+    if (!seen.count(name)) {
+      std::string known;
+      for (auto& s : seen) known += (known.empty() ? "" : ", ") + s;
+      invalid("the model has no input '" + name + "'; its inputs are: " + known);
+    }
+  try {
+    onnx::ShapeInferenceOptions options{true, 1, false};  // check types, fail on errors, no data propagation
+    onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), options);
+  } catch (const std::exception& e) {
+    invalid("ONNX shape inference failed on " + path + ": " + e.what());
+  }
+  graph = model.mutable_graph();
+  for (auto& t : graph->initializer()) keep_constant(g, t, t.name());
+  Dims d;
+  for (auto* list : {&graph->input(), &graph->value_info(), &graph->output()})
+    for (auto& v : *list)
+      if (known_shape(v, d)) g.shapes[v.name()] = d;
+  for (auto& out : graph->output()) g.outputs.push_back(out.name());
+  for (auto& n : graph->node()) {
+    Node node;
+    node.name = n.name().empty() ? n.op_type() + "_" + std::to_string(g.nodes.size()) : n.name();
+    node.type = n.op_type();
+    node.inputs.assign(n.input().begin(), n.input().end());
+    node.outputs.assign(n.output().begin(), n.output().end());
+    for (auto& a : n.attribute()) {
+      Attribute attr;
+      attr.i = a.i();
+      attr.f = a.f();
+      attr.ints.assign(a.ints().begin(), a.ints().end());
+      attr.s = a.s();
+      node.attrs[a.name()] = attr;
+      if (node.type == "Constant" && a.name() == "value" && a.has_t() && !node.outputs.empty())
+        keep_constant(g, a.t(), node.outputs[0]);
+    }
+    g.nodes.push_back(std::move(node));
+  }
+  return g;
+}
+
+std::pair<Dims, std::vector<float>> read_tensor_pb(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw_error(ErrorKind::Io, "cannot read " + path);
+  onnx::TensorProto t;
+  if (!t.ParseFromIstream(&f)) invalid(path + " is not an ONNX TensorProto");
+  return {tensor_dims(t), tensor_floats(t)};
+}
+
+}  // namespace detail
+
+std::pair<std::string, Dims> parse_input_shape(const std::string& text) {
+  auto eq = text.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size())
+    invalid("--input wants NAME=D1,D2,... (like data=1,3,224,224), got '" + text + "'");
+  Dims dims;
+  std::string rest = text.substr(eq + 1);
+  size_t at = 0;
+  while (at <= rest.size()) {
+    size_t comma = rest.find(',', at);
+    std::string part = rest.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    if (part.empty() || part.size() > 10 || part.find_first_not_of("0123456789") != std::string::npos)
+      invalid("--input " + text + ": '" + part + "' is not a dimension (a positive integer)");
+    std::int64_t v = std::stoll(part);
+    if (v < 1 || v >= (std::int64_t(1) << 31)) invalid("--input " + text + ": dimension " + part + " is out of range");
+    dims.push_back(v);
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  return {text.substr(0, eq), dims};
+}
+
+Imported import_onnx(const std::string& path, const std::map<std::string, Dims>& inputs) {
+  return detail::map_graph(detail::read_onnx(path, inputs));
+}
+
+nlohmann::json suite_json(const Imported& m, int trials) {
+  nlohmann::json cases = nlohmann::json::array(), skipped = nlohmann::json::array();
+  for (auto& t : m.tasks)
+    cases.push_back({{"op_text", t.op_text},
+                     {"sizes", t.sizes},
+                     {"weight", t.weight},
+                     {"onnx_nodes", t.nodes},
+                     {"onnx_tensors", t.tensors}});
+  for (auto& s : m.skipped)
+    skipped.push_back({{"node", s.node}, {"op_type", s.op_type}, {"reason", s.reason}, {"layout_only", s.layout_only}});
+  return {{"name", m.model},
+          {"description", "imported from ONNX: " + std::to_string(m.tasks.size()) + " tasks"},
+          {"trials", trials},
+          {"cases", cases},
+          {"skipped_nodes", skipped}};
+}
+
+}  // namespace tiletune::models

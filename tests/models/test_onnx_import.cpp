@@ -1,0 +1,276 @@
+// ONNX import: ONNX's own node tests (Debian's libonnx-testdata) run through the imported tile
+// ops must give the outputs ONNX recorded; a model built here checks fusion, merging, the
+// layout-only and unmapped nodes, dynamic inputs and the errors.
+#include <onnx/onnx_pb.h>
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "codegen/backend.hpp"
+#include "helpers.hpp"
+#include "ir/loop_nest.hpp"
+#include "ir/parse.hpp"
+#include "models/graph.hpp"
+#include "support/subprocess.hpp"
+
+using namespace tiletune;
+using tiletune::test::error_of;
+using tiletune::test::TempDir;
+
+namespace {
+
+const std::string kTestData = "/usr/share/libonnx-testdata/data/";
+
+//! Runs the naive kernel of a task on the test's inputs (graph inputs from the test data set,
+//! weights from the model) and returns the difference to the output ONNX recorded.
+double largest_error(const std::string& test, const TempDir& dir) {
+  std::string folder = kTestData + test + "/";
+  auto g = models::detail::read_onnx(folder + "model.onnx", {});
+  auto m = models::detail::map_graph(g);
+  REQUIRE_MESSAGE(m.tasks.size() == 1, test);
+  const auto& task = m.tasks[0];
+  ir::Workload w = ir::bind(ir::parse_op(task.op_text), ir::parse_sizes(task.sizes));
+  auto be = codegen::make_backend("cpu");
+  ir::Schedule s = ir::naive_schedule(w);
+  ir::LoopNest nest = ir::lower(w, s, be->target().traits);
+  std::string src = dir.file(w.key + ".cpp"), lib = dir.file(w.key + ".so");
+  std::ofstream(src) << be->emit(w, nest, s.to_json());
+  std::string log = be->build(src, lib);
+  REQUIRE_MESSAGE(log.empty(), log);
+  codegen::KernelShape shape;
+  std::vector<std::vector<float>> data;
+  for (auto& b : w.buffers) {
+    if (b.role == ir::Buffer::Role::Temp) continue;
+    shape.tensor_floats.push_back(b.elements());
+    std::vector<float> v(b.elements(), NAN);
+    if (b.role == ir::Buffer::Role::Input) {
+      const std::string& value = task.tensors[0].at(b.name);
+      auto in = std::find(g.inputs.begin(), g.inputs.end(), value);
+      if (in != g.inputs.end()) {
+        v = models::detail::read_tensor_pb(folder + "test_data_set_0/input_" + std::to_string(in - g.inputs.begin()) +
+                                           ".pb")
+                .second;
+      } else {
+        REQUIRE_MESSAGE(g.values.count(value), test << ": no data for " << value);
+        v = g.values.at(value);
+      }
+      REQUIRE(static_cast<std::int64_t>(v.size()) == b.elements());
+    }
+    data.push_back(v);
+  }
+  shape.workspace_floats = nest.workspace_floats;
+  auto kernel = be->load(lib, shape);
+  std::vector<float*> args;
+  for (auto& v : data) args.push_back(v.data());
+  std::vector<float> workspace(nest.workspace_floats + 16);
+  kernel->run(args.data(), workspace.data(), codegen::Kernel::kUpload | codegen::Kernel::kDownload);
+  auto want = models::detail::read_tensor_pb(folder + "test_data_set_0/output_0.pb").second;
+  REQUIRE(want.size() == data.back().size());
+  double worst = 0;
+  for (size_t i = 0; i < want.size(); ++i)
+    worst = std::max(worst, std::fabs(double(data.back()[i]) - want[i]) / (1 + std::fabs(want[i])));
+  return worst;
+}
+
+// A small network written with ONNX's protobuf API: two residual blocks of
+// Conv+BatchNorm+Relu, Conv+BatchNorm, Add, Relu, then pooling, Flatten and Gemm.
+void add_tensor(onnx::GraphProto* g, const std::string& name, const std::vector<std::int64_t>& dims, float value) {
+  auto* t = g->add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::FLOAT);
+  std::int64_t n = 1;
+  for (auto d : dims) {
+    t->add_dims(d);
+    n *= d;
+  }
+  for (std::int64_t i = 0; i < n; ++i) t->add_float_data(value);
+}
+onnx::NodeProto* add_node(onnx::GraphProto* g, const std::string& type, const std::string& name,
+                          std::vector<std::string> in, std::vector<std::string> out) {
+  auto* n = g->add_node();
+  n->set_op_type(type);
+  n->set_name(name);
+  for (auto& i : in) n->add_input(i);
+  for (auto& o : out) n->add_output(o);
+  return n;
+}
+void set_ints(onnx::NodeProto* n, const std::string& name, std::vector<std::int64_t> v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INTS);
+  for (auto x : v) a->add_ints(x);
+}
+
+std::string write_resnet_blocks(const TempDir& dir) {
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  model.add_opset_import()->set_version(13);
+  auto* g = model.mutable_graph();
+  g->set_name("two_blocks");
+  auto* in = g->add_input();
+  in->set_name("image");
+  auto* tt = in->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(onnx::TensorProto::FLOAT);
+  tt->mutable_shape()->add_dim()->set_dim_param("batch");
+  for (int d : {8, 10, 10}) tt->mutable_shape()->add_dim()->set_dim_value(d);
+  std::string x = "image";
+  for (int b = 0; b < 2; ++b) {
+    std::string p = "b" + std::to_string(b) + "_";
+    for (int c = 0; c < 2; ++c) {
+      std::string q = p + std::to_string(c);
+      add_tensor(g, q + "w", {8, 8, 3, 3}, 0.01f);
+      for (auto* s : {"scale", "bias", "mean", "var"}) add_tensor(g, q + s, {8}, 1.0f);
+      auto* conv = add_node(g, "Conv", q + "conv", {c ? p + "r0" : x, q + "w"}, {q + "c"});
+      set_ints(conv, "pads", {1, 1, 1, 1});
+      add_node(g, "BatchNormalization", q + "bn", {q + "c", q + "scale", q + "bias", q + "mean", q + "var"},
+               {c ? p + "n1" : q + "n"});
+      if (!c) add_node(g, "Relu", q + "relu", {q + "n"}, {p + "r0"});
+    }
+    add_node(g, "Add", p + "add", {p + "n1", x}, {p + "sum"});
+    add_node(g, "Relu", p + "relu", {p + "sum"}, {p + "out"});
+    x = p + "out";
+  }
+  add_node(g, "GlobalAveragePool", "pool", {x}, {"pooled"});
+  add_node(g, "Flatten", "flatten", {"pooled"}, {"flat"});
+  add_tensor(g, "fc_w", {8, 5}, 0.1f);
+  add_tensor(g, "fc_b", {5}, 0.0f);
+  add_node(g, "Gemm", "fc", {"flat", "fc_w", "fc_b"}, {"logits"});
+  add_node(g, "Erf", "odd", {"logits"}, {"odd_out"});
+  add_node(g, "Sin", "unmapped", {"odd_out"}, {"sin_out"});
+  auto* out = g->add_output();
+  out->set_name("sin_out");
+  out->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  std::string path = dir.file("blocks.onnx");
+  std::ofstream f(path, std::ios::binary);
+  model.SerializeToOstream(&f);
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("onnx import: ONNX's node tests give the outputs ONNX recorded through the imported tile ops") {
+  if (!std::filesystem::exists(kTestData)) TT_SKIP("libonnx-testdata is not installed");
+  TempDir dir;
+  for (const char* test : {"node/test_conv_with_strides_padding",
+                           "node/test_conv_with_strides_no_padding",
+                           "pytorch-converted/test_Conv2d",
+                           "pytorch-converted/test_Conv2d_padding",
+                           "pytorch-converted/test_Conv2d_strided",
+                           "pytorch-converted/test_Conv2d_dilated",
+                           "pytorch-converted/test_Conv2d_groups",
+                           "pytorch-converted/test_Conv2d_depthwise_padded",
+                           "pytorch-converted/test_Conv2d_depthwise_with_multiplier",
+                           "pytorch-converted/test_Conv2d_no_bias",
+                           "node/test_maxpool_2d_pads",
+                           "node/test_maxpool_2d_strides",
+                           "pytorch-converted/test_MaxPool2d",
+                           "node/test_averagepool_2d_strides",
+                           "node/test_globalaveragepool",
+                           "node/test_gemm_default_vector_bias",
+                           "node/test_gemm_transposeA",
+                           "node/test_gemm_transposeB",
+                           "node/test_gemm_alpha",
+                           "node/test_matmul_2d",
+                           "node/test_matmul_3d",
+                           "node/test_matmul_4d",
+                           "pytorch-converted/test_Linear",
+                           "pytorch-converted/test_Softmax",
+                           "node/test_softmax_axis_2",
+                           "node/test_relu",
+                           "node/test_sigmoid",
+                           "node/test_add",
+                           "node/test_hardswish",
+                           "node/test_hardsigmoid",
+                           "node/test_leakyrelu"}) {
+    CAPTURE(test);
+    CHECK(largest_error(test, dir) < 1e-4);
+  }
+}
+
+TEST_CASE("onnx import: a network's kernels with their epilogues fused, merged, the rest listed with why") {
+  TempDir dir;
+  std::string path = write_resnet_blocks(dir);
+  // The batch is dynamic: it must be given.
+  CHECK(error_of([&] { models::import_onnx(path, {}); }).find("input 'image' has the dynamic dimension 0 ('batch')") !=
+        std::string::npos);
+  auto m = models::import_onnx(path, {{"image", {1, 8, 10, 10}}});
+  CHECK(m.model == "two_blocks");
+  // conv+bn+relu (2x), conv+bn (2x, a bias epilogue), add+relu (2x), pool, gemm+erf.
+  REQUIRE(m.tasks.size() == 5);
+  const models::Task* first = nullptr;
+  for (auto& t : m.tasks)
+    if (!t.nodes.empty() && t.nodes[0] == std::vector<std::string>{"b0_0conv", "b0_0bn", "b0_0relu"}) first = &t;
+  REQUIRE(first);
+  CHECK(first->weight == 2);
+  CHECK(first->nodes[1] == std::vector<std::string>{"b1_0conv", "b1_0bn", "b1_0relu"});
+  CHECK(first->op_text.find("I: f32[N, C, H, W] pad 0") != std::string::npos);
+  CHECK_MESSAGE(first->op_text.find("max((acc[n, k, y, x] + bias[k]), 0.0)") != std::string::npos, first->op_text);
+  CHECK(first->tensors[0].at("bias") == "folded:b0_0bn");
+  CHECK(first->tensors[1].at("I") == "b0_out");
+  bool add_relu = false, gemm_erf = false;
+  for (auto& t : m.tasks) {
+    add_relu |= t.nodes[0] == std::vector<std::string>{"b0_add", "b0_relu"} && t.weight == 2;
+    gemm_erf |= t.nodes[0] == std::vector<std::string>{"fc", "odd"} && t.op_text.find("erf(") != std::string::npos;
+  }
+  CHECK(add_relu);
+  CHECK(gemm_erf);
+  // Flatten has no kernel; Sin is not mapped, and says so. Nothing is dropped silently.
+  REQUIRE(m.skipped.size() == 2);
+  CHECK(m.skipped[0].node == "flatten");
+  CHECK(m.skipped[0].layout_only);
+  CHECK(m.skipped[1].op_type == "Sin");
+  CHECK(m.skipped[1].reason == "no mapping for ONNX op Sin");
+  // The suite holds the tasks, their weights and nodes, and what was left out.
+  auto suite = models::suite_json(m, 16);
+  CHECK(suite["cases"].size() == 5);
+  CHECK(suite["skipped_nodes"].size() == 2);
+  CHECK(suite["trials"] == 16);
+}
+
+TEST_CASE("onnx import: bad files, unknown inputs and wrong dimensions are clear errors") {
+  TempDir dir;
+  std::string text = dir.file("not.onnx");
+  std::ofstream(text) << "op matmul is not a model\n";
+  ErrorKind kind = ErrorKind::Internal;
+  CHECK(error_of([&] { models::import_onnx(text, {}); }, &kind).find("is not an ONNX model") != std::string::npos);
+  CHECK(kind == ErrorKind::InvalidInput);
+  CHECK(error_of([&] { models::import_onnx(dir.file("missing.onnx"), {}); }, &kind).find("cannot read") !=
+        std::string::npos);
+  CHECK(kind == ErrorKind::Io);
+  std::string path = write_resnet_blocks(dir);
+  CHECK(error_of([&] {
+          models::import_onnx(path, {{"data", {1, 8, 10, 10}}, {"image", {1, 8, 10, 10}}});
+        }).find("the model has no input 'data'; its inputs are: image") != std::string::npos);
+  CHECK(error_of([&] {
+          models::import_onnx(path, {{"image", {1, 3, 10, 10}}});
+        }).find("dimension 1 fixed to 8 in the model; --input gives 3") != std::string::npos);
+  CHECK(error_of([&] {
+          models::import_onnx(path, {{"image", {1, 8, 10}}});
+        }).find("has 4 dimensions") != std::string::npos);
+  CHECK(models::parse_input_shape("x=1,3,224,224").second == models::Dims{1, 3, 224, 224});
+  for (const char* bad : {"x", "=1,2", "x=", "x=1,,2", "x=1,-2", "x=a"})
+    CHECK(error_of([&] { models::parse_input_shape(bad); }).find("--input") != std::string::npos);
+}
+
+TEST_CASE("onnx import: the CLI writes a suite that `tiletune suite` tunes") {
+  if (!std::filesystem::exists(kTestData)) TT_SKIP("libonnx-testdata is not installed");
+  TempDir dir;
+  std::string bin = std::string(TILETUNE_BINARY_DIR) + "/tiletune";
+  std::string suite = dir.file("suite.json");
+  auto imported = run_process({bin, "import", kTestData + "pytorch-converted/test_Conv2d_depthwise_padded/model.onnx",
+                               "--out", suite, "--trials", "3"},
+                              120);
+  CHECK_MESSAGE(imported.exit_code == 0, imported.output);
+  CHECK(imported.output.find("onnx_depthwise_conv  CG=1,G=4,H=6,KG=1,N=2,R=3,S=3,W=6") != std::string::npos);
+  auto tuned = run_process(
+      {bin, "suite", suite, "--db", dir.file("t.db"), "--cache", test::kernel_cache(), "--min-time", "0.01"}, 300);
+  CHECK_MESSAGE(tuned.exit_code == 0, tuned.output);
+  CHECK(tuned.output.find("onnx_depthwise_conv") != std::string::npos);
+  auto bad = run_process({bin, "import", suite}, 60);
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.output.find("is not an ONNX model") != std::string::npos);
+}
