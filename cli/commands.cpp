@@ -10,20 +10,17 @@
 
 #include "cli/exit_codes.hpp"
 #include "cli/inputs.hpp"
+#include "cli/table.hpp"
 #include "codegen/backend.hpp"
 #include "db/store.hpp"
 #include "ir/parse.hpp"
-#include "models/onnx_import.hpp"
 #include "ops/library.hpp"
 #include "support/error.hpp"
-#include "support/files.hpp"
 #include "tuner/lookup.hpp"
 #include "tuner/model_eval.hpp"
 #include "tuner/tune.hpp"
 
 namespace tiletune::cli {
-
-namespace {
 
 //! The command line's tuning options with what the common options add.
 tuner::TuneOptions tune_options(const CommonOptions& c, const tuner::TuneOptions& t, db::ModelStore* models) {
@@ -46,6 +43,8 @@ std::string fmt(const char* format, double v) {
 }
 
 std::string ms(double seconds) { return std::isfinite(seconds) ? fmt("%.3f", seconds * 1e3) : "-"; }
+
+namespace {
 
 //! Interquartile range of the repeat times relative to their median, as a percentage.
 std::string spread(const db::Record& r) {
@@ -82,9 +81,7 @@ class ProgressPrinter {
   bool drawn_ = false;
 };
 
-struct Row {
-  std::vector<std::string> cells;
-};
+}  // namespace
 
 void print_table(const std::vector<std::string>& header, const std::vector<Row>& rows) {
   std::vector<size_t> width(header.size());
@@ -107,6 +104,8 @@ void print_table(const std::vector<std::string>& header, const std::vector<Row>&
   print(header);
   for (auto& r : rows) print(r.cells);
 }
+
+namespace {
 
 const std::vector<std::string> kTuneHeader = {"op",      "sizes", "records", "new",  "failed", "naive ms",
                                               "best ms", "IQR",   "GFLOP/s", "GB/s", "speedup"};
@@ -327,50 +326,6 @@ int run_ops() {
   std::cout << "\nsuites:";
   for (auto& s : ops::suite_names()) std::cout << " " << s;
   std::cout << "\n";
-  return kOk;
-}
-
-int run_import(const std::string& model, const std::vector<std::string>& input_shapes, const std::string& out,
-               int trials) {
-  std::map<std::string, models::Dims> inputs;
-  for (auto& text : input_shapes) {
-    auto [name, dims] = models::parse_input_shape(text);
-    if (!inputs.emplace(name, dims).second) throw_error(ErrorKind::InvalidInput, "--input " + name + " is given twice");
-  }
-  models::Imported m = models::import_onnx(model, inputs);
-  std::vector<Row> rows;
-  double total = 0;
-  for (size_t i = 0; i < m.tasks.size(); ++i) {
-    const auto& t = m.tasks[i];
-    ir::Workload w = ir::bind(ir::parse_op(t.op_text), ir::parse_sizes(t.sizes));
-    total += t.weight * w.flops();
-    std::string nodes;
-    for (auto& occurrence : t.nodes) nodes += (nodes.empty() ? "" : "; ") + join(occurrence, "+");
-    rows.push_back({{std::to_string(i + 1), w.op.name, t.sizes, std::to_string(t.weight), fmt("%.3f", w.flops() / 1e9),
-                     nodes.size() > 60 ? nodes.substr(0, 57) + "..." : nodes}});
-  }
-  std::cout << "model " << m.model << ": " << m.tasks.size() << " tasks, " << fmt("%.2f", total / 1e9)
-            << " GFLOP per inference\n";
-  print_table({"task", "op", "sizes", "weight", "GFLOP", "onnx nodes"}, rows);
-  int layout = 0;
-  std::vector<Row> unmapped;
-  for (auto& s : m.skipped) {
-    if (s.layout_only)
-      ++layout;
-    else
-      unmapped.push_back({{s.node, s.op_type, s.reason}});
-  }
-  std::cout << layout << " layout-only nodes (no kernel)";
-  if (!unmapped.empty()) {
-    std::cout << "; " << unmapped.size() << " nodes not mapped:\n";
-    print_table({"node", "type", "why"}, unmapped);
-  } else {
-    std::cout << "; every other node is in a task\n";
-  }
-  if (!out.empty()) {
-    write_file_atomically(out, models::suite_json(m, trials).dump(2) + "\n");
-    std::cout << "suite written to " << out << " (tune it with `tiletune suite " << out << "`)\n";
-  }
   return kOk;
 }
 

@@ -64,6 +64,18 @@ int run_measure(const CommonOptions& c, const tuner::TuneOptions& t, const std::
 int run_import(const std::string& model, const std::vector<std::string>& input_shapes, const std::string& out,
                int trials);
 
+struct ModelTuneOptions {
+  std::string model;  //!< an .onnx file, or a suite (an import's, with weights)
+  std::vector<std::string> input_shapes;
+  int trials = 0;
+  int round = 8;
+  std::string scheduler = "gradient";
+  bool json = false;
+};
+//! Tunes a model's tasks under one budget (tuner/task_scheduler.hpp), printing each round, then
+//! its assessment: per task its weight, FLOPs, bytes, best latency and share of the model.
+int run_tune_model(const CommonOptions& c, const tuner::TuneOptions& t, const ModelTuneOptions& m);
+
 //! Trains cost models of the given kinds on every record of the backend's target and stores them.
 int run_model_train(const CommonOptions& c, const std::vector<std::string>& kinds, std::uint64_t seed);
 //! Prints held-out ranking metrics of the given kinds and of a random ranker.

@@ -121,6 +121,28 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, tuner::kMaxTrials))
       ->capture_default_str();
 
+  cli::ModelTuneOptions model_tune;
+  auto* tune_model_cmd = app.add_subcommand(
+      "tune-model", "tune a model's tasks (ONNX, or an imported suite) under one trial budget and assess them");
+  tune_model_cmd->add_option("model", model_tune.model, "ONNX model file, or a suite JSON with weights")->required();
+  tune_model_cmd->add_option("--input", model_tune.input_shapes,
+                             "an input's dimensions, NAME=1,3,224,224 (repeatable)");
+  add_common(tune_model_cmd, common, false);
+  add_measuring(tune_model_cmd, tune);
+  tune_model_cmd->add_option("--trials,-n", model_tune.trials, "trials over all tasks, counting those in the database")
+      ->check(CLI::Range(1, tuner::kMaxTrials))
+      ->required();
+  tune_model_cmd->add_option("--round", model_tune.round, "trials a task gets each time the scheduler picks it")
+      ->check(CLI::Range(1, tuner::kMaxBatch))
+      ->capture_default_str();
+  tune_model_cmd->add_option("--scheduler", model_tune.scheduler, "gradient (Ansor's rule) or round-robin")
+      ->check(CLI::IsMember({"gradient", "round-robin"}))
+      ->capture_default_str();
+  tune_model_cmd->add_option("--strategy", tune.strategy, "search strategy within a task")
+      ->check(CLI::IsMember(tuner::search_names()))
+      ->capture_default_str();
+  tune_model_cmd->add_flag("--json", model_tune.json, "print the assessment as JSON");
+
   std::vector<std::string> configs;
   auto* measure_cmd = app.add_subcommand("measure", "measure given configs of an op and store the records");
   add_common(measure_cmd, common, true);
@@ -210,6 +232,7 @@ int main(int argc, char** argv) {
     if (*export_cmd) return cli::run_export(common, suite, export_out, static_lib);
     if (*measure_cmd) return cli::run_measure(common, tune, configs);
     if (*import_cmd) return cli::run_import(model_path, input_shapes, import_out, import_trials);
+    if (*tune_model_cmd) return cli::run_tune_model(common, tune, model_tune);
     if (*serve_cmd) return cli::run_serve(common, tune, serve, service);
     if (*worker_cmd) {
       if (!worker_token_file.empty()) worker.token = cli::read_token(worker_token_file);

@@ -532,8 +532,8 @@ TEST_CASE(
   auto seeds = tuner::Space(conv, be->target().traits).seeds();
   REQUIRE(!seeds.empty());
   CHECK(seeds[0].stages[0].vectorize == "x");
-  CHECK(seeds[0].stages[0].tile.at("k").back() > 1);
-  CHECK(64 % seeds[0].stages[0].tile.at("k").back() == 0);
+  // As many rows as the registers allow (a divisor of 64 only if it costs at most one row).
+  CHECK(seeds[0].stages[0].tile.at("k").back() >= 4);
   // ... and later seeds vectorize the output channels, with F packed into panels along k.
   CHECK(std::any_of(seeds.begin(), seeds.end(), [](const ir::Schedule& s) {
     return s.stages[0].vectorize == "k" && s.stages[0].pack == std::vector<std::string>{"F"};

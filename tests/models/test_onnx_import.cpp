@@ -270,6 +270,20 @@ TEST_CASE("onnx import: the CLI writes a suite that `tiletune suite` tunes") {
       {bin, "suite", suite, "--db", dir.file("t.db"), "--cache", test::kernel_cache(), "--min-time", "0.01"}, 300);
   CHECK_MESSAGE(tuned.exit_code == 0, tuned.output);
   CHECK(tuned.output.find("onnx_depthwise_conv") != std::string::npos);
+  // A model tuned under one budget: the ONNX file itself, then its suite, resumed.
+  std::string model = kTestData + "pytorch-converted/test_Conv2d_groups/model.onnx";
+  auto whole = run_process({bin, "tune-model", model, "--trials", "6", "--round", "3", "--db", dir.file("m.db"),
+                            "--cache", test::kernel_cache(), "--min-time", "0.01", "--strategy", "random"},
+                           300);
+  CHECK_MESSAGE(whole.exit_code == 0, whole.output);
+  CHECK(whole.output.find("round 2: task 1 (onnx_grouped_conv) 6 trials") != std::string::npos);
+  CHECK(whole.output.find("estimated model latency") != std::string::npos);
+  auto json = run_process({bin, "tune-model", suite, "--trials", "3", "--db", dir.file("t.db"), "--json"}, 300);
+  CHECK_MESSAGE(json.exit_code == 0, json.output);
+  auto report = nlohmann::json::parse(json.output.substr(json.output.find("\n{") + 1));
+  CHECK(report["tasks"].size() == 1);
+  CHECK(report["tasks"][0]["weight"] == 1);
+  CHECK(report["estimated_latency_s"].get<double>() > 0);
   auto bad = run_process({bin, "import", suite}, 60);
   CHECK(bad.exit_code == 2);
   CHECK(bad.output.find("is not an ONNX model") != std::string::npos);

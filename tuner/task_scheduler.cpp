@@ -1,0 +1,89 @@
+// Sharing a trial budget across a model's tasks. The gradient rule follows Ansor's task
+// scheduler (python/tvm/auto_scheduler/task_scheduler.py): a task's next round is worth
+// weight x (alpha x the drop of its best latency per round over the last `window` rounds +
+// (1 - alpha) x best / rounds so far, the drop a 1/t curve forecasts).
+#include "tuner/task_scheduler.hpp"
+
+#include <cmath>
+
+#include "support/error.hpp"
+
+namespace tiletune::tuner {
+
+double estimated_latency(const std::vector<WeightedTask>& tasks, const std::vector<TaskStatus>& status) {
+  double total = 0;
+  for (size_t i = 0; i < tasks.size(); ++i) total += tasks[i].weight * status[i].best_s;
+  return total;
+}
+
+int next_task(const std::vector<WeightedTask>& tasks, const std::vector<TaskStatus>& status,
+              const TaskScheduleOptions& options, int step) {
+  const int n = static_cast<int>(tasks.size());
+  // Warm-up, in either policy: every task gets a round before any gets a second; a task with
+  // no correct kernel after it gets one more, and then no more (its kernels all fail).
+  for (int i = 0; i < n; ++i)
+    if (!status[i].exhausted && status[i].trials < options.round) return i;
+  for (int i = 0; i < n; ++i)
+    if (!status[i].exhausted && !std::isfinite(status[i].best_s) && status[i].trials < 2 * options.round) return i;
+  if (options.policy == "round-robin") {
+    for (int k = 0; k < n; ++k) {
+      int i = (step + k) % n;
+      if (!status[i].exhausted && std::isfinite(status[i].best_s)) return i;
+    }
+    return -1;
+  }
+  int best = -1;
+  double best_gain = -1;
+  for (int i = 0; i < n; ++i) {
+    const TaskStatus& s = status[i];
+    if (s.exhausted || !std::isfinite(s.best_s)) continue;
+    double rounds = std::max(1.0, double(s.trials) / options.round);
+    const auto& h = s.best_after_round;
+    double observed = 0;
+    if (static_cast<int>(h.size()) > options.window)
+      observed = (h[h.size() - 1 - options.window] - h.back()) / options.window;
+    double forecast = s.best_s / rounds;
+    double gain = tasks[i].weight * (options.alpha * observed + (1 - options.alpha) * forecast);
+    if (gain > best_gain) {
+      best_gain = gain;
+      best = i;
+    }
+  }
+  return best;
+}
+
+std::vector<TaskStatus> tune_tasks(const std::vector<WeightedTask>& tasks, const codegen::Backend& backend,
+                                   db::RecordStore& store, const TuneOptions& base, const TaskScheduleOptions& options,
+                                   const std::function<void(const ModelProgress&)>& on_step) {
+  if (options.policy != "gradient" && options.policy != "round-robin")
+    throw_error(ErrorKind::InvalidInput, "task scheduler '" + options.policy + "': use gradient or round-robin");
+  if (options.round < 1) throw_error(ErrorKind::InvalidInput, "a round needs at least 1 trial");
+  const std::string& target = backend.target().key;
+  std::vector<TaskStatus> status(tasks.size());
+  int used = 0;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    status[i].trials = static_cast<int>(store.count_records(tasks[i].workload.key, target));
+    if (auto b = store.best(tasks[i].workload.key, target)) status[i].best_s = b->median_s();
+    if (std::isfinite(status[i].best_s)) status[i].best_after_round.push_back(status[i].best_s);
+    used += status[i].trials;
+  }
+  for (int step = 0; used < options.trials; ++step) {
+    int i = next_task(tasks, status, options, step);
+    if (i < 0) break;
+    TaskStatus& s = status[i];
+    TuneOptions o = base;
+    o.trials = s.trials + std::min(options.round, options.trials - used);
+    TuneSummary r = tune(tasks[i].workload, backend, store, o);
+    int before = s.trials;
+    s.trials = r.already + r.measured;
+    if (r.best) s.best_s = std::min(s.best_s, r.best->median_s());
+    if (std::isfinite(s.best_s)) s.best_after_round.push_back(s.best_s);
+    if (s.trials <= before) s.exhausted = true;  // the space has nothing new to measure
+    used += s.trials - before;
+    if (on_step) on_step({step, i, used, estimated_latency(tasks, status), &status});
+    if (r.stopped) break;
+  }
+  return status;
+}
+
+}  // namespace tiletune::tuner
