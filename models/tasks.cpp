@@ -323,29 +323,25 @@ class Mapper {
       out_ix = "[n, k, p]";
       bias_decl = "bias: f32[K]";
       bias_ix = "bias[k]";
-    } else if (G == 1) {
-      sizes = {{"C", C}, {"H", H}, {"K", K}, {"N", N}, {"R", R}, {"S", S}, {"W", W}};
-      in_decl = "I: f32[N, C, H, W]" + std::string(pads ? " pad 0" : "");
-      f_decl = "F: f32[K, C, R, S]";
-      out_decl = "O: f32[N, K, " + oh + ", " + ow + "]";
-      in_ix = "I[n, c, " + iy + ", " + ix + "]";
-      f_ix = "F[k, c, r, s]";
-      out_ix = "[n, k, y, x]";
-      bias_decl = "bias: f32[K]";
-      bias_ix = "bias[k]";
-      where = " where y < " + oh + ", x < " + ow;
     } else {
       // Channel g * CG + c is [g, c] of the same memory seen with a group dimension.
-      name = C == G ? "onnx_depthwise_conv" : "onnx_grouped_conv";
-      sizes = {{"CG", C / G}, {"G", G}, {"H", H}, {"KG", K / G}, {"N", N}, {"R", R}, {"S", S}, {"W", W}};
-      in_decl = "I: f32[N, G, CG, H, W]" + std::string(pads ? " pad 0" : "");
-      f_decl = "F: f32[G, KG, CG, R, S]";
-      out_decl = "O: f32[N, G, KG, " + oh + ", " + ow + "]";
-      in_ix = "I[n, g, c, " + iy + ", " + ix + "]";
-      f_ix = "F[g, k, c, r, s]";
-      out_ix = "[n, g, k, y, x]";
-      bias_decl = "bias: f32[G, KG]";
-      bias_ix = "bias[g, k]";
+      bool grouped = G > 1;
+      std::string gd = grouped ? "G, " : "", gv = grouped ? "g, " : "", cg = grouped ? "CG" : "C",
+                  kg = grouped ? "KG" : "K";
+      if (grouped) {
+        name = C == G ? "onnx_depthwise_conv" : "onnx_grouped_conv";
+        sizes = {{"CG", C / G}, {"G", G}, {"H", H}, {"KG", K / G}, {"N", N}, {"R", R}, {"S", S}, {"W", W}};
+      } else {
+        sizes = {{"C", C}, {"H", H}, {"K", K}, {"N", N}, {"R", R}, {"S", S}, {"W", W}};
+      }
+      in_decl = "I: f32[N, " + gd + cg + ", H, W]" + std::string(pads ? " pad 0" : "");
+      f_decl = "F: f32[" + gd + kg + ", " + cg + ", R, S]";
+      out_decl = "O: f32[N, " + gd + kg + ", " + oh + ", " + ow + "]";
+      in_ix = "I[n, " + gv + "c, " + iy + ", " + ix + "]";
+      f_ix = "F[" + gv + "k, c, r, s]";
+      out_ix = "[n, " + gv + "k, y, x]";
+      bias_decl = "bias: f32[" + gd + kg + "]";
+      bias_ix = "bias[" + gv + "k]";
       where = " where y < " + oh + ", x < " + ow;
     }
     std::string text =
