@@ -5,6 +5,7 @@
 
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -150,7 +151,106 @@ std::string write_resnet_blocks(const TempDir& dir) {
   return path;
 }
 
+//! ResNet-50 v1.5 (torchvision's: the stride on the 3x3 of a bottleneck) as an ONNX graph for
+//! a dynamic batch; weights are initializers of zeros (shapes are what import reads).
+std::string write_resnet50(const TempDir& dir) {
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  model.add_opset_import()->set_version(13);
+  auto* g = model.mutable_graph();
+  g->set_name("resnet50");
+  auto* in = g->add_input();
+  in->set_name("data");
+  auto* tt = in->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(onnx::TensorProto::FLOAT);
+  tt->mutable_shape()->add_dim()->set_dim_param("N");
+  for (int d : {3, 224, 224}) tt->mutable_shape()->add_dim()->set_dim_value(d);
+  int counter = 0;
+  auto conv_bn = [&](const std::string& x, int cin, int cout, int k, int stride, bool relu) {
+    std::string q = "l" + std::to_string(counter++) + "_";
+    add_tensor(g, q + "w", {cout, cin, k, k}, 0.0f);
+    for (auto* s : {"scale", "bias", "mean", "var"}) add_tensor(g, q + s, {cout}, 1.0f);
+    auto* conv = add_node(g, "Conv", q + "conv", {x, q + "w"}, {q + "c"});
+    set_ints(conv, "strides", {stride, stride});
+    set_ints(conv, "pads", {k / 2, k / 2, k / 2, k / 2});
+    add_node(g, "BatchNormalization", q + "bn", {q + "c", q + "scale", q + "bias", q + "mean", q + "var"}, {q + "n"});
+    if (!relu) return q + "n";
+    add_node(g, "Relu", q + "relu", {q + "n"}, {q + "r"});
+    return q + "r";
+  };
+  std::string x = conv_bn("data", 3, 64, 7, 2, true);
+  auto* pool = add_node(g, "MaxPool", "pool0", {x}, {"pooled0"});
+  set_ints(pool, "kernel_shape", {3, 3});
+  set_ints(pool, "strides", {2, 2});
+  set_ints(pool, "pads", {1, 1, 1, 1});
+  x = "pooled0";
+  int cin = 64;
+  const int blocks[] = {3, 4, 6, 3}, widths[] = {64, 128, 256, 512};
+  for (int stage = 0; stage < 4; ++stage)
+    for (int b = 0; b < blocks[stage]; ++b) {
+      int w = widths[stage], stride = b == 0 && stage > 0 ? 2 : 1;
+      std::string y = conv_bn(x, cin, w, 1, 1, true);
+      y = conv_bn(y, w, w, 3, stride, true);
+      y = conv_bn(y, w, 4 * w, 1, 1, false);
+      std::string skip = b == 0 ? conv_bn(x, cin, 4 * w, 1, stride, false) : x;
+      std::string q = "s" + std::to_string(stage) + "b" + std::to_string(b);
+      add_node(g, "Add", q + "add", {y, skip}, {q + "sum"});
+      add_node(g, "Relu", q + "relu", {q + "sum"}, {q + "out"});
+      x = q + "out";
+      cin = 4 * w;
+    }
+  add_node(g, "GlobalAveragePool", "gap", {x}, {"gap_out"});
+  add_node(g, "Flatten", "flatten", {"gap_out"}, {"flat"});
+  add_tensor(g, "fc_w", {1000, 2048}, 0.0f);
+  add_tensor(g, "fc_b", {1000}, 0.0f);
+  auto* fc = add_node(g, "Gemm", "fc", {"flat", "fc_w", "fc_b"}, {"logits"});
+  auto* tb = fc->add_attribute();
+  tb->set_name("transB");
+  tb->set_type(onnx::AttributeProto::INT);
+  tb->set_i(1);
+  auto* out = g->add_output();
+  out->set_name("logits");
+  out->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  std::string path = dir.file("resnet50.onnx");
+  std::ofstream f(path, std::ios::binary);
+  model.SerializeToOstream(&f);
+  return path;
+}
+
 }  // namespace
+
+TEST_CASE("onnx import: ResNet-50 becomes its distinct layers with their counts, nothing unmapped") {
+  TempDir dir;
+  std::string path = write_resnet50(dir);
+  auto t0 = std::chrono::steady_clock::now();
+  auto m = models::import_onnx(path, {{"data", {1, 3, 224, 224}}});
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  size_t nodes = m.skipped.size();
+  for (auto& t : m.tasks)
+    for (auto& occurrence : t.nodes) nodes += occurrence.size();
+  CHECK(nodes == 53 * 2 + 49 + 16 + 4);  // conv + BN, the ReLUs, the Adds, pool, pool, flatten, fc
+  MESSAGE("ResNet-50 (" << nodes << " nodes) imported in " << seconds << " s into " << m.tasks.size() << " tasks");
+  CHECK(seconds < 5);
+  // Only Flatten gets no kernel; every compute node is in a task.
+  REQUIRE(m.skipped.size() == 1);
+  CHECK(m.skipped[0].op_type == "Flatten");
+  std::map<std::string, int> occurrences;  // op name -> sum of weights
+  for (auto& t : m.tasks) {
+    auto w = ir::bind(ir::parse_op(t.op_text), ir::parse_sizes(t.sizes));
+    occurrences[w.op.name] += t.weight;
+  }
+  CHECK(occurrences["onnx_conv"] + occurrences["onnx_conv1x1"] == 53);  // 49 in the blocks, 4 projections
+  CHECK(occurrences["onnx_conv1x1"] == 33);  // two per block, and stage 1's projection (stride 1)
+  CHECK(occurrences["onnx_binary"] == 16);   // the residual Add + Relu of each block
+  CHECK(occurrences["onnx_max_pool"] == 1);
+  CHECK(occurrences["onnx_global_avg_pool"] == 1);
+  CHECK(occurrences["onnx_gemm"] == 1);
+  // Repeated blocks share tasks. Per stage: the first block's 1x1 and 3x3 (another input), the
+  // others', the expanding 1x1, the projection, Add + Relu: 7; stage 1 has 5 (its first 3x3 has
+  // no stride, and its projection is the expanding 1x1's twin). With the stem, its pool, the
+  // global pool and the classifier: 30.
+  CHECK(m.tasks.size() == 30);
+}
 
 TEST_CASE("onnx import: ONNX's node tests give the outputs ONNX recorded through the imported tile ops") {
   if (!std::filesystem::exists(kTestData)) TT_SKIP("libonnx-testdata is not installed");
