@@ -178,6 +178,10 @@ VendorCall onednn_call(const ir::Workload& w, const std::vector<float*>& t, int 
 }
 
 VendorCall openblas_call(const ir::Workload& w, const std::vector<float*>& t, int threads) {
+  // Only for ops OpenBLAS has: setting its thread count wakes its spinning pool, which then
+  // takes the cores from whatever is timed next (depthwise ran 0.15x to 0.76x oneDNN in runs
+  // minutes apart until it was left asleep).
+  if (w.op.name != "matmul" && w.op.name != "batch_matmul" && w.op.name != "batch_matmul_nt") return {"", {}};
   openblas_set_num_threads(threads);
   if (w.op.name == "matmul") {
     std::int64_t M = size_of(w, "M"), N = size_of(w, "N"), K = size_of(w, "K");
