@@ -93,11 +93,23 @@ int run_tune_model(const CommonOptions& c, const tuner::TuneOptions& t, const Mo
   } else {
     if (!m.input_shapes.empty()) throw_error(ErrorKind::InvalidInput, "--input applies to an ONNX model, not a suite");
     Suite suite = load_suite(m.model);
+    std::map<std::string, size_t> by_key;  // cases of one workload are one task: their weights add
     for (size_t i = 0; i < suite.workloads.size(); ++i) {
       const auto& cs = suite.cases[i];
-      int weight = cs.contains("weight") && cs["weight"].is_number_integer() ? cs["weight"].get<int>() : 1;
-      if (weight < 1) throw_error(ErrorKind::InvalidInput, "suite " + m.model + ": a case's weight must be at least 1");
-      tasks.push_back({suite.workloads[i], weight});
+      std::int64_t weight = 1;
+      if (cs.contains("weight")) {
+        if (!cs["weight"].is_number_integer() || cs["weight"].get<std::int64_t>() < 1 ||
+            cs["weight"].get<std::int64_t>() > 1000000)
+          throw_error(ErrorKind::InvalidInput, "suite " + m.model + ", case " + std::to_string(i + 1) +
+                                                   ": \"weight\" must be an integer in [1, 10^6]");
+        weight = cs["weight"].get<std::int64_t>();
+      }
+      auto [at, added] = by_key.emplace(suite.workloads[i].key, tasks.size());
+      if (!added) {
+        tasks[at->second].weight += static_cast<int>(weight);
+        continue;
+      }
+      tasks.push_back({suite.workloads[i], static_cast<int>(weight)});
       labels.push_back(suite.workloads[i].op.name);
     }
   }
@@ -110,6 +122,11 @@ int run_tune_model(const CommonOptions& c, const tuner::TuneOptions& t, const Mo
   so.policy = m.scheduler;
   std::cout << "model " << name << ": " << tasks.size() << " tasks, " << m.trials << " trials, " << m.scheduler
             << " scheduler\n";
+  if (m.trials < static_cast<int>(tasks.size()) * m.round)
+    std::cerr << "tiletune: note: " << m.trials << " trials cannot give each of the " << tasks.size()
+              << " tasks a round of " << m.round << ": tasks past trial " << m.trials
+              << " stay unmeasured and the model has no estimate (use --trials " << tasks.size() * m.round
+              << " or more, or a smaller --round)\n";
   auto status = tuner::tune_tasks(
       tasks, *backend, *store, tune_options(c, t, store.get()), so, [&](const tuner::ModelProgress& p) {
         const auto& s = (*p.status)[p.task];

@@ -370,16 +370,12 @@ class Emitter {
     for (auto& [tensor, d, ix] : outside_) {
       std::int64_t n = w_.buffers[w_.buffer_index(tensor)].shape[d];
       std::string lo, hi;
-      std::int64_t glo = ix.constant, ghi = ix.constant;
+      auto [glo, ghi] = ir::index_range(ix, st_->axes);  // over the whole stage: which side can fail
       for (auto& t : ix.terms) {
         auto& [a_lo, a_hi] = range.at(t.var);
         std::string c = t.coeff == 1 ? "" : std::to_string(t.coeff) + " * ";
         lo += (lo.empty() ? "" : " + ") + c + "(" + (t.coeff > 0 ? a_lo : a_hi) + ")";
         hi += (hi.empty() ? "" : " + ") + c + "(" + (t.coeff > 0 ? a_hi : a_lo) + ")";
-        std::int64_t extent = 1;
-        for (auto& a : st_->axes)
-          if (a.name == t.var) extent = a.extent;
-        (t.coeff > 0 ? ghi : glo) += t.coeff * (extent - 1);
       }
       if (ix.constant != 0) {
         std::string k = (ix.constant > 0 ? " + " : " - ") + std::to_string(std::abs(ix.constant));

@@ -73,7 +73,8 @@ std::string decl_text(const TensorDecl& t) {
   return s;
 }
 
-//! The range [lo, hi] an index expression runs over when each variable runs over [0, extent).
+}  // namespace
+
 std::pair<__int128, __int128> index_range(const IndexExpr& ix, const std::vector<Axis>& axes) {
   __int128 lo = ix.constant, hi = ix.constant;  // coefficients and extents are below 2^31
   for (auto& t : ix.terms)
@@ -84,6 +85,8 @@ std::pair<__int128, __int128> index_range(const IndexExpr& ix, const std::vector
       }
   return {lo, hi};
 }
+
+namespace {
 
 //! The op's text with its sizes; index names normalised to i0, i1, ... unless keep_names.
 std::string canonical(const OpDef& op, const Sizes& sizes, bool keep_names = false) {

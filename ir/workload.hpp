@@ -60,6 +60,10 @@ struct Workload {
   std::string sizes_text() const;  //!< "K=512,M=512,N=512"
 };
 
+//! The range [lo, hi] an index expression runs over when each variable runs over [0, extent)
+//! of its axis in `axes` (exact: coefficients and extents are below 2^31).
+std::pair<__int128, __int128> index_range(const IndexExpr& ix, const std::vector<Axis>& axes);
+
 //! Parses "M=512,N=512,K=512" (spaces allowed). Throws Error(InvalidInput) on malformed text,
 //! a repeated name or a value outside [1, 2^31).
 Sizes parse_sizes(const std::string& text);

@@ -37,6 +37,7 @@ struct Node {
 
 struct Graph {
   std::string name;
+  std::int64_t opset = 13;                           //!< of the default (ai.onnx) domain
   std::vector<Node> nodes;                           //!< in topological order, as ONNX requires
   std::map<std::string, Dims> shapes;                //!< every value whose shape is known
   std::set<std::string> constants;                   //!< initializers and Constant outputs

@@ -69,6 +69,8 @@ Graph read_onnx(const std::string& path, const std::map<std::string, Dims>& inpu
   onnx::GraphProto* graph = model.mutable_graph();
   Graph g;
   g.name = graph->name().empty() ? path : graph->name();
+  for (auto& o : model.opset_import())
+    if (o.domain().empty() || o.domain() == "ai.onnx") g.opset = o.version();
   std::set<std::string> initializers;
   for (auto& t : graph->initializer()) initializers.insert(t.name());
   std::set<std::string> seen;

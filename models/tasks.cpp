@@ -106,6 +106,7 @@ class Mapper {
       }
       std::string why;
       std::optional<Draft> d;
+      pending_.clear();  // nodes the draft fuses: fused only if it maps and checks
       try {
         d = map_node(i, why);
       } catch (const Error& e) {
@@ -129,6 +130,7 @@ class Mapper {
         m.skipped.push_back({n.name, n.type, "internal: " + bind_error, false});
         continue;
       }
+      fused_.insert(pending_.begin(), pending_.end());
       auto [it, added] = by_key.emplace(w.key, m.tasks.size());
       if (added) m.tasks.push_back({d->text, d->sizes, w.key, 0, {}, {}});
       Task& t = m.tasks[it->second];
@@ -143,6 +145,7 @@ class Mapper {
   const Graph& g_;
   std::map<std::string, int> uses_;
   std::set<size_t> fused_;
+  std::set<size_t> pending_;
 
   const Dims* shape(const std::string& v) const {
     auto it = g_.shapes.find(v);
@@ -217,7 +220,7 @@ class Mapper {
       auto a = activation(n);
       if (!a || n.inputs[0] != value) break;
       f = apply(*a, f);
-      fused_.insert(*next);
+      pending_.insert(*next);
       nodes.push_back(n.name);
       value = n.outputs[0];
       i = *next;
@@ -240,11 +243,24 @@ class Mapper {
     padded.insert(padded.end(), s->begin(), s->end());
     for (size_t d = 0; d < rank; ++d)
       if (padded[d] != (d == axis ? channels : 1)) return false;
-    fused_.insert(*next);
+    pending_.insert(*next);
     nodes.push_back(n.name);
     value = n.outputs[0];
     bias_name = other;
     i = *next;
+    return true;
+  }
+
+  //! A BatchNormalization of `value` for inference whose parameters are constants: it folds
+  //! into the filter (scaled) and a bias (the shift).
+  bool foldable_batch_norm(const Node& n, const std::string& value) const {
+    if (n.type != "BatchNormalization" || n.inputs.size() != 5 || n.inputs[0] != value ||
+        n.attr_i("training_mode", 0) != 0)
+      return false;
+    for (size_t k = 1; k < 5; ++k)
+      if (!g_.constants.count(n.inputs[k])) return false;
+    for (size_t k = 1; k < n.outputs.size(); ++k)
+      if (!n.outputs[k].empty() && uses_.count(n.outputs[k])) return false;  // running statistics in use
     return true;
   }
 
@@ -287,12 +303,12 @@ class Mapper {
     bool has_bias = n.inputs.size() > 2 && !n.inputs[2].empty();
     if (has_bias) bias = n.inputs[2];
     // BatchNormalization for inference folds into the filter and a bias: same kernel.
-    if (auto next = only_consumer(value, last); next && g_.nodes[*next].type == "BatchNormalization") {
-      fused_.insert(*next);
+    if (auto next = only_consumer(value, last); next && foldable_batch_norm(g_.nodes[*next], value)) {
+      pending_.insert(*next);
       d.nodes.push_back(g_.nodes[*next].name);
       value = g_.nodes[*next].outputs[0];
       last = *next;
-      if (!has_bias) bias = "folded:" + g_.nodes[*next].name;  // the shift the folding computes
+      bias = "folded:" + g_.nodes[*next].name;  // the shift the folding computes (with the conv's bias)
       has_bias = true;
     }
     std::string bias_from_add;
@@ -464,6 +480,14 @@ class Mapper {
     }
     auto st = n.attr_ints("strides", {1, 1}), p = n.attr_ints("pads", {0, 0, 0, 0}),
          dil = n.attr_ints("dilations", {1, 1});
+    if (n.attrs.count("auto_pad") && n.attrs.at("auto_pad").s != "NOTSET" && n.attrs.at("auto_pad").s != "VALID") {
+      why = "auto_pad " + n.attrs.at("auto_pad").s + " is not mapped (explicit pads are)";
+      return std::nullopt;
+    }
+    if (st.size() != 2 || p.size() != 4 || dil.size() != 2) {
+      why = "pooling attributes out of the mapped forms";
+      return std::nullopt;
+    }
     bool pads = std::any_of(p.begin(), p.end(), [](std::int64_t v) { return v != 0; });
     bool max = n.type == "MaxPool";
     if (n.attr_i("ceil_mode", 0) != 0) {
@@ -524,19 +548,25 @@ class Mapper {
       why = "input shape unknown";
       return std::nullopt;
     }
-    std::int64_t axis = n.attr_i("axis", -1);
-    if (axis < 0) axis += static_cast<std::int64_t>(x->size());
-    if (axis != static_cast<std::int64_t>(x->size()) - 1) {
+    // Before opset 13 Softmax flattens the input at `axis` (default 1) into rows; from 13 on
+    // it normalises along `axis` (default -1), which maps when it is the last.
+    bool flattens = g_.opset < 13;
+    std::int64_t rank = static_cast<std::int64_t>(x->size());
+    std::int64_t axis = n.attr_i("axis", flattens ? 1 : -1);
+    if (axis < 0) axis += rank;
+    if (axis < 0 || axis >= rank || (!flattens && axis != rank - 1)) {
       why = "Softmax over an axis other than the last is not mapped";
       return std::nullopt;
     }
+    std::int64_t D = 1;
+    for (std::int64_t k = axis; k < rank; ++k) D *= (*x)[k];
     Draft d;
     d.nodes = {n.name};
     d.output = *x;
     d.text =
         "op onnx_softmax(X: f32[N, D]) -> Y: f32[N, D] {\n  mx[n] max= X[n, d]\n  e[n, d] = exp(X[n, d] - mx[n])\n"
         "  s[n] += e[n, d]\n  Y[n, d] = e[n, d] / s[n]\n}\n";
-    d.sizes = sizes_text({{"D", x->back()}, {"N", elements(*x) / x->back()}});
+    d.sizes = sizes_text({{"D", D}, {"N", elements(*x) / D}});
     d.tensors = {{"X", n.inputs[0]}, {"Y", n.outputs[0]}};
     return d;
   }

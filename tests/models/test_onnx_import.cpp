@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "codegen/backend.hpp"
@@ -387,4 +388,56 @@ TEST_CASE("onnx import: the CLI writes a suite that `tiletune suite` tunes") {
   auto bad = run_process({bin, "import", suite}, 60);
   CHECK(bad.exit_code == 2);
   CHECK(bad.output.find("is not an ONNX model") != std::string::npos);
+}
+
+TEST_CASE("onnx import: opset rules and what may be folded") {
+  TempDir dir;
+  auto model_with = [&](int opset, const std::function<void(onnx::GraphProto*)>& build) {
+    onnx::ModelProto model;
+    model.set_ir_version(7);
+    model.add_opset_import()->set_version(opset);
+    auto* g = model.mutable_graph();
+    g->set_name("small");
+    auto* in = g->add_input();
+    in->set_name("x");
+    auto* tt = in->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(onnx::TensorProto::FLOAT);
+    for (int d : {2, 3, 4, 4}) tt->mutable_shape()->add_dim()->set_dim_value(d);
+    build(g);
+    std::string path = dir.file("m" + std::to_string(opset) + std::to_string(g->node_size()) + ".onnx");
+    {
+      std::ofstream f(path, std::ios::binary);
+      model.SerializeToOstream(&f);
+    }
+    return models::import_onnx(path, {});
+  };
+  // Before opset 13, Softmax flattens at axis 1 (its default): rows of 3 x 4 x 4.
+  auto old = model_with(11, [](onnx::GraphProto* g) {
+    add_node(g, "Softmax", "sm", {"x"}, {"y"});
+    g->add_output()->set_name("y");
+  });
+  REQUIRE(old.tasks.size() == 1);
+  CHECK(old.tasks[0].sizes == "D=48,N=2");
+  auto now = model_with(13, [](onnx::GraphProto* g) {
+    add_node(g, "Softmax", "sm", {"x"}, {"y"});
+    g->add_output()->set_name("y");
+  });
+  REQUIRE(now.tasks.size() == 1);
+  CHECK(now.tasks[0].sizes == "D=4,N=24");
+  // A batch norm whose statistics are graph inputs (not constants) is not folded into the conv.
+  auto unfolded = model_with(13, [](onnx::GraphProto* g) {
+    add_tensor(g, "w", {5, 3, 1, 1}, 1.0f);
+    for (auto* p : {"scale", "bias", "mean"}) add_tensor(g, p, {5}, 1.0f);
+    auto* var = g->add_input();
+    var->set_name("var");
+    var->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+    var->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(5);
+    add_node(g, "Conv", "conv", {"x", "w"}, {"c"});
+    add_node(g, "BatchNormalization", "bn", {"c", "scale", "bias", "mean", "var"}, {"y"});
+    g->add_output()->set_name("y");
+  });
+  REQUIRE(unfolded.tasks.size() == 1);
+  CHECK(unfolded.tasks[0].nodes[0] == std::vector<std::string>{"conv"});
+  REQUIRE(unfolded.skipped.size() == 1);
+  CHECK(unfolded.skipped[0].op_type == "BatchNormalization");
 }
