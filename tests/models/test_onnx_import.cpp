@@ -107,18 +107,33 @@ void set_ints(onnx::NodeProto* n, const std::string& name, std::vector<std::int6
   for (auto x : v) a->add_ints(x);
 }
 
+//! A model of one opset whose graph is named `name`.
+onnx::GraphProto* new_graph(onnx::ModelProto& model, const std::string& name, int opset) {
+  model.set_ir_version(7);
+  model.add_opset_import()->set_version(opset);
+  model.mutable_graph()->set_name(name);
+  return model.mutable_graph();
+}
+//! A float graph input; with `dynamic_first`, its first dimension is that named, unbound one.
+void add_input(onnx::GraphProto* g, const std::string& name, const std::vector<std::int64_t>& dims,
+               const std::string& dynamic_first = "") {
+  auto* tt = g->add_input();
+  tt->set_name(name);
+  auto* type = tt->mutable_type()->mutable_tensor_type();
+  type->set_elem_type(onnx::TensorProto::FLOAT);
+  if (!dynamic_first.empty()) type->mutable_shape()->add_dim()->set_dim_param(dynamic_first);
+  for (auto d : dims) type->mutable_shape()->add_dim()->set_dim_value(d);
+}
+std::string save(const onnx::ModelProto& model, const std::string& path) {
+  std::ofstream f(path, std::ios::binary);
+  model.SerializeToOstream(&f);
+  return path;
+}
+
 std::string write_resnet_blocks(const TempDir& dir) {
   onnx::ModelProto model;
-  model.set_ir_version(8);
-  model.add_opset_import()->set_version(13);
-  auto* g = model.mutable_graph();
-  g->set_name("two_blocks");
-  auto* in = g->add_input();
-  in->set_name("image");
-  auto* tt = in->mutable_type()->mutable_tensor_type();
-  tt->set_elem_type(onnx::TensorProto::FLOAT);
-  tt->mutable_shape()->add_dim()->set_dim_param("batch");
-  for (int d : {8, 10, 10}) tt->mutable_shape()->add_dim()->set_dim_value(d);
+  auto* g = new_graph(model, "two_blocks", 13);
+  add_input(g, "image", {8, 10, 10}, "batch");
   std::string x = "image";
   for (int b = 0; b < 2; ++b) {
     std::string p = "b" + std::to_string(b) + "_";
@@ -146,26 +161,15 @@ std::string write_resnet_blocks(const TempDir& dir) {
   auto* out = g->add_output();
   out->set_name("sin_out");
   out->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
-  std::string path = dir.file("blocks.onnx");
-  std::ofstream f(path, std::ios::binary);
-  model.SerializeToOstream(&f);
-  return path;
+  return save(model, dir.file("blocks.onnx"));
 }
 
 //! ResNet-50 v1.5 (torchvision's: the stride on the 3x3 of a bottleneck) as an ONNX graph for
 //! a dynamic batch; weights are initializers of zeros (shapes are what import reads).
 std::string write_resnet50(const TempDir& dir) {
   onnx::ModelProto model;
-  model.set_ir_version(8);
-  model.add_opset_import()->set_version(13);
-  auto* g = model.mutable_graph();
-  g->set_name("resnet50");
-  auto* in = g->add_input();
-  in->set_name("data");
-  auto* tt = in->mutable_type()->mutable_tensor_type();
-  tt->set_elem_type(onnx::TensorProto::FLOAT);
-  tt->mutable_shape()->add_dim()->set_dim_param("N");
-  for (int d : {3, 224, 224}) tt->mutable_shape()->add_dim()->set_dim_value(d);
+  auto* g = new_graph(model, "resnet50", 13);
+  add_input(g, "data", {3, 224, 224}, "N");
   int counter = 0;
   auto conv_bn = [&](const std::string& x, int cin, int cout, int k, int stride, bool relu) {
     std::string q = "l" + std::to_string(counter++) + "_";
@@ -212,10 +216,7 @@ std::string write_resnet50(const TempDir& dir) {
   auto* out = g->add_output();
   out->set_name("logits");
   out->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
-  std::string path = dir.file("resnet50.onnx");
-  std::ofstream f(path, std::ios::binary);
-  model.SerializeToOstream(&f);
-  return path;
+  return save(model, dir.file("resnet50.onnx"));
 }
 
 }  // namespace
@@ -394,22 +395,11 @@ TEST_CASE("onnx import: opset rules and what may be folded") {
   TempDir dir;
   auto model_with = [&](int opset, const std::function<void(onnx::GraphProto*)>& build) {
     onnx::ModelProto model;
-    model.set_ir_version(7);
-    model.add_opset_import()->set_version(opset);
-    auto* g = model.mutable_graph();
-    g->set_name("small");
-    auto* in = g->add_input();
-    in->set_name("x");
-    auto* tt = in->mutable_type()->mutable_tensor_type();
-    tt->set_elem_type(onnx::TensorProto::FLOAT);
-    for (int d : {2, 3, 4, 4}) tt->mutable_shape()->add_dim()->set_dim_value(d);
+    auto* g = new_graph(model, "small", opset);
+    add_input(g, "x", {2, 3, 4, 4});
     build(g);
-    std::string path = dir.file("m" + std::to_string(opset) + std::to_string(g->node_size()) + ".onnx");
-    {
-      std::ofstream f(path, std::ios::binary);
-      model.SerializeToOstream(&f);
-    }
-    return models::import_onnx(path, {});
+    return models::import_onnx(
+        save(model, dir.file("m" + std::to_string(opset) + std::to_string(g->node_size()) + ".onnx")), {});
   };
   // Before opset 13, Softmax flattens at axis 1 (its default): rows of 3 x 4 x 4.
   auto old = model_with(11, [](onnx::GraphProto* g) {
@@ -428,10 +418,7 @@ TEST_CASE("onnx import: opset rules and what may be folded") {
   auto unfolded = model_with(13, [](onnx::GraphProto* g) {
     add_tensor(g, "w", {5, 3, 1, 1}, 1.0f);
     for (auto* p : {"scale", "bias", "mean"}) add_tensor(g, p, {5}, 1.0f);
-    auto* var = g->add_input();
-    var->set_name("var");
-    var->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
-    var->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(5);
+    add_input(g, "var", {5});
     add_node(g, "Conv", "conv", {"x", "w"}, {"c"});
     add_node(g, "BatchNormalization", "bn", {"c", "scale", "bias", "mean", "var"}, {"y"});
     g->add_output()->set_name("y");
