@@ -35,22 +35,13 @@ std::string num(double v) {
   return s;
 }
 
-//! `c * v + k` as index text: `2 * y + r - 1`.
+//! `c * v + k` as index text (`2*y + r - 1`), as the language prints it.
 std::string affine(const std::vector<std::pair<std::int64_t, std::string>>& terms, std::int64_t k) {
-  std::string s;
-  for (auto& [c, v] : terms) {
-    if (c == 0) continue;
-    if (!s.empty())
-      s += c < 0 ? " - " : " + ";
-    else if (c < 0)
-      s += "-";
-    std::int64_t a = std::abs(c);
-    s += a == 1 ? v : std::to_string(a) + " * " + v;
-  }
-  if (s.empty()) return std::to_string(k);
-  if (k > 0) s += " + " + std::to_string(k);
-  if (k < 0) s += " - " + std::to_string(-k);
-  return s;
+  ir::IndexExpr ix;
+  for (auto& [c, v] : terms)
+    if (c != 0) ix.terms.push_back({v, c});
+  ix.constant = k;
+  return ir::to_string(ix);
 }
 
 //! The output extent of a window along one axis as a size expression of its input extent
