@@ -11,7 +11,6 @@
 #include <map>
 #include <set>
 #include <sstream>
-#include <tuple>
 
 namespace tiletune::codegen {
 
@@ -164,7 +163,7 @@ class Emitter {
   std::string first_, last_;  // C++ conditions ("" when always true)
   //! Reads of padded inputs that can fall outside them in this stage: (tensor, dimension) ->
   //! index. Tiles that reach past a border read them through guards (see micro_kernel).
-  std::vector<std::tuple<std::string, size_t, ir::IndexExpr>> outside_;
+  std::vector<ir::OutsideRead> outside_;
   bool guarded_ = false;  // emitting a border tile: padded reads are guarded
 
   std::string fresh(const std::string& base) { return names_.fresh(base); }
@@ -367,8 +366,9 @@ class Emitter {
       }
     std::string cond;
     std::set<std::string> seen;
-    for (auto& [tensor, d, ix] : outside_) {
-      std::int64_t n = w_.buffers[w_.buffer_index(tensor)].shape[d];
+    for (auto [access, d] : outside_) {
+      const ir::IndexExpr& ix = access->indices[d];
+      std::int64_t n = w_.buffers[w_.buffer_index(access->name)].shape[d];
       std::string lo, hi;
       auto [glo, ghi] = ir::index_range(ix, st_->axes);  // over the whole stage: which side can fail
       for (auto& t : ix.terms) {
@@ -386,18 +386,6 @@ class Emitter {
         if (!c.empty() && seen.insert(c).second) cond += (cond.empty() ? "" : " && ") + std::string("(") + c + ")";
     }
     return cond;
-  }
-
-  //! Fills outside_ for the stage being emitted (its body and fused epilogue).
-  void find_outside_reads() {
-    outside_.clear();
-    std::vector<const Expr*> accesses;
-    ir::collect_accesses(sn_->body, accesses);
-    if (sn_->epilogue >= 0) ir::collect_accesses(sn_->epilogue_body, accesses);
-    for (const Expr* e : accesses)
-      for (size_t d = 0; d < e->indices.size(); ++d)
-        if (w_.may_read_outside(sn_->stage, e->name, d, e->indices[d]))
-          outside_.emplace_back(e->name, d, e->indices[d]);
   }
 
   std::string value(const Expr& e, const Point& p, bool vec, Block& blk, const std::string& acc_value) {
@@ -772,7 +760,7 @@ class Emitter {
           break;
       for (size_t k = d + 1; k < shape.size(); ++k) out_stride_ *= shape[k];
     }
-    find_outside_reads();
+    outside_ = ir::reads_outside(w_, sn.stage, {&sn.body, sn.epilogue >= 0 ? &sn.epilogue_body : nullptr});
     strided_vector_ =
         out_stride_ != 1 || (!sn.vector_axis.empty() && !ir::strided_reads(sn.body, sn.vector_axis).empty());
     const auto& stmt = w_.op.stmts[sn.stage];

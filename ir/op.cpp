@@ -90,14 +90,15 @@ std::string to_string(const IndexExpr& e) {
   return s;
 }
 
-namespace {
-std::string number(double v) {
+std::string number_text(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.9g", v);
   std::string s = buf;
   if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
   return s;
 }
+
+namespace {
 const char* infix(Expr::Kind k) {
   switch (k) {
     case Expr::Kind::Add:
@@ -129,7 +130,7 @@ const char* infix(Expr::Kind k) {
 std::string to_string(const Expr& e) {
   switch (e.kind) {
     case Expr::Kind::Const:
-      return number(e.value);
+      return number_text(e.value);
     case Expr::Kind::Size:
       return e.name;
     case Expr::Kind::Access: {

@@ -106,6 +106,8 @@ int count_ops(const Expr& e);  //!< "=", "+=", "*=", "max=", "min="
 std::string to_string(const SizeExpr& e);
 std::string to_string(const IndexExpr& e);
 std::string to_string(const Expr& e);
+//! A float constant as op text writes it: `0.5`, `2.0`, `1e-05`.
+std::string number_text(double v);
 //! A pad value as op text writes it: `0`, `-inf`, `0.5`.
 std::string pad_text(double v);
 

@@ -173,23 +173,16 @@ std::string check_stage(const Workload& w, const Schedule& s, const TargetTraits
   if (t.groups()) {
     // A work-group device reads a padded input past its border one guarded element at a
     // time: such an input is neither loaded in vectors nor staged in local memory.
-    std::vector<const Expr*> reads;
     Expr body = effective_body(w, s, st.rhs), epilogue;
-    collect_accesses(body, reads);
-    if (ss.fuse_epilogue) {
-      epilogue = fused_epilogue_body(w, s, i);
-      collect_accesses(epilogue, reads);
+    if (ss.fuse_epilogue) epilogue = fused_epilogue_body(w, s, i);
+    for (auto [e, d] : reads_outside(w, i, {&body, ss.fuse_epilogue ? &epilogue : nullptr})) {
+      for (auto& ix : e->indices)
+        if (!ss.vectorize.empty() && ix.coeff_of(ss.vectorize) != 0)
+          return "'" + e->name + "' is read past its border (padding) along '" + ss.vectorize +
+                 "', which a work-group device does not vectorize";
+      if (std::find(ss.pack.begin(), ss.pack.end(), e->name) != ss.pack.end())
+        return "'" + e->name + "' is read past its border (padding): a work-group device does not stage it";
     }
-    for (const Expr* e : reads)
-      for (size_t d = 0; d < e->indices.size(); ++d) {
-        if (!w.may_read_outside(i, e->name, d, e->indices[d])) continue;
-        for (auto& ix : e->indices)
-          if (!ss.vectorize.empty() && ix.coeff_of(ss.vectorize) != 0)
-            return "'" + e->name + "' is read past its border (padding) along '" + ss.vectorize +
-                   "', which a work-group device does not vectorize";
-        if (std::find(ss.pack.begin(), ss.pack.end(), e->name) != ss.pack.end())
-          return "'" + e->name + "' is read past its border (padding): a work-group device does not stage it";
-      }
     return check_groups(w, s, t, i);
   }
   std::set<std::string> packed;

@@ -157,6 +157,17 @@ bool Workload::may_read_outside(int stage, const std::string& tensor, size_t dim
   return lo < 0 || hi >= b.shape[dim];
 }
 
+std::vector<OutsideRead> reads_outside(const Workload& w, int stage, std::initializer_list<const Expr*> bodies) {
+  std::vector<const Expr*> accesses;
+  for (const Expr* body : bodies)
+    if (body) collect_accesses(*body, accesses);
+  std::vector<OutsideRead> out;
+  for (const Expr* e : accesses)
+    for (size_t d = 0; d < e->indices.size(); ++d)
+      if (w.may_read_outside(stage, e->name, d, e->indices[d])) out.push_back({e, d});
+  return out;
+}
+
 std::int64_t Workload::io_bytes() const {
   std::int64_t n = 0;
   for (auto& b : buffers)

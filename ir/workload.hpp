@@ -1,6 +1,7 @@
 // ir/workload.hpp
 #pragma once
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <string>
@@ -59,6 +60,15 @@ struct Workload {
   std::int64_t io_bytes() const;   //!< bytes of inputs plus outputs
   std::string sizes_text() const;  //!< "K=512,M=512,N=512"
 };
+
+//! A read of a padded input that can fall outside it: the access and the dimension.
+struct OutsideRead {
+  const Expr* access = nullptr;  //!< into the expressions given to reads_outside
+  size_t dim = 0;
+};
+//! The reads in `bodies` (right sides in stage `stage`'s axis names: its body, a fused
+//! epilogue) that can fall outside their tensors (Workload::may_read_outside).
+std::vector<OutsideRead> reads_outside(const Workload& w, int stage, std::initializer_list<const Expr*> bodies);
 
 //! The range [lo, hi] an index expression runs over when each variable runs over [0, extent)
 //! of its axis in `axes` (exact: coefficients and extents are below 2^31).

@@ -27,14 +27,6 @@ const std::set<std::string>& layout_ops() {
   return ops;
 }
 
-std::string num(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  std::string s = buf;
-  if (s.find_first_of(".en") == std::string::npos) s += ".0";
-  return s;
-}
-
 //! `c * v + k` as index text (`2*y + r - 1`), as the language prints it.
 std::string affine(const std::vector<std::pair<std::int64_t, std::string>>& terms, std::int64_t k) {
   ir::IndexExpr ix;
@@ -168,9 +160,10 @@ class Mapper {
     if (n.type == "Exp") return "exp(@)";
     if (n.type == "Sqrt") return "sqrt(@)";
     if (n.type == "Neg") return "(-@)";
-    if (n.type == "LeakyRelu") return "select(@ > 0.0, @, @ * " + num(n.attr_f("alpha", 0.01f)) + ")";
+    if (n.type == "LeakyRelu") return "select(@ > 0.0, @, @ * " + ir::number_text(n.attr_f("alpha", 0.01f)) + ")";
     if (n.type == "HardSigmoid")
-      return "min(max(@ * " + num(n.attr_f("alpha", 0.2f)) + " + " + num(n.attr_f("beta", 0.5f)) + ", 0.0), 1.0)";
+      return "min(max(@ * " + ir::number_text(n.attr_f("alpha", 0.2f)) + " + " +
+             ir::number_text(n.attr_f("beta", 0.5f)) + ", 0.0), 1.0)";
     if (n.type == "HardSwish") return "@ * min(max(@ * 0.16666667 + 0.5, 0.0), 1.0)";
     if (n.type == "Clip") {
       // opset 11+: min and max are optional constant inputs; before: attributes.
@@ -185,8 +178,8 @@ class Mapper {
       auto lo = bound(1, "min", -INFINITY), hi = bound(2, "max", INFINITY);
       if (!lo || !hi) return std::nullopt;
       std::string e = "@";
-      if (std::isfinite(*lo)) e = "max(" + e + ", " + num(*lo) + ")";
-      if (std::isfinite(*hi)) e = "min(" + e + ", " + num(*hi) + ")";
+      if (std::isfinite(*lo)) e = "max(" + e + ", " + ir::number_text(*lo) + ")";
+      if (std::isfinite(*hi)) e = "min(" + e + ", " + ir::number_text(*hi) + ")";
       return e;
     }
     return std::nullopt;
@@ -448,8 +441,8 @@ class Mapper {
       text += "  Y" + out_ix + " += " + a_ix + " * " + b_ix + "\n}\n";
     } else {
       text += "  acc" + out_ix + " += " + a_ix + " * " + b_ix + "\n";
-      std::string v = (alpha != 1.0f ? num(alpha) + " * " : "") + "acc" + out_ix;
-      if (!bias.empty()) v += " + " + (beta != 1.0f ? num(beta) + " * " : "") + bias_ix;
+      std::string v = (alpha != 1.0f ? ir::number_text(alpha) + " * " : "") + "acc" + out_ix;
+      if (!bias.empty()) v += " + " + (beta != 1.0f ? ir::number_text(beta) + " * " : "") + bias_ix;
       text += "  Y" + out_ix + " = " + apply(act, v) + "\n}\n";
     }
     d.text = text;
@@ -504,8 +497,8 @@ class Mapper {
     std::string text = std::string("op ") + (max ? "onnx_max_pool" : "onnx_avg_pool") + "(X: f32[N, C, H, W]" +
                        (pads ? (max ? " pad -inf" : " pad 0") : "") + ") -> Y: f32[N, C, " + oh + ", " + ow +
                        "] {\n  Y[n, c, y, x] " + (max ? "max= " : "+= ") + "X[n, c, " + iy + ", " + ix + "]" +
-                       (max ? "" : " * " + num(1.0 / double(k[0] * k[1]))) + " where r < " + std::to_string(k[0]) +
-                       ", s < " + std::to_string(k[1]) + "\n}\n";
+                       (max ? "" : " * " + ir::number_text(1.0 / double(k[0] * k[1]))) + " where r < " +
+                       std::to_string(k[0]) + ", s < " + std::to_string(k[1]) + "\n}\n";
     d.text = text;
     d.sizes = sizes_text({{"C", (*x)[1]}, {"H", (*x)[2]}, {"N", (*x)[0]}, {"W", (*x)[3]}});
     d.tensors = {{"X", n.inputs[0]}, {"Y", n.outputs[0]}};
@@ -585,7 +578,7 @@ class Mapper {
       auto operand = [&](size_t k, const Dims& s, const char* name) -> std::optional<std::string> {
         if (s == *y) return std::string(name) + "[i]";
         if (elements(s) == 1)
-          if (const auto* c = constant(n.inputs[k]); c && c->size() == 1) return num((*c)[0]);
+          if (const auto* c = constant(n.inputs[k]); c && c->size() == 1) return ir::number_text((*c)[0]);
         return std::nullopt;
       };
       auto l = operand(0, *a0, "X"), r = operand(1, *a1, "Z");

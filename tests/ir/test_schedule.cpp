@@ -182,3 +182,21 @@ TEST_CASE("lowering: loops, register tile, fused epilogue and workspace") {
   CHECK(fused.stages[0].outer.size() == 3);
   CHECK(fused.stages[0].reduce_inner.size() == 1);
 }
+
+TEST_CASE("schedule: a work-group device neither vectorizes nor stages a padded input along its border") {
+  auto w = library_workload("conv2d_p1", "N=1,C=2,H=8,W=32,K=4,R=3,S=3");
+  ir::TargetTraits gpu;
+  gpu.vector_lanes = 4;
+  gpu.max_group_size = 256;
+  gpu.local_bytes = 48 * 1024;
+  ir::Schedule s = ir::naive_schedule(w);
+  s.stages[0].tile["x"] = {4};
+  s.stages[0].vectorize = "x";
+  CHECK(ir::check_schedule(w, s, gpu).find("'I' is read past its border (padding) along 'x'") != std::string::npos);
+  s.stages[0].vectorize.clear();
+  s.stages[0].pack = {"I"};
+  CHECK(ir::check_schedule(w, s, gpu).find("a work-group device does not stage it") != std::string::npos);
+  // The filter is never read outside: it may be staged.
+  s.stages[0].pack = {"F"};
+  CHECK(ir::check_schedule(w, s, gpu).find("past its border") == std::string::npos);
+}

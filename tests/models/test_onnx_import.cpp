@@ -386,6 +386,18 @@ TEST_CASE("onnx import: the CLI writes a suite that `tiletune suite` tunes") {
   CHECK(report["tasks"].size() == 1);
   CHECK(report["tasks"][0]["weight"] == 1);
   CHECK(report["estimated_latency_s"].get<double>() > 0);
+  // Usage errors of both commands: exit 2 with the reason.
+  auto twice = run_process({bin, "import", model, "--input", "x=1", "--input", "x=2"}, 60);
+  CHECK(twice.exit_code == 2);
+  CHECK(twice.output.find("--input x is given twice") != std::string::npos);
+  auto input_for_suite = run_process({bin, "tune-model", suite, "--trials", "3", "--input", "x=1"}, 60);
+  CHECK(input_for_suite.exit_code == 2);
+  CHECK(input_for_suite.output.find("--input applies to an ONNX model") != std::string::npos);
+  std::string weighted = dir.file("weighted.json");
+  std::ofstream(weighted) << R"({"cases": [{"op": "row_sum", "sizes": "N=4,D=8", "weight": 0}]})";
+  auto bad_weight = run_process({bin, "tune-model", weighted, "--trials", "3", "--db", dir.file("w.db")}, 60);
+  CHECK(bad_weight.exit_code == 2);
+  CHECK(bad_weight.output.find("\"weight\" must be an integer in [1, 10^6]") != std::string::npos);
   auto bad = run_process({bin, "import", suite}, 60);
   CHECK(bad.exit_code == 2);
   CHECK(bad.output.find("is not an ONNX model") != std::string::npos);
@@ -427,4 +439,18 @@ TEST_CASE("onnx import: opset rules and what may be folded") {
   CHECK(unfolded.tasks[0].nodes[0] == std::vector<std::string>{"conv"});
   REQUIRE(unfolded.skipped.size() == 1);
   CHECK(unfolded.skipped[0].op_type == "BatchNormalization");
+  // A graph ONNX's shape inference refuses (Add of shapes that do not broadcast) is an input
+  // error with ONNX's reason.
+  CHECK(error_of([&] {
+          model_with(13, [](onnx::GraphProto* g) {
+            add_tensor(g, "other", {3, 5}, 1.0f);
+            add_node(g, "Add", "add", {"x", "other"}, {"y"});
+            g->add_output()->set_name("y");
+          });
+        }).find("ONNX shape inference failed") != std::string::npos);
+  // A tensor file that is not a TensorProto.
+  std::string junk = dir.file("junk.pb");
+  std::ofstream(junk) << "\xff\xff\xff not protobuf";
+  CHECK(error_of([&] { models::detail::read_tensor_pb(junk); }).find("is not an ONNX TensorProto") !=
+        std::string::npos);
 }
