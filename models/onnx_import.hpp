@@ -21,6 +21,10 @@ struct Task {
   //! Per occurrence, the ONNX value each tensor of the op is (a folded batch norm's shift is
   //! named "folded:" + its node).
   std::vector<std::map<std::string, std::string>> tensors;
+  //! The layer as a vendor library has it, JSON ("" where none has it): {"primitive":
+  //! "convolution" | "matmul" | "pooling" | "softmax" | "layer_normalization", its geometry,
+  //! "post_ops": the fused epilogue's steps a vendor can fuse, "unfused": those it cannot}.
+  std::string vendor;
 };
 
 //! A node that gets no kernel of its own, and why: layout only (reshape, transpose, ...), or not

@@ -1,10 +1,12 @@
-// ONNX nodes to tile ops: each kernel node (Conv, Gemm, MatMul, pooling, Softmax, elementwise)
-// becomes an op written out in the tile-op language with the node's geometry as constants and
-// its tensors' dimensions as sizes; the elementwise chain after it (bias, folded batch norm,
-// activations) becomes its epilogue. Tasks with one workload key are merged.
+// ONNX nodes to tile ops: each kernel node (Conv, Gemm, MatMul, pooling, Softmax, reductions,
+// layer normalisation, elementwise) becomes an op written out in the tile-op language with the
+// node's geometry as constants and its tensors' dimensions as sizes. The elementwise nodes
+// after it (bias, folded batch norm, activations, residual adds, GELU, a layer norm's scale and
+// shift) become its epilogue: any subgraph of elementwise nodes that reads the kernel's output,
+// constants and tensors that broadcast over the output's groups, and has one output of its own.
+// Tasks with one workload key are merged.
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <functional>
 #include <numeric>
 #include <optional>
@@ -12,7 +14,7 @@
 
 #include "ir/parse.hpp"
 #include "ir/workload.hpp"
-#include "models/graph.hpp"
+#include "models/draft.hpp"
 #include "support/error.hpp"
 
 namespace tiletune::models::detail {
@@ -26,6 +28,10 @@ const std::set<std::string>& layout_ops() {
       "Cast",    "Identity",  "Dropout", "Gather",    "ConstantOfShape", "Expand", "Split", "Pad"};
   return ops;
 }
+
+constexpr size_t kGraphOutput = static_cast<size_t>(-1);
+//! Epilogues longer than this stop growing (a chain that squares itself doubles each node).
+constexpr size_t kLongestEpilogue = 4000;
 
 //! `c * v + k` as index text (`2*y + r - 1`), as the language prints it.
 std::string affine(const std::vector<std::pair<std::int64_t, std::string>>& terms, std::int64_t k) {
@@ -49,7 +55,8 @@ std::string window_extent(const std::string& in, const std::string& win, std::in
   return stride == 1 ? e + " + 1" : "(" + e + ") / " + std::to_string(stride) + " + 1";
 }
 
-std::string sizes_text(const std::vector<std::pair<std::string, std::int64_t>>& sizes) {
+std::string sizes_text(std::vector<std::pair<std::string, std::int64_t>> sizes) {
+  std::sort(sizes.begin(), sizes.end());
   std::string s;
   for (auto& [k, v] : sizes) s += (s.empty() ? "" : ",") + k + "=" + std::to_string(v);
   return s;
@@ -59,21 +66,54 @@ std::int64_t elements(const Dims& d) {
   return std::accumulate(d.begin(), d.end(), std::int64_t(1), std::multiplies<std::int64_t>());
 }
 
-//! A task before binding: its op text, sizes and the nodes it covers.
-struct Draft {
-  std::string text, sizes;
-  std::vector<std::string> nodes;
-  std::map<std::string, std::string> tensors;  //!< op tensor -> ONNX value
-  Dims output;                                 //!< the ONNX output's shape, checked against the bound op's
-};
+bool explicit_pads(const Node& n, std::string& why) {
+  if (n.attrs.count("auto_pad") && n.attrs.at("auto_pad").s != "NOTSET" && n.attrs.at("auto_pad").s != "VALID") {
+    why = "auto_pad " + n.attrs.at("auto_pad").s + " is not mapped (explicit pads are)";
+    return false;
+  }
+  return true;
+}
+
+//! The vendor's name for the step an epilogue node is, if it fuses it (oneDNN's post-ops).
+nlohmann::json post_op(const Node& n, const std::vector<std::string>& args, bool tensor_operand) {
+  auto literal = [&](size_t k, double& v) {
+    if (k >= args.size() || args[k].empty()) return false;
+    char* end = nullptr;
+    v = std::strtod(args[k].c_str(), &end);
+    return *end == 0;
+  };
+  double lo = -INFINITY, hi = INFINITY, v = 0;
+  if (n.type == "Relu") return {{"eltwise", "relu"}};
+  if (n.type == "Sigmoid") return {{"eltwise", "logistic"}};
+  if (n.type == "Tanh") return {{"eltwise", "tanh"}};
+  if (n.type == "HardSwish") return {{"eltwise", "hardswish"}};
+  if (n.type == "Gelu") return {{"eltwise", "gelu_erf"}};
+  if (n.type == "Clip") {
+    if (n.attrs.count("min") || n.attrs.count("max")) {
+      lo = n.attr_f("min", -INFINITY);
+      hi = n.attr_f("max", INFINITY);
+    } else {
+      literal(1, lo);
+      literal(2, hi);
+    }
+    if (std::isfinite(lo) && std::isfinite(hi)) return {{"eltwise", "clip"}, {"alpha", lo}, {"beta", hi}};
+    return nullptr;
+  }
+  if ((n.type == "Add" || n.type == "Mul") && tensor_operand) return {{"binary", n.type == "Add" ? "add" : "mul"}};
+  if ((n.type == "Mul" || n.type == "Div") && (literal(1, v) || literal(0, v)))
+    return {{"eltwise", "linear"}, {"alpha", n.type == "Mul" ? v : 1.0 / v}, {"beta", 0.0}};
+  if ((n.type == "Add" || n.type == "Sub") && literal(1, v))
+    return {{"eltwise", "linear"}, {"alpha", 1.0}, {"beta", n.type == "Add" ? v : -v}};
+  return nullptr;
+}
 
 class Mapper {
  public:
   explicit Mapper(const Graph& g) : g_(g) {
-    for (auto& n : g.nodes)
-      for (auto& in : n.inputs)
-        if (!in.empty()) ++uses_[in];
-    for (auto& out : g.outputs) ++uses_[out];
+    for (size_t j = 0; j < g.nodes.size(); ++j)
+      for (auto& in : g.nodes[j].inputs)
+        if (!in.empty()) consumers_[in].push_back(j);
+    for (auto& out : g.outputs) consumers_[out].push_back(kGraphOutput);
   }
 
   Imported run() {
@@ -99,10 +139,11 @@ class Mapper {
         m.skipped.push_back({n.name, n.type, why.empty() ? "no mapping for ONNX op " + n.type : why, false});
         continue;
       }
+      std::string text = fuse_epilogue(*d);
       std::string bind_error;
       ir::Workload w;
       try {
-        w = ir::bind(ir::parse_op(d->text), ir::parse_sizes(d->sizes));
+        w = ir::bind(ir::parse_op(text), ir::parse_sizes(sizes_text(d->sizes)));
       } catch (const Error& e) {
         bind_error = e.what();
       }
@@ -110,12 +151,13 @@ class Mapper {
         bind_error = "its tile op's output does not match the inferred shape";
       if (!bind_error.empty()) {
         // A mapping that does not check is a bug here, reported rather than dropped.
-        m.skipped.push_back({n.name, n.type, "internal: " + bind_error, false});
+        m.skipped.push_back({n.name, n.type, "internal: " + bind_error + "\n" + text, false});
         continue;
       }
       fused_.insert(pending_.begin(), pending_.end());
       auto [it, added] = by_key.emplace(w.key, m.tasks.size());
-      if (added) m.tasks.push_back({d->text, d->sizes, w.key, 0, {}, {}});
+      if (added)
+        m.tasks.push_back({text, sizes_text(d->sizes), w.key, 0, {}, {}, d->vendor.is_null() ? "" : d->vendor.dump()});
       Task& t = m.tasks[it->second];
       ++t.weight;
       t.nodes.push_back(d->nodes);
@@ -126,7 +168,7 @@ class Mapper {
 
  private:
   const Graph& g_;
-  std::map<std::string, int> uses_;
+  std::map<std::string, std::vector<size_t>> consumers_;  //!< value -> reading nodes (kGraphOutput: an output)
   std::set<size_t> fused_;
   std::set<size_t> pending_;
 
@@ -138,101 +180,139 @@ class Mapper {
     auto it = g_.values.find(v);
     return it == g_.values.end() ? nullptr : &it->second;
   }
-
-  //! The one node that reads `value`, if exactly one does and it is not a graph output.
-  std::optional<size_t> only_consumer(const std::string& value, size_t after) const {
-    auto u = uses_.find(value);
-    if (u == uses_.end() || u->second != 1) return std::nullopt;
-    for (size_t j = after + 1; j < g_.nodes.size(); ++j)
-      for (auto& in : g_.nodes[j].inputs)
-        if (in == value) return j;
-    return std::nullopt;
+  std::optional<float> scalar(const std::string& v) const {
+    const auto* c = constant(v);
+    if (!c || c->size() != 1) return std::nullopt;
+    return (*c)[0];
   }
 
-  //! The elementwise function of an activation node as an expression of `v`; nullopt if the
-  //! node is not one.
-  std::optional<std::string> activation(const Node& n) const {
-    if (n.type == "Relu") return "max(@, 0.0)";
-    if (n.type == "Sigmoid") return "sigmoid(@)";
-    if (n.type == "Tanh") return "tanh(@)";
-    if (n.type == "Erf") return "erf(@)";
-    if (n.type == "Abs") return "abs(@)";
-    if (n.type == "Exp") return "exp(@)";
-    if (n.type == "Sqrt") return "sqrt(@)";
-    if (n.type == "Neg") return "(-@)";
-    if (n.type == "LeakyRelu") return "select(@ > 0.0, @, @ * " + ir::number_text(n.attr_f("alpha", 0.01f)) + ")";
-    if (n.type == "HardSigmoid")
-      return "min(max(@ * " + ir::number_text(n.attr_f("alpha", 0.2f)) + " + " +
-             ir::number_text(n.attr_f("beta", 0.5f)) + ", 0.0), 1.0)";
-    if (n.type == "HardSwish") return "@ * min(max(@ * 0.16666667 + 0.5, 0.0), 1.0)";
-    if (n.type == "Clip") {
-      // opset 11+: min and max are optional constant inputs; before: attributes.
-      auto bound = [&](size_t input, const char* attr, float otherwise) -> std::optional<float> {
-        if (n.inputs.size() > input && !n.inputs[input].empty()) {
-          const auto* c = constant(n.inputs[input]);
-          if (!c || c->size() != 1) return std::nullopt;
-          return (*c)[0];
+  //! The one node that reads `value`, if exactly one does (once) and it is not a graph output.
+  std::optional<size_t> only_consumer(const std::string& value) const {
+    auto u = consumers_.find(value);
+    if (u == consumers_.end() || u->second.size() != 1 || u->second[0] == kGraphOutput) return std::nullopt;
+    return u->second[0];
+  }
+  const Node* only_consumer_of_type(const std::string& value, const std::string& type, size_t& at) const {
+    auto j = only_consumer(value);
+    if (!j || g_.nodes[*j].type != type) return nullptr;
+    at = *j;
+    return &g_.nodes[*j];
+  }
+
+  //! Reduction axes of a ReduceX node (attribute before opset 18, input after), normalised and
+  //! sorted; empty means every axis.
+  std::optional<std::vector<std::int64_t>> reduce_axes(const Node& n, size_t rank) const {
+    std::vector<std::int64_t> axes = n.attr_ints("axes", {});
+    if (axes.empty() && n.inputs.size() > 1 && !n.inputs[1].empty()) {
+      const auto* c = constant(n.inputs[1]);
+      if (!c) return std::nullopt;
+      for (float a : *c) axes.push_back(static_cast<std::int64_t>(a));
+    }
+    for (auto& a : axes) {
+      if (a < 0) a += static_cast<std::int64_t>(rank);
+      if (a < 0 || a >= static_cast<std::int64_t>(rank)) return std::nullopt;
+    }
+    std::sort(axes.begin(), axes.end());
+    axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+    if (axes.empty()) {
+      if (n.attr_i("noop_with_empty_axes", 0)) return std::nullopt;
+      for (size_t a = 0; a < rank; ++a) axes.push_back(static_cast<std::int64_t>(a));
+    }
+    return axes;
+  }
+
+  //! Fuses the elementwise subgraph after the draft's kernel into its epilogue (see the top of
+  //! the file) and returns the op text. The longest prefix, in graph order, of the elementwise
+  //! nodes that read what the kernel computed is taken whose values all stay inside but one.
+  std::string fuse_epilogue(Draft& d) {
+    std::map<std::string, std::string> expr{{d.value, "@"}};
+    std::set<size_t> region;
+    std::vector<std::string> produced{d.value};
+    struct Step {
+      size_t node;
+      std::vector<std::string> decls;
+      std::map<std::string, std::string> tensors;
+      nlohmann::json post;
+    };
+    std::vector<Step> steps;
+    std::map<std::string, std::string> names;  // ONNX value -> its op tensor in the epilogue
+    std::set<std::string> taken;
+    for (auto& [t, v] : d.tensors) taken.insert(t);
+    size_t best = 0;
+    std::string best_value = d.value;
+    for (size_t j = d.last + 1; j < g_.nodes.size(); ++j) {
+      const Node& n = g_.nodes[j];
+      if (fused_.count(j) || pending_.count(j) || !is_elementwise(n)) continue;
+      if (std::none_of(n.inputs.begin(), n.inputs.end(), [&](const std::string& in) { return expr.count(in) > 0; }))
+        continue;
+      std::vector<std::string> args;
+      Step step{j, {}, {}, nullptr};
+      bool fits = true, tensor_operand = false;
+      for (size_t k = 0; k < n.inputs.size() && fits; ++k) {
+        const std::string& in = n.inputs[k];
+        if (in.empty()) {
+          args.push_back("");
+        } else if (expr.count(in)) {
+          args.push_back(expr[in]);
+        } else if (auto s = scalar(in)) {
+          args.push_back(ir::number_text(*s));
+        } else if (const Dims* s = shape(in); s && names.count(in)) {
+          args.push_back(names[in]);
+          tensor_operand = true;
+        } else if (auto f = s ? fit_operand(*s, d.output, d.groups) : std::nullopt) {
+          bool is_const = g_.constants.count(in) > 0;
+          std::string base = !is_const ? "res" : n.type == "Add" || n.type == "Sub" ? "bias" : "scale";
+          std::string name = base;
+          for (int suffix = 2; taken.count(name); ++suffix) name = base + std::to_string(suffix);
+          taken.insert(name);
+          names[in] = name + "[" + (f->second.empty() ? "0" : f->second) + "]";
+          step.decls.push_back(name + ": f32[" + (f->first.empty() ? "1" : f->first) + "]");
+          step.tensors[name] = in;
+          args.push_back(names[in]);
+          tensor_operand = true;
+        } else {
+          fits = false;
         }
-        return n.attr_f(attr, otherwise);
-      };
-      auto lo = bound(1, "min", -INFINITY), hi = bound(2, "max", INFINITY);
-      if (!lo || !hi) return std::nullopt;
-      std::string e = "@";
-      if (std::isfinite(*lo)) e = "max(" + e + ", " + ir::number_text(*lo) + ")";
-      if (std::isfinite(*hi)) e = "min(" + e + ", " + ir::number_text(*hi) + ")";
-      return e;
+      }
+      if (!fits) continue;
+      auto e = elementwise_expr(n, args);
+      if (!e || e->size() > kLongestEpilogue) continue;
+      step.post = post_op(n, args, tensor_operand);
+      expr[n.outputs[0]] = *e;
+      region.insert(j);
+      produced.push_back(n.outputs[0]);
+      steps.push_back(std::move(step));
+      // The values read outside the region: exactly one (the last) for the prefix to fuse.
+      std::vector<std::string> escaping;
+      for (auto& v : produced) {
+        auto c = consumers_.find(v);
+        if (c != consumers_.end() &&
+            std::any_of(c->second.begin(), c->second.end(), [&](size_t r) { return !region.count(r); }))
+          escaping.push_back(v);
+      }
+      if (escaping.size() == 1 && escaping[0] == n.outputs[0]) {
+        best = steps.size();
+        best_value = n.outputs[0];
+      }
     }
-    return std::nullopt;
-  }
-
-  //! `f` (an expression of @) applied to `x`.
-  static std::string apply(const std::string& f, const std::string& x) {
-    std::string out;
-    bool simple = x.find(' ') == std::string::npos;  // "@", "X[i]": no parentheses needed
-    for (char ch : f) out += ch == '@' ? (simple ? x : "(" + x + ")") : std::string(1, ch);
-    return out;
-  }
-
-  //! Follows the chain of activations after node `i` (each the only reader of the one before),
-  //! marking them fused. Returns the expression of `@`, and moves `value` to the last value.
-  std::string activations_after(size_t& i, std::string& value, std::vector<std::string>& nodes) {
-    std::string f = "@";
-    for (;;) {
-      auto next = only_consumer(value, i);
-      if (!next) break;
-      const Node& n = g_.nodes[*next];
-      auto a = activation(n);
-      if (!a || n.inputs[0] != value) break;
-      f = apply(*a, f);
-      pending_.insert(*next);
-      nodes.push_back(n.name);
-      value = n.outputs[0];
-      i = *next;
+    std::string epilogue = expr[best_value];
+    nlohmann::json post = nlohmann::json::array(), unfused = nlohmann::json::array();
+    for (size_t s = 0; s < best; ++s) {
+      const Step& step = steps[s];
+      pending_.insert(step.node);
+      d.nodes.push_back(g_.nodes[step.node].name);
+      d.inputs.insert(d.inputs.end(), step.decls.begin(), step.decls.end());
+      d.tensors.insert(step.tensors.begin(), step.tensors.end());
+      (step.post.is_null() ? unfused : post)
+          .push_back(step.post.is_null() ? nlohmann::json(g_.nodes[step.node].type) : step.post);
     }
-    return f;
-  }
-  //! A per-channel bias after a kernel: Add of a constant that broadcasts along `axis` of the
-  //! kernel's output of rank `rank` (channels of NCHW: [K, 1, 1]; columns of a matmul: [N]).
-  //! Marks it fused and names the constant in `bias_name`.
-  bool bias_after(size_t& i, std::string& value, size_t rank, size_t axis, std::int64_t channels,
-                  std::vector<std::string>& nodes, std::string& bias_name) {
-    auto next = only_consumer(value, i);
-    if (!next) return false;
-    const Node& n = g_.nodes[*next];
-    if (n.type != "Add" || n.inputs.size() != 2) return false;
-    const std::string& other = n.inputs[0] == value ? n.inputs[1] : n.inputs[0];
-    const Dims* s = shape(other);
-    if (!s || !g_.constants.count(other) || s->size() > rank) return false;
-    Dims padded(rank - s->size(), 1);  // numpy broadcasting aligns the last dimensions
-    padded.insert(padded.end(), s->begin(), s->end());
-    for (size_t d = 0; d < rank; ++d)
-      if (padded[d] != (d == axis ? channels : 1)) return false;
-    pending_.insert(*next);
-    nodes.push_back(n.name);
-    value = n.outputs[0];
-    bias_name = other;
-    i = *next;
-    return true;
+    d.tensors["Y"] = best_value;
+    if (const Dims* s = shape(best_value)) d.output = *s;
+    if (!d.vendor.is_null()) {
+      d.vendor["post_ops"] = post;
+      d.vendor["unfused"] = unfused;
+    }
+    return d.text(epilogue);
   }
 
   //! A BatchNormalization of `value` for inference whose parameters are constants: it folds
@@ -244,20 +324,33 @@ class Mapper {
     for (size_t k = 1; k < 5; ++k)
       if (!g_.constants.count(n.inputs[k])) return false;
     for (size_t k = 1; k < n.outputs.size(); ++k)
-      if (!n.outputs[k].empty() && uses_.count(n.outputs[k])) return false;  // running statistics in use
+      if (!n.outputs[k].empty() && consumers_.count(n.outputs[k])) return false;  // running statistics in use
     return true;
   }
 
   std::optional<Draft> map_node(size_t i, std::string& why) {
     const Node& n = g_.nodes[i];
-    if (n.type == "Conv") return conv(i, why);
-    if (n.type == "Gemm" || n.type == "MatMul") return matmul(i, why);
-    if (n.type == "MaxPool" || n.type == "AveragePool") return pool(i, why);
-    if (n.type == "GlobalAveragePool" || n.type == "GlobalMaxPool") return global_pool(i, why);
-    if (n.type == "Softmax") return softmax(i, why);
-    if (activation(n) || n.type == "Add" || n.type == "Sub" || n.type == "Mul" || n.type == "Div")
-      return elementwise(i, why);
-    return std::nullopt;
+    std::optional<Draft> d;
+    if (n.type == "Conv") d = conv(i, why);
+    if (n.type == "Gemm" || n.type == "MatMul") d = matmul(i, why);
+    if (n.type == "MaxPool" || n.type == "AveragePool") d = pool(i, why);
+    if (n.type == "GlobalAveragePool" || n.type == "GlobalMaxPool") d = global_pool(i, why);
+    if (n.type == "Softmax") d = softmax(i, why);
+    if (n.type == "LayerNormalization") d = layer_norm(i, why);
+    if (n.type == "ReduceMean") d = layer_norm_pattern(i);
+    if (!d && (n.type == "ReduceMean" || n.type == "ReduceSum" || n.type == "ReduceMax")) d = reduce(i, why);
+    if (is_elementwise(n)) d = elementwise(i, why);
+    if (d) {
+      d->nodes.insert(d->nodes.begin(), n.name);
+      if (d->value.empty()) d->value = n.outputs[0];
+      if (d->last == 0) d->last = i;
+      if (d->output.empty() && shape(d->value)) d->output = *shape(d->value);
+      if (d->output.empty()) {
+        why = "output shape unknown";
+        return std::nullopt;
+      }
+    }
+    return d;
   }
 
   std::optional<Draft> conv(size_t i, std::string& why) {
@@ -267,10 +360,7 @@ class Mapper {
       why = "only 2-D convolutions with known shapes are mapped";
       return std::nullopt;
     }
-    if (n.attrs.count("auto_pad") && n.attrs.at("auto_pad").s != "NOTSET" && n.attrs.at("auto_pad").s != "VALID") {
-      why = "auto_pad " + n.attrs.at("auto_pad").s + " is not mapped (explicit pads are)";
-      return std::nullopt;
-    }
+    if (!explicit_pads(n, why)) return std::nullopt;
     std::int64_t N = (*x)[0], C = (*x)[1], H = (*x)[2], W = (*x)[3], K = (*f)[0], R = (*f)[2], S = (*f)[3];
     std::int64_t G = n.attr_i("group", 1);
     auto st = n.attr_ints("strides", {1, 1}), dil = n.attr_ints("dilations", {1, 1}),
@@ -280,82 +370,69 @@ class Mapper {
       return std::nullopt;
     }
     Draft d;
-    d.nodes = {n.name};
-    std::string value = n.outputs[0];
-    size_t last = i;
+    d.value = n.outputs[0];
+    d.last = i;
+    d.output = *y;
     std::string bias;
     bool has_bias = n.inputs.size() > 2 && !n.inputs[2].empty();
     if (has_bias) bias = n.inputs[2];
     // BatchNormalization for inference folds into the filter and a bias: same kernel.
-    if (auto next = only_consumer(value, last); next && foldable_batch_norm(g_.nodes[*next], value)) {
+    if (auto next = only_consumer(d.value); next && foldable_batch_norm(g_.nodes[*next], d.value)) {
       pending_.insert(*next);
       d.nodes.push_back(g_.nodes[*next].name);
-      value = g_.nodes[*next].outputs[0];
-      last = *next;
+      d.value = g_.nodes[*next].outputs[0];
+      d.last = *next;
       bias = "folded:" + g_.nodes[*next].name;  // the shift the folding computes (with the conv's bias)
       has_bias = true;
     }
-    std::string bias_from_add;
-    if (!has_bias && bias_after(last, value, 4, 1, K, d.nodes, bias_from_add)) {
-      has_bias = true;
-      bias = bias_from_add;
-    }
-    std::string act = activations_after(last, value, d.nodes);
-    d.output = shape(value) ? *shape(value) : *y;
-    bool epilogue = has_bias || act != "@";
     bool pads = std::any_of(p.begin(), p.end(), [](std::int64_t v) { return v != 0; });
-    std::string name = "onnx_conv";
-    std::vector<std::pair<std::string, std::int64_t>> sizes;
-    std::string in_decl, f_decl, out_decl, in_ix, f_ix, out_ix, bias_decl, bias_ix, where, reduce_shape;
+    d.vendor = {{"primitive", "convolution"},
+                {"src", *x},
+                {"weights", *f},
+                {"groups", G},
+                {"strides", st},
+                {"dilations", dil},
+                {"pads_begin", {p[0], p[1]}},
+                {"pads_end", {p[2], p[3]}},
+                {"bias", has_bias}};
+    d.name = "onnx_conv";
     std::string iy = affine({{st[0], "y"}, {dil[0], "r"}}, -p[0]), ix = affine({{st[1], "x"}, {dil[1], "s"}}, -p[1]);
     std::string oh = window_extent("H", "R", p[0] + p[2], dil[0], st[0]),
                 ow = window_extent("W", "S", p[1] + p[3], dil[1], st[1]);
-    bool pointwise = R == 1 && S == 1 && !pads && st[0] == 1 && st[1] == 1 && G == 1;
-    if (pointwise) {
+    std::string bias_ix;
+    if (R == 1 && S == 1 && !pads && st[0] == 1 && st[1] == 1 && G == 1) {
       // A 1x1 convolution is a matmul over the flattened plane (the same memory as NCHW).
-      name = "onnx_conv1x1";
-      sizes = {{"C", C}, {"H", H}, {"K", K}, {"N", N}, {"W", W}};
-      in_decl = "I: f32[N, C, H * W]";
-      f_decl = "F: f32[K, C]";
-      out_decl = "O: f32[N, K, H * W]";
-      in_ix = "I[n, c, p]";
-      f_ix = "F[k, c]";
-      out_ix = "[n, k, p]";
-      bias_decl = "bias: f32[K]";
-      bias_ix = "bias[k]";
+      d.name = "onnx_conv1x1";
+      d.sizes = {{"C", C}, {"H", H}, {"K", K}, {"N", N}, {"W", W}};
+      d.inputs = {"I: f32[N, C, H * W]", "F: f32[K, C]"};
+      d.groups = {{0, 1, {{"n", "N"}}}, {1, 2, {{"k", "K"}}}, {2, 4, {{"p", "H * W"}}}};
+      d.reduce = "+= I[n, c, p] * F[k, c]";
+      bias_ix = "[k]";
+      if (has_bias) d.inputs.push_back("bias: f32[K]");
     } else {
       // Channel g * CG + c is [g, c] of the same memory seen with a group dimension.
       bool grouped = G > 1;
       std::string gd = grouped ? "G, " : "", gv = grouped ? "g, " : "", cg = grouped ? "CG" : "C",
                   kg = grouped ? "KG" : "K";
       if (grouped) {
-        name = C == G ? "onnx_depthwise_conv" : "onnx_grouped_conv";
-        sizes = {{"CG", C / G}, {"G", G}, {"H", H}, {"KG", K / G}, {"N", N}, {"R", R}, {"S", S}, {"W", W}};
+        d.name = C == G ? "onnx_depthwise_conv" : "onnx_grouped_conv";
+        d.sizes = {{"CG", C / G}, {"G", G}, {"H", H}, {"KG", K / G}, {"N", N}, {"R", R}, {"S", S}, {"W", W}};
+        d.groups = {{0, 1, {{"n", "N"}}}, {1, 2, {{"g", "G"}, {"k", "KG"}}}};
       } else {
-        sizes = {{"C", C}, {"H", H}, {"K", K}, {"N", N}, {"R", R}, {"S", S}, {"W", W}};
+        d.sizes = {{"C", C}, {"H", H}, {"K", K}, {"N", N}, {"R", R}, {"S", S}, {"W", W}};
+        d.groups = {{0, 1, {{"n", "N"}}}, {1, 2, {{"k", "K"}}}};
       }
-      in_decl = "I: f32[N, " + gd + cg + ", H, W]" + std::string(pads ? " pad 0" : "");
-      f_decl = "F: f32[" + gd + kg + ", " + cg + ", R, S]";
-      out_decl = "O: f32[N, " + gd + kg + ", " + oh + ", " + ow + "]";
-      in_ix = "I[n, " + gv + "c, " + iy + ", " + ix + "]";
-      f_ix = "F[" + gv + "k, c, r, s]";
-      out_ix = "[n, " + gv + "k, y, x]";
-      bias_decl = "bias: f32[" + gd + kg + "]";
-      bias_ix = "bias[" + gv + "k]";
-      where = " where y < " + oh + ", x < " + ow;
+      d.groups.push_back({2, 3, {{"y", oh}}});
+      d.groups.push_back({3, 4, {{"x", ow}}});
+      d.inputs = {"I: f32[N, " + gd + cg + ", H, W]" + std::string(pads ? " pad 0" : ""),
+                  "F: f32[" + gd + kg + ", " + cg + ", R, S]"};
+      if (has_bias) d.inputs.push_back("bias: f32[" + gd + kg + "]");
+      d.reduce = "+= I[n, " + gv + "c, " + iy + ", " + ix + "] * F[" + gv + "k, c, r, s]";
+      d.where = "y < " + oh + ", x < " + ow;
+      bias_ix = "[" + gv + "k]";
     }
-    std::string text =
-        "op " + name + "(" + in_decl + ", " + f_decl + (has_bias ? ", " + bias_decl : "") + ") -> " + out_decl + " {\n";
-    if (!epilogue) {
-      text += "  O" + out_ix + " += " + in_ix + " * " + f_ix + "\n}\n";
-    } else {
-      text += "  acc" + out_ix + " += " + in_ix + " * " + f_ix + (pointwise ? "" : where) + "\n";
-      std::string v = "acc" + out_ix + (has_bias ? " + " + bias_ix : "");
-      text += "  O" + out_ix + " = " + apply(act, v) + "\n}\n";
-    }
-    d.text = text;
-    d.sizes = sizes_text(sizes);
-    d.tensors = {{"I", n.inputs[0]}, {"F", n.inputs[1]}, {"O", value}};
+    d.result = "acc" + d.index() + (has_bias ? " + bias" + bias_ix : "");
+    d.tensors = {{"I", n.inputs[0]}, {"F", n.inputs[1]}};
     if (has_bias) d.tensors["bias"] = bias;
     return d;
   }
@@ -371,38 +448,36 @@ class Mapper {
     bool ta = gemm && n.attr_i("transA", 0), tb = gemm && n.attr_i("transB", 0);
     float alpha = gemm ? n.attr_f("alpha", 1.0f) : 1.0f, beta = gemm ? n.attr_f("beta", 1.0f) : 1.0f;
     Draft d;
-    d.nodes = {n.name};
     std::int64_t M, K, N, G = 1;
-    std::string a_decl, b_decl, a_ix, b_ix, out_decl, out_ix;
+    bool batched = false;
+    size_t rank = y->size();
     if (a->size() == 2 && b->size() == 2) {
       M = ta ? (*a)[1] : (*a)[0];
       K = ta ? (*a)[0] : (*a)[1];
       N = tb ? (*b)[0] : (*b)[1];
+      d.groups = {{0, 1, {{"m", "M"}}}, {1, 2, {{"n", "N"}}}};
     } else if (a->size() >= 2 && b->size() == 2 && !gemm) {
       // [..., M, K] x [K, N]: the leading dimensions of A are rows too (row-major memory).
       M = elements(*a) / a->back();
       K = a->back();
       N = (*b)[1];
+      d.groups = {{0, rank - 1, {{"m", "M"}}}, {rank - 1, rank, {{"n", "N"}}}};
     } else if (a->size() == b->size() && a->size() >= 3 && !gemm && std::equal(a->begin(), a->end() - 2, b->begin())) {
+      batched = true;
       G = elements(*a) / ((*a)[a->size() - 2] * a->back());
       M = (*a)[a->size() - 2];
       K = a->back();
       N = b->back();
+      d.groups = {{0, rank - 2, {{"g", "G"}}}, {rank - 2, rank - 1, {{"m", "M"}}}, {rank - 1, rank, {{"n", "N"}}}};
     } else {
       why = "MatMul with broadcast batch dimensions is not mapped";
       return std::nullopt;
     }
-    bool batched = G > 1 || (a->size() == b->size() && a->size() >= 3);
     std::string gv = batched ? "g, " : "", gd = batched ? "G, " : "";
-    a_decl = "A: f32[" + gd + (ta ? "K, M" : "M, K") + "]";
-    a_ix = "A[" + gv + (ta ? "k, m" : "m, k") + "]";
-    b_decl = "B: f32[" + gd + (tb ? "N, K" : "K, N") + "]";
-    b_ix = "B[" + gv + (tb ? "n, k" : "k, n") + "]";
-    out_decl = "Y: f32[" + gd + "M, N]";
-    out_ix = "[" + gv + "m, n]";
-    std::string value = n.outputs[0];
-    size_t last = i;
-    std::string bias, bias_decl, bias_ix;
+    d.name = gemm ? "onnx_gemm" : batched ? "onnx_batch_matmul" : "onnx_matmul";
+    d.inputs = {"A: f32[" + gd + (ta ? "K, M" : "M, K") + "]", "B: f32[" + gd + (tb ? "N, K" : "K, N") + "]"};
+    d.reduce = "+= A[" + gv + (ta ? "k, m" : "m, k") + "] * B[" + gv + (tb ? "n, k" : "k, n") + "]";
+    d.result = (alpha != 1.0f ? ir::number_text(alpha) + " * " : "") + "acc" + d.index();
     bool has_c = gemm && n.inputs.size() > 2 && !n.inputs[2].empty() && beta != 0.0f;
     if (has_c) {
       const Dims* c = shape(n.inputs[2]);
@@ -410,47 +485,36 @@ class Mapper {
         why = "Gemm's C has no known shape";
         return std::nullopt;
       }
-      bias = n.inputs[2];
+      std::string c_ix;
       if (elements(*c) == N && !c->empty() && c->back() == N) {
-        bias_decl = "bias: f32[N]";
-        bias_ix = "bias[n]";
+        d.inputs.push_back("bias: f32[N]");
+        c_ix = "bias[n]";
       } else if (c->size() == 2 && (*c)[0] == M && (*c)[1] == N) {
-        bias_decl = "bias: f32[M, N]";
-        bias_ix = "bias[m, n]";
+        d.inputs.push_back("bias: f32[M, N]");
+        c_ix = "bias[m, n]";
       } else if (elements(*c) == 1) {
-        bias_decl = "bias: f32[1]";
-        bias_ix = "bias[0]";
+        d.inputs.push_back("bias: f32[1]");
+        c_ix = "bias[0]";
       } else {
         why = "Gemm's C broadcast from shape other than [N], [M, N] or a scalar";
         return std::nullopt;
       }
-    } else if (!batched && y->size() == 2 && bias_after(last, value, 2, 1, N, d.nodes, bias)) {
-      bias_decl = "bias: f32[N]";
-      bias_ix = "bias[n]";
+      d.result += " + " + (beta != 1.0f ? ir::number_text(beta) + " * " : "") + c_ix;
+      d.tensors["bias"] = n.inputs[2];
     }
-    std::string act = activations_after(last, value, d.nodes);
-    d.output = shape(value) ? *shape(value) : *y;
-    bool epilogue = !bias.empty() || act != "@" || alpha != 1.0f;
-    std::string text = std::string("op ") +
-                       (gemm      ? "onnx_gemm"
-                        : batched ? "onnx_batch_matmul"
-                                  : "onnx_matmul") +
-                       "(" + a_decl + ", " + b_decl + (bias.empty() ? "" : ", " + bias_decl) + ") -> " + out_decl +
-                       " {\n";
-    if (!epilogue) {
-      text += "  Y" + out_ix + " += " + a_ix + " * " + b_ix + "\n}\n";
-    } else {
-      text += "  acc" + out_ix + " += " + a_ix + " * " + b_ix + "\n";
-      std::string v = (alpha != 1.0f ? ir::number_text(alpha) + " * " : "") + "acc" + out_ix;
-      if (!bias.empty()) v += " + " + (beta != 1.0f ? ir::number_text(beta) + " * " : "") + bias_ix;
-      text += "  Y" + out_ix + " = " + apply(act, v) + "\n}\n";
-    }
-    d.text = text;
-    std::vector<std::pair<std::string, std::int64_t>> sizes = {{"K", K}, {"M", M}, {"N", N}};
-    if (batched) sizes.insert(sizes.begin(), {"G", G});
-    d.sizes = sizes_text(sizes);
-    d.tensors = {{"A", n.inputs[0]}, {"B", n.inputs[1]}, {"Y", value}};
-    if (!bias.empty()) d.tensors["bias"] = bias;
+    d.sizes = {{"K", K}, {"M", M}, {"N", N}};
+    if (batched) d.sizes.push_back({"G", G});
+    d.tensors["A"] = n.inputs[0];
+    d.tensors["B"] = n.inputs[1];
+    nlohmann::json av = batched ? nlohmann::json{G, M, K} : nlohmann::json{M, K},
+                   bv = batched ? nlohmann::json{G, K, N} : nlohmann::json{K, N};
+    d.vendor = {{"primitive", "matmul"},
+                {"a", av},
+                {"b", bv},
+                {"trans_a", ta},
+                {"trans_b", tb},
+                {"alpha", alpha},
+                {"bias", has_c && elements(*shape(n.inputs[2])) == N}};
     return d;
   }
 
@@ -464,10 +528,7 @@ class Mapper {
     }
     auto st = n.attr_ints("strides", {1, 1}), p = n.attr_ints("pads", {0, 0, 0, 0}),
          dil = n.attr_ints("dilations", {1, 1});
-    if (n.attrs.count("auto_pad") && n.attrs.at("auto_pad").s != "NOTSET" && n.attrs.at("auto_pad").s != "VALID") {
-      why = "auto_pad " + n.attrs.at("auto_pad").s + " is not mapped (explicit pads are)";
-      return std::nullopt;
-    }
+    if (!explicit_pads(n, why)) return std::nullopt;
     if (st.size() != 2 || p.size() != 4 || dil.size() != 2) {
       why = "pooling attributes out of the mapped forms";
       return std::nullopt;
@@ -489,19 +550,28 @@ class Mapper {
       return std::nullopt;
     }
     Draft d;
-    d.nodes = {n.name};
     d.output = *y;
     std::string oh = window_extent("H", std::to_string(k[0]), p[0] + p[2], dil[0], st[0]),
                 ow = window_extent("W", std::to_string(k[1]), p[1] + p[3], dil[1], st[1]);
     std::string iy = affine({{st[0], "y"}, {dil[0], "r"}}, -p[0]), ix = affine({{st[1], "x"}, {dil[1], "s"}}, -p[1]);
-    std::string text = std::string("op ") + (max ? "onnx_max_pool" : "onnx_avg_pool") + "(X: f32[N, C, H, W]" +
-                       (pads ? (max ? " pad -inf" : " pad 0") : "") + ") -> Y: f32[N, C, " + oh + ", " + ow +
-                       "] {\n  Y[n, c, y, x] " + (max ? "max= " : "+= ") + "X[n, c, " + iy + ", " + ix + "]" +
-                       (max ? "" : " * " + ir::number_text(1.0 / double(k[0] * k[1]))) + " where r < " +
-                       std::to_string(k[0]) + ", s < " + std::to_string(k[1]) + "\n}\n";
-    d.text = text;
-    d.sizes = sizes_text({{"C", (*x)[1]}, {"H", (*x)[2]}, {"N", (*x)[0]}, {"W", (*x)[3]}});
-    d.tensors = {{"X", n.inputs[0]}, {"Y", n.outputs[0]}};
+    d.name = max ? "onnx_max_pool" : "onnx_avg_pool";
+    d.inputs = {"X: f32[N, C, H, W]" + std::string(pads ? (max ? " pad -inf" : " pad 0") : "")};
+    d.groups = {{0, 1, {{"n", "N"}}}, {1, 2, {{"c", "C"}}}, {2, 3, {{"y", oh}}}, {3, 4, {{"x", ow}}}};
+    d.reduce = std::string(max ? "max= " : "+= ") + "X[n, c, " + iy + ", " + ix + "]" +
+               (max ? "" : " * " + ir::number_text(1.0 / double(k[0] * k[1])));
+    d.window = "r < " + std::to_string(k[0]) + ", s < " + std::to_string(k[1]);
+    d.where = "y < " + oh + ", x < " + ow;
+    d.result = "acc" + d.index();
+    d.sizes = {{"C", (*x)[1]}, {"H", (*x)[2]}, {"N", (*x)[0]}, {"W", (*x)[3]}};
+    d.tensors = {{"X", n.inputs[0]}};
+    d.vendor = {{"primitive", "pooling"},
+                {"algorithm", max ? "max" : "avg_include_padding"},
+                {"src", *x},
+                {"kernel", k},
+                {"strides", st},
+                {"dilations", dil},
+                {"pads_begin", {p[0], p[1]}},
+                {"pads_end", {p[2], p[3]}}};
     return d;
   }
 
@@ -514,15 +584,33 @@ class Mapper {
     }
     bool max = n.type == "GlobalMaxPool";
     Draft d;
-    d.nodes = {n.name};
     d.output = *y;
-    // [N, C, 1, 1] is [N, C] in memory.
-    d.text = max ? "op onnx_global_max_pool(X: f32[N, C, H, W]) -> Y: f32[N, C] {\n  Y[n, c] max= X[n, c, h, w]\n}\n"
-                 : "op onnx_global_avg_pool(X: f32[N, C, H, W]) -> Y: f32[N, C] {\n  sum[n, c] += X[n, c, h, w]\n"
-                   "  Y[n, c] = sum[n, c] / (H * W)\n}\n";
-    d.sizes = sizes_text({{"C", (*x)[1]}, {"H", (*x)[2]}, {"N", (*x)[0]}, {"W", (*x)[3]}});
-    d.tensors = {{"X", n.inputs[0]}, {"Y", n.outputs[0]}};
+    d.name = max ? "onnx_global_max_pool" : "onnx_global_avg_pool";
+    d.inputs = {"X: f32[N, C, H, W]"};
+    d.groups = {{0, 1, {{"n", "N"}}}, {1, 2, {{"c", "C"}}}, {2, 3, {}}, {3, 4, {}}};  // [N, C, 1, 1] is [N, C]
+    if (max) {
+      d.reduce = "max= X[n, c, h, w]";
+      d.result = "acc[n, c]";
+    } else {
+      d.lines = {"sum[n, c] += X[n, c, h, w]"};
+      d.result = "sum[n, c] / (H * W)";
+    }
+    d.sizes = {{"C", (*x)[1]}, {"H", (*x)[2]}, {"N", (*x)[0]}, {"W", (*x)[3]}};
+    d.tensors = {{"X", n.inputs[0]}};
+    d.vendor = {{"primitive", "pooling"},
+                {"algorithm", max ? "max" : "avg_include_padding"},
+                {"src", *x},
+                {"kernel", {(*x)[2], (*x)[3]}},
+                {"strides", {1, 1}},
+                {"dilations", {1, 1}},
+                {"pads_begin", {0, 0}},
+                {"pads_end", {0, 0}}};
     return d;
+  }
+
+  //! Rows and the trailing `D` elements of [..., dims from `axis` on], as output groups.
+  static std::vector<Group> rows_groups(size_t axis, size_t rank) {
+    return {{0, axis, {{"n", "N"}}}, {axis, rank, {{"d", "D"}}}};
   }
 
   std::optional<Draft> softmax(size_t i, std::string& why) {
@@ -545,18 +633,170 @@ class Mapper {
     std::int64_t D = 1;
     for (std::int64_t k = axis; k < rank; ++k) D *= (*x)[k];
     Draft d;
-    d.nodes = {n.name};
     d.output = *x;
-    d.text =
-        "op onnx_softmax(X: f32[N, D]) -> Y: f32[N, D] {\n  mx[n] max= X[n, d]\n  e[n, d] = exp(X[n, d] - mx[n])\n"
-        "  s[n] += e[n, d]\n  Y[n, d] = e[n, d] / s[n]\n}\n";
-    d.sizes = sizes_text({{"D", D}, {"N", elements(*x) / D}});
-    d.tensors = {{"X", n.inputs[0]}, {"Y", n.outputs[0]}};
+    d.name = "onnx_softmax";
+    d.inputs = {"X: f32[N, D]"};
+    d.lines = {"mx[n] max= X[n, d]", "e[n, d] = exp(X[n, d] - mx[n])", "s[n] += e[n, d]"};
+    d.result = "e[n, d] / s[n]";
+    d.groups = rows_groups(static_cast<size_t>(axis), static_cast<size_t>(rank));
+    d.sizes = {{"D", D}, {"N", elements(*x) / D}};
+    d.tensors = {{"X", n.inputs[0]}};
+    d.vendor = {{"primitive", "softmax"}, {"src", {elements(*x) / D, D}}};
     return d;
   }
 
-  //! Elementwise nodes on their own (not fused into a kernel): one op over the flattened
-  //! tensor. Binary ones take a tensor of the same shape or a one-element constant.
+  //! Normalisation of the rows of [..., D]: (x - mean) / sqrt(var + eps), with scale and shift
+  //! when given.
+  Draft layer_norm_draft(const Dims& x, size_t axis, float epsilon) {
+    std::int64_t D = 1;
+    for (size_t k = axis; k < x.size(); ++k) D *= x[k];
+    Draft d;
+    d.output = x;
+    d.name = "onnx_layernorm";
+    d.inputs = {"X: f32[N, D]"};
+    d.lines = {"sum[n] += X[n, d]", "mean[n] = sum[n] / D", "xc[n, d] = X[n, d] - mean[n]",
+               "sq[n] += xc[n, d] * xc[n, d]", "rstd[n] = 1.0 / sqrt(sq[n] / D + " + ir::number_text(epsilon) + ")"};
+    d.result = "xc[n, d] * rstd[n]";
+    d.groups = rows_groups(axis, x.size());
+    d.sizes = {{"D", D}, {"N", elements(x) / D}};
+    d.vendor = {{"primitive", "layer_normalization"}, {"src", {elements(x) / D, D}}, {"epsilon", epsilon}};
+    return d;
+  }
+
+  std::optional<Draft> layer_norm(size_t i, std::string& why) {
+    const Node& n = g_.nodes[i];
+    const Dims* x = shape(n.inputs[0]);
+    if (!x || x->size() < 2) {
+      why = "LayerNormalization needs a known shape of rank 2 or more";
+      return std::nullopt;
+    }
+    std::int64_t axis = n.attr_i("axis", -1);
+    if (axis < 0) axis += static_cast<std::int64_t>(x->size());
+    if (axis < 1 || axis >= static_cast<std::int64_t>(x->size()) || n.attr_i("stash_type", 1) != 1 ||
+        (n.outputs.size() > 1 && consumers_.count(n.outputs[1])) ||
+        (n.outputs.size() > 2 && consumers_.count(n.outputs[2]))) {
+      why = "LayerNormalization over no leading rows, or with its mean or inverse deviation in use, is not mapped";
+      return std::nullopt;
+    }
+    Draft d = layer_norm_draft(*x, static_cast<size_t>(axis), n.attr_f("epsilon", 1e-5f));
+    d.tensors["X"] = n.inputs[0];
+    for (auto [k, name] : {std::pair<size_t, const char*>{1, "gamma"}, {2, "beta"}}) {
+      if (n.inputs.size() <= k || n.inputs[k].empty()) continue;
+      const Dims* s = shape(n.inputs[k]);
+      if (!s || elements(*s) != d.sizes[0].second) {
+        why = "LayerNormalization's scale and bias must have the normalised shape";
+        return std::nullopt;
+      }
+      d.inputs.push_back(std::string(name) + ": f32[D]");
+      d.result += std::string(k == 1 ? " * " : " + ") + name + "[d]";
+      d.tensors[name] = n.inputs[k];
+    }
+    if (d.inputs.size() == 3) d.vendor["scale_shift"] = true;
+    return d;
+  }
+
+  //! The layer norm exporters write before opset 17: ReduceMean over trailing axes, Sub,
+  //! Pow 2 (or Mul by itself), ReduceMean, Add epsilon, Sqrt, Div. Its scale and shift follow
+  //! as Mul and Add, fused as the epilogue.
+  std::optional<Draft> layer_norm_pattern(size_t i) {
+    const Node& n = g_.nodes[i];
+    const Dims* x = shape(n.inputs[0]);
+    if (!x || x->size() < 2 || n.attr_i("keepdims", 1) != 1) return std::nullopt;
+    auto axes = reduce_axes(n, x->size());
+    if (!axes || axes->back() != static_cast<std::int64_t>(x->size()) - 1 ||
+        axes->size() != x->size() - static_cast<size_t>(axes->front()) || axes->front() < 1)
+      return std::nullopt;
+    size_t sub_at, sq_at = 0, mean2_at, add_at, sqrt_at, div_at = 0;
+    const Node* sub = only_consumer_of_type(n.outputs[0], "Sub", sub_at);
+    if (!sub || sub->inputs[0] != n.inputs[0] || sub->inputs[1] != n.outputs[0]) return std::nullopt;
+    const std::string& centred = sub->outputs[0];
+    auto c = consumers_.find(centred);
+    if (c == consumers_.end()) return std::nullopt;
+    std::set<size_t> readers(c->second.begin(), c->second.end());
+    if (readers.size() != 2 || readers.count(kGraphOutput)) return std::nullopt;
+    for (size_t r : readers) {
+      const Node& m = g_.nodes[r];
+      bool squares = (m.type == "Pow" && m.inputs[0] == centred && scalar(m.inputs[1]) == 2.0f) ||
+                     (m.type == "Mul" && m.inputs[0] == centred && m.inputs[1] == centred);
+      if (squares)
+        sq_at = r;
+      else if (m.type == "Div" && m.inputs[0] == centred)
+        div_at = r;
+    }
+    if (!sq_at || !div_at) return std::nullopt;
+    const Node* mean2 = only_consumer_of_type(g_.nodes[sq_at].outputs[0], "ReduceMean", mean2_at);
+    if (!mean2 || mean2->attr_i("keepdims", 1) != 1 || reduce_axes(*mean2, x->size()) != axes) return std::nullopt;
+    const Node* add = only_consumer_of_type(mean2->outputs[0], "Add", add_at);
+    if (!add || add->inputs[0] != mean2->outputs[0] || !scalar(add->inputs[1])) return std::nullopt;
+    const Node* root = only_consumer_of_type(add->outputs[0], "Sqrt", sqrt_at);
+    if (!root || only_consumer(root->outputs[0]) != div_at || g_.nodes[div_at].inputs[1] != root->outputs[0])
+      return std::nullopt;
+    Draft d = layer_norm_draft(*x, static_cast<size_t>(axes->front()), *scalar(add->inputs[1]));
+    for (size_t k : {sub_at, sq_at, mean2_at, add_at, sqrt_at, div_at}) {
+      pending_.insert(k);
+      d.nodes.push_back(g_.nodes[k].name);
+    }
+    d.tensors["X"] = n.inputs[0];
+    d.value = g_.nodes[div_at].outputs[0];
+    d.last = div_at;
+    return d;
+  }
+
+  //! ReduceSum, ReduceMean and ReduceMax over any axes: neighbouring axes alike (both kept or
+  //! both reduced) are one flattened axis of the op.
+  std::optional<Draft> reduce(size_t i, std::string& why) {
+    const Node& n = g_.nodes[i];
+    const Dims* x = shape(n.inputs[0]);
+    std::optional<std::vector<std::int64_t>> axes;
+    if (x) axes = reduce_axes(n, x->size());
+    if (!x || !axes) {
+      why = "reduction with an unknown shape or axes is not mapped";
+      return std::nullopt;
+    }
+    std::vector<bool> reduced(x->size(), false);
+    for (auto a : *axes) reduced[a] = true;
+    bool keep = n.attr_i("keepdims", 1) != 0;
+    Draft d;
+    std::string x_dims, x_ix, acc_ix;
+    std::int64_t count = 1;
+    size_t out_dim = 0;
+    for (size_t k = 0, run = 0; k < x->size(); ++run) {
+      size_t end = k + 1;
+      while (end < x->size() && reduced[end] == reduced[k]) ++end;
+      std::int64_t extent = 1;
+      for (size_t e = k; e < end; ++e) extent *= (*x)[e];
+      std::string size = "D" + std::to_string(run), index = "i" + std::to_string(run);
+      d.sizes.push_back({size, extent});
+      x_dims += (x_dims.empty() ? "" : ", ") + size;
+      x_ix += (x_ix.empty() ? "" : ", ") + index;
+      if (reduced[k]) {
+        count *= extent;
+        if (keep) {
+          d.groups.push_back({out_dim, out_dim + (end - k), {}});
+          out_dim += end - k;
+        }
+      } else {
+        d.groups.push_back({out_dim, out_dim + (end - k), {{index, size}}});
+        out_dim += end - k;
+      }
+      k = end;
+    }
+    if (d.index() == "[]") {
+      why = "a reduction to a single value is not mapped";
+      return std::nullopt;
+    }
+    d.name = n.type == "ReduceSum"    ? "onnx_reduce_sum"
+             : n.type == "ReduceMean" ? "onnx_reduce_mean"
+                                      : "onnx_reduce_max";
+    d.inputs = {"X: f32[" + x_dims + "]"};
+    d.reduce = std::string(n.type == "ReduceMax" ? "max= " : "+= ") + "X[" + x_ix + "]";
+    d.result = "acc" + d.index() + (n.type == "ReduceMean" ? " * " + ir::number_text(1.0 / double(count)) : "");
+    d.tensors = {{"X", n.inputs[0]}};
+    return d;
+  }
+
+  //! An elementwise node not fused into a kernel before it: an op over its output, whose
+  //! operands (tensors that broadcast, or scalar constants written as numbers) share groups.
   std::optional<Draft> elementwise(size_t i, std::string& why) {
     const Node& n = g_.nodes[i];
     const Dims* y = shape(n.outputs[0]);
@@ -565,46 +805,52 @@ class Mapper {
       return std::nullopt;
     }
     Draft d;
-    d.nodes = {n.name};
-    std::string decls = "X: f32[E]", body;
-    if (auto a = activation(n)) {
-      body = apply(*a, "X[i]");
-    } else {
-      const Dims *a0 = shape(n.inputs[0]), *a1 = shape(n.inputs[1]);
-      if (!a0 || !a1) {
+    d.output = *y;
+    std::vector<Dims> shapes;
+    for (auto& in : n.inputs) {
+      if (in.empty() || scalar(in)) continue;
+      const Dims* s = shape(in);
+      if (!s) {
         why = "operand shapes unknown";
         return std::nullopt;
       }
-      auto operand = [&](size_t k, const Dims& s, const char* name) -> std::optional<std::string> {
-        if (s == *y) return std::string(name) + "[i]";
-        if (elements(s) == 1)
-          if (const auto* c = constant(n.inputs[k]); c && c->size() == 1) return ir::number_text((*c)[0]);
-        return std::nullopt;
-      };
-      auto l = operand(0, *a0, "X"), r = operand(1, *a1, "Z");
-      if (!l || !r) {
-        why = n.type + " with broadcasting other than a scalar constant is not mapped";
-        return std::nullopt;
-      }
-      if (l->find('[') == std::string::npos)
-        decls = "Z: f32[E]";
-      else if (r->find('[') != std::string::npos)
-        decls += ", Z: f32[E]";
-      const char* op = n.type == "Add" ? " + " : n.type == "Sub" ? " - " : n.type == "Mul" ? " * " : " / ";
-      body = *l + op + *r;
+      shapes.push_back(*s);
     }
-    std::string value = n.outputs[0];
-    size_t last = i;
-    std::string act = activations_after(last, value, d.nodes);
-    d.output = shape(value) ? *shape(value) : *y;
-    d.text =
-        "op onnx_" +
-        std::string(n.type == "Add" || n.type == "Sub" || n.type == "Mul" || n.type == "Div" ? "binary" : "unary") +
-        "(" + decls + ") -> Y: f32[E] {\n  Y[i] = " + apply(act, body) + "\n}\n";
-    d.sizes = sizes_text({{"E", elements(*y)}});
-    d.tensors["Y"] = value;
-    if (decls.find("X:") != std::string::npos) d.tensors["X"] = n.inputs[0];
-    if (decls.find("Z:") != std::string::npos) d.tensors["Z"] = n.inputs.size() > 1 ? n.inputs[1] : n.inputs[0];
+    d.groups = elementwise_groups(*y, shapes, d.sizes);
+    if (d.index() == "[]") {
+      why = "an elementwise op of a single value is not mapped";
+      return std::nullopt;
+    }
+    std::vector<std::string> args;
+    std::map<std::string, std::string> names;
+    const char* tensor_names[] = {"X", "Z", "W", "V"};
+    for (auto& in : n.inputs) {
+      if (in.empty()) {
+        args.push_back("");
+      } else if (auto s = scalar(in)) {
+        args.push_back(ir::number_text(*s));
+      } else if (names.count(in)) {
+        args.push_back(names[in]);
+      } else {
+        auto f = fit_operand(*shape(in), *y, d.groups);
+        if (!f || names.size() >= 4) {
+          why = n.type + " with broadcasting across grouped dimensions is not mapped";
+          return std::nullopt;
+        }
+        std::string name = tensor_names[names.size()];
+        names[in] = name + "[" + (f->second.empty() ? "0" : f->second) + "]";
+        d.inputs.push_back(name + ": f32[" + (f->first.empty() ? "1" : f->first) + "]");
+        d.tensors[name] = in;
+        args.push_back(names[in]);
+      }
+    }
+    auto e = elementwise_expr(n, args);
+    if (!e) {
+      why = n.type + " in a form that is not mapped";
+      return std::nullopt;
+    }
+    d.name = "onnx_elementwise";
+    d.result = *e;
     return d;
   }
 };

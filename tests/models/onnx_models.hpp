@@ -1,0 +1,319 @@
+// tests/models/onnx_models.hpp — ONNX graphs written with ONNX's protobuf API for the import
+// tests: small models, and the layer structure of ResNet-50, MobileNetV2 and a BERT-base
+// encoder layer (shapes are what import reads; weights are constant initializers).
+#pragma once
+#include <onnx/onnx_pb.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "helpers.hpp"
+
+namespace tiletune::test {
+
+inline void add_tensor(onnx::GraphProto* g, const std::string& name, const std::vector<std::int64_t>& dims,
+                       float value) {
+  auto* t = g->add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::FLOAT);
+  std::int64_t n = 1;
+  for (auto d : dims) {
+    t->add_dims(d);
+    n *= d;
+  }
+  for (std::int64_t i = 0; i < n; ++i) t->add_float_data(value);
+}
+//! An int64 initializer (the shapes of Reshape, the axes of reductions).
+inline void add_ints_tensor(onnx::GraphProto* g, const std::string& name, const std::vector<std::int64_t>& values) {
+  auto* t = g->add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::INT64);
+  t->add_dims(static_cast<std::int64_t>(values.size()));
+  for (auto v : values) t->add_int64_data(v);
+}
+inline onnx::NodeProto* add_node(onnx::GraphProto* g, const std::string& type, const std::string& name,
+                                 std::vector<std::string> in, std::vector<std::string> out) {
+  auto* n = g->add_node();
+  n->set_op_type(type);
+  n->set_name(name);
+  for (auto& i : in) n->add_input(i);
+  for (auto& o : out) n->add_output(o);
+  return n;
+}
+inline void set_ints(onnx::NodeProto* n, const std::string& name, std::vector<std::int64_t> v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INTS);
+  for (auto x : v) a->add_ints(x);
+}
+
+inline void set_int(onnx::NodeProto* n, const std::string& name, std::int64_t v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+inline void add_output(onnx::GraphProto* g, const std::string& name) {
+  auto* out = g->add_output();
+  out->set_name(name);
+  out->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+}
+
+//! A model of one opset whose graph is named `name`.
+inline onnx::GraphProto* new_graph(onnx::ModelProto& model, const std::string& name, int opset) {
+  model.set_ir_version(7);
+  model.add_opset_import()->set_version(opset);
+  model.mutable_graph()->set_name(name);
+  return model.mutable_graph();
+}
+//! A float graph input; with `dynamic_first`, its first dimension is that named, unbound one.
+inline void add_input(onnx::GraphProto* g, const std::string& name, const std::vector<std::int64_t>& dims,
+                      const std::string& dynamic_first = "") {
+  auto* tt = g->add_input();
+  tt->set_name(name);
+  auto* type = tt->mutable_type()->mutable_tensor_type();
+  type->set_elem_type(onnx::TensorProto::FLOAT);
+  if (!dynamic_first.empty()) type->mutable_shape()->add_dim()->set_dim_param(dynamic_first);
+  for (auto d : dims) type->mutable_shape()->add_dim()->set_dim_value(d);
+}
+inline std::string save(const onnx::ModelProto& model, const std::string& path) {
+  std::ofstream f(path, std::ios::binary);
+  model.SerializeToOstream(&f);
+  return path;
+}
+
+//! Two residual blocks of Conv+BatchNorm+Relu, Conv+BatchNorm, Add, Relu, then pooling,
+//! Flatten and Gemm, with an Erf and an unmapped Sin after it.
+inline std::string write_resnet_blocks(const TempDir& dir) {
+  onnx::ModelProto model;
+  auto* g = new_graph(model, "two_blocks", 13);
+  add_input(g, "image", {8, 10, 10}, "batch");
+  std::string x = "image";
+  for (int b = 0; b < 2; ++b) {
+    std::string p = "b" + std::to_string(b) + "_";
+    for (int c = 0; c < 2; ++c) {
+      std::string q = p + std::to_string(c);
+      add_tensor(g, q + "w", {8, 8, 3, 3}, 0.01f);
+      for (auto* s : {"scale", "bias", "mean", "var"}) add_tensor(g, q + s, {8}, 1.0f);
+      auto* conv = add_node(g, "Conv", q + "conv", {c ? p + "r0" : x, q + "w"}, {q + "c"});
+      set_ints(conv, "pads", {1, 1, 1, 1});
+      add_node(g, "BatchNormalization", q + "bn", {q + "c", q + "scale", q + "bias", q + "mean", q + "var"},
+               {c ? p + "n1" : q + "n"});
+      if (!c) add_node(g, "Relu", q + "relu", {q + "n"}, {p + "r0"});
+    }
+    add_node(g, "Add", p + "add", {p + "n1", x}, {p + "sum"});
+    add_node(g, "Relu", p + "relu", {p + "sum"}, {p + "out"});
+    x = p + "out";
+  }
+  add_node(g, "GlobalAveragePool", "pool", {x}, {"pooled"});
+  add_node(g, "Flatten", "flatten", {"pooled"}, {"flat"});
+  add_tensor(g, "fc_w", {8, 5}, 0.1f);
+  add_tensor(g, "fc_b", {5}, 0.0f);
+  add_node(g, "Gemm", "fc", {"flat", "fc_w", "fc_b"}, {"logits"});
+  add_node(g, "Erf", "odd", {"logits"}, {"odd_out"});
+  add_node(g, "Sin", "unmapped", {"odd_out"}, {"sin_out"});
+  auto* out = g->add_output();
+  out->set_name("sin_out");
+  out->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  return save(model, dir.file("blocks.onnx"));
+}
+
+//! ResNet-50 v1.5 (torchvision's: the stride on the 3x3 of a bottleneck) as an ONNX graph for
+//! a dynamic batch; weights are initializers of zeros (shapes are what import reads).
+inline std::string write_resnet50(const TempDir& dir) {
+  onnx::ModelProto model;
+  auto* g = new_graph(model, "resnet50", 13);
+  add_input(g, "data", {3, 224, 224}, "N");
+  int counter = 0;
+  auto conv_bn = [&](const std::string& x, int cin, int cout, int k, int stride, bool relu) {
+    std::string q = "l" + std::to_string(counter++) + "_";
+    add_tensor(g, q + "w", {cout, cin, k, k}, 0.0f);
+    for (auto* s : {"scale", "bias", "mean", "var"}) add_tensor(g, q + s, {cout}, 1.0f);
+    auto* conv = add_node(g, "Conv", q + "conv", {x, q + "w"}, {q + "c"});
+    set_ints(conv, "strides", {stride, stride});
+    set_ints(conv, "pads", {k / 2, k / 2, k / 2, k / 2});
+    add_node(g, "BatchNormalization", q + "bn", {q + "c", q + "scale", q + "bias", q + "mean", q + "var"}, {q + "n"});
+    if (!relu) return q + "n";
+    add_node(g, "Relu", q + "relu", {q + "n"}, {q + "r"});
+    return q + "r";
+  };
+  std::string x = conv_bn("data", 3, 64, 7, 2, true);
+  auto* pool = add_node(g, "MaxPool", "pool0", {x}, {"pooled0"});
+  set_ints(pool, "kernel_shape", {3, 3});
+  set_ints(pool, "strides", {2, 2});
+  set_ints(pool, "pads", {1, 1, 1, 1});
+  x = "pooled0";
+  int cin = 64;
+  const int blocks[] = {3, 4, 6, 3}, widths[] = {64, 128, 256, 512};
+  for (int stage = 0; stage < 4; ++stage)
+    for (int b = 0; b < blocks[stage]; ++b) {
+      int w = widths[stage], stride = b == 0 && stage > 0 ? 2 : 1;
+      std::string y = conv_bn(x, cin, w, 1, 1, true);
+      y = conv_bn(y, w, w, 3, stride, true);
+      y = conv_bn(y, w, 4 * w, 1, 1, false);
+      std::string skip = b == 0 ? conv_bn(x, cin, 4 * w, 1, stride, false) : x;
+      std::string q = "s" + std::to_string(stage) + "b" + std::to_string(b);
+      add_node(g, "Add", q + "add", {y, skip}, {q + "sum"});
+      add_node(g, "Relu", q + "relu", {q + "sum"}, {q + "out"});
+      x = q + "out";
+      cin = 4 * w;
+    }
+  add_node(g, "GlobalAveragePool", "gap", {x}, {"gap_out"});
+  add_node(g, "Flatten", "flatten", {"gap_out"}, {"flat"});
+  add_tensor(g, "fc_w", {1000, 2048}, 0.0f);
+  add_tensor(g, "fc_b", {1000}, 0.0f);
+  auto* fc = add_node(g, "Gemm", "fc", {"flat", "fc_w", "fc_b"}, {"logits"});
+  auto* tb = fc->add_attribute();
+  tb->set_name("transB");
+  tb->set_type(onnx::AttributeProto::INT);
+  tb->set_i(1);
+  auto* out = g->add_output();
+  out->set_name("logits");
+  out->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  return save(model, dir.file("resnet50.onnx"));
+}
+
+//! torchvision's MobileNetV2 (width 1.0) as exported: Conv + BatchNorm + Clip(0, 6) (ReLU6, its
+//! bounds constant inputs), inverted residual blocks of expanding 1x1, depthwise 3x3 and
+//! projecting 1x1, residual Adds where the stride is 1 and the width stays, then 1x1 to 1280,
+//! global pooling, Flatten and the classifier. For a dynamic batch.
+inline std::string write_mobilenet_v2(const TempDir& dir) {
+  onnx::ModelProto model;
+  auto* g = new_graph(model, "mobilenet_v2", 13);
+  add_input(g, "input", {3, 224, 224}, "N");
+  add_tensor(g, "zero", {}, 0.0f);
+  add_tensor(g, "six", {}, 6.0f);
+  int counter = 0;
+  auto conv_bn = [&](const std::string& x, int cin, int cout, int k, int stride, int groups, bool relu6) {
+    std::string q = "l" + std::to_string(counter++) + "_";
+    add_tensor(g, q + "w", {cout, cin / groups, k, k}, 0.0f);
+    for (auto* s : {"scale", "bias", "mean", "var"}) add_tensor(g, q + s, {cout}, 1.0f);
+    auto* conv = add_node(g, "Conv", q + "conv", {x, q + "w"}, {q + "c"});
+    set_ints(conv, "strides", {stride, stride});
+    set_ints(conv, "pads", {k / 2, k / 2, k / 2, k / 2});
+    set_int(conv, "group", groups);
+    add_node(g, "BatchNormalization", q + "bn", {q + "c", q + "scale", q + "bias", q + "mean", q + "var"}, {q + "n"});
+    if (!relu6) return q + "n";
+    add_node(g, "Clip", q + "relu6", {q + "n", "zero", "six"}, {q + "r"});
+    return q + "r";
+  };
+  std::string x = conv_bn("input", 3, 32, 3, 2, 1, true);
+  int cin = 32;
+  const int settings[][4] = {{1, 16, 1, 1}, {6, 24, 2, 2},  {6, 32, 3, 2}, {6, 64, 4, 2},
+                             {6, 96, 3, 1}, {6, 160, 3, 2}, {6, 320, 1, 1}};
+  int block = 0;
+  for (auto& s : settings)
+    for (int r = 0; r < s[2]; ++r) {
+      int stride = r == 0 ? s[3] : 1, hidden = cin * s[0];
+      std::string y = s[0] == 1 ? x : conv_bn(x, cin, hidden, 1, 1, 1, true);
+      y = conv_bn(y, hidden, hidden, 3, stride, hidden, true);
+      y = conv_bn(y, hidden, s[1], 1, 1, 1, false);
+      if (stride == 1 && cin == s[1]) {
+        std::string sum = "b" + std::to_string(block) + "_sum";
+        add_node(g, "Add", "b" + std::to_string(block) + "_add", {x, y}, {sum});
+        y = sum;
+      }
+      x = y;
+      cin = s[1];
+      ++block;
+    }
+  x = conv_bn(x, 320, 1280, 1, 1, 1, true);
+  add_node(g, "GlobalAveragePool", "gap", {x}, {"gap_out"});
+  add_node(g, "Flatten", "flatten", {"gap_out"}, {"flat"});
+  add_tensor(g, "fc_w", {1000, 1280}, 0.0f);
+  add_tensor(g, "fc_b", {1000}, 0.0f);
+  auto* fc = add_node(g, "Gemm", "fc", {"flat", "fc_w", "fc_b"}, {"logits"});
+  set_int(fc, "transB", 1);
+  add_output(g, "logits");
+  return save(model, dir.file("mobilenet_v2.onnx"));
+}
+
+//! A BERT-base encoder layer as PyTorch exports it at opset 13: Q, K, V projections (MatMul +
+//! Add), Reshape/Transpose into 12 heads, Q*K^T / 8 + mask, Softmax, P*V, the output projection
+//! with its residual Add, LayerNorm written out (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt,
+//! Div, Mul, Add), the feed-forward layer with exact GELU written out (Div, Erf, Add, Mul, Mul),
+//! its residual Add and the second LayerNorm. Inputs `x` [B, S, 768] and `mask` [B, 1, 1, S],
+//! both dynamic.
+inline std::string write_bert_layer(const TempDir& dir) {
+  const std::int64_t hidden = 768, heads = 12, head = 64, ffn = 3072;
+  onnx::ModelProto model;
+  auto* g = new_graph(model, "bert_layer", 13);
+  {
+    auto* tt = g->add_input();
+    tt->set_name("x");
+    auto* type = tt->mutable_type()->mutable_tensor_type();
+    type->set_elem_type(onnx::TensorProto::FLOAT);
+    type->mutable_shape()->add_dim()->set_dim_param("B");
+    type->mutable_shape()->add_dim()->set_dim_param("S");
+    type->mutable_shape()->add_dim()->set_dim_value(hidden);
+    auto* mask = g->add_input();
+    mask->set_name("mask");
+    auto* mt = mask->mutable_type()->mutable_tensor_type();
+    mt->set_elem_type(onnx::TensorProto::FLOAT);
+    mt->mutable_shape()->add_dim()->set_dim_param("B");
+    mt->mutable_shape()->add_dim()->set_dim_value(1);
+    mt->mutable_shape()->add_dim()->set_dim_value(1);
+    mt->mutable_shape()->add_dim()->set_dim_param("S");
+  }
+  add_ints_tensor(g, "heads_shape", {0, 0, heads, head});
+  add_ints_tensor(g, "merged_shape", {0, 0, hidden});
+  add_ints_tensor(g, "last_axis", {-1});
+  add_tensor(g, "scale_div", {}, 8.0f);
+  add_tensor(g, "two", {}, 2.0f);
+  add_tensor(g, "eps", {}, 1e-12f);
+  add_tensor(g, "sqrt2", {}, 1.4142135f);
+  add_tensor(g, "one", {}, 1.0f);
+  add_tensor(g, "half", {}, 0.5f);
+  auto linear = [&](const std::string& name, const std::string& x, std::int64_t in, std::int64_t out) {
+    add_tensor(g, name + "_w", {in, out}, 0.0f);
+    add_tensor(g, name + "_b", {out}, 0.0f);
+    add_node(g, "MatMul", name + "_mm", {x, name + "_w"}, {name + "_mm_out"});
+    add_node(g, "Add", name + "_bias", {name + "_mm_out", name + "_b"}, {name + "_out"});
+    return name + "_out";
+  };
+  auto split_heads = [&](const std::string& name, const std::string& x, std::vector<std::int64_t> perm) {
+    add_node(g, "Reshape", name + "_reshape", {x, "heads_shape"}, {name + "_4d"});
+    set_ints(add_node(g, "Transpose", name + "_transpose", {name + "_4d"}, {name + "_heads"}), "perm", perm);
+    return name + "_heads";
+  };
+  auto layer_norm = [&](const std::string& name, const std::string& x) {
+    add_tensor(g, name + "_gamma", {hidden}, 1.0f);
+    add_tensor(g, name + "_beta", {hidden}, 0.0f);
+    set_ints(add_node(g, "ReduceMean", name + "_mean", {x}, {name + "_mu"}), "axes", {-1});
+    add_node(g, "Sub", name + "_sub", {x, name + "_mu"}, {name + "_centred"});
+    add_node(g, "Pow", name + "_pow", {name + "_centred", "two"}, {name + "_sq"});
+    set_ints(add_node(g, "ReduceMean", name + "_var", {name + "_sq"}, {name + "_v"}), "axes", {-1});
+    add_node(g, "Add", name + "_eps", {name + "_v", "eps"}, {name + "_ve"});
+    add_node(g, "Sqrt", name + "_sqrt", {name + "_ve"}, {name + "_sd"});
+    add_node(g, "Div", name + "_div", {name + "_centred", name + "_sd"}, {name + "_normed"});
+    add_node(g, "Mul", name + "_scale", {name + "_normed", name + "_gamma"}, {name + "_scaled"});
+    add_node(g, "Add", name + "_shift", {name + "_scaled", name + "_beta"}, {name + "_out"});
+    return name + "_out";
+  };
+  std::string q = split_heads("q", linear("q", "x", hidden, hidden), {0, 2, 1, 3});
+  std::string k = split_heads("k", linear("k", "x", hidden, hidden), {0, 2, 3, 1});
+  std::string v = split_heads("v", linear("v", "x", hidden, hidden), {0, 2, 1, 3});
+  add_node(g, "MatMul", "scores", {q, k}, {"scores_out"});
+  add_node(g, "Div", "scores_scale", {"scores_out", "scale_div"}, {"scores_scaled"});
+  add_node(g, "Add", "scores_mask", {"scores_scaled", "mask"}, {"scores_masked"});
+  set_int(add_node(g, "Softmax", "probs", {"scores_masked"}, {"probs_out"}), "axis", -1);
+  add_node(g, "MatMul", "context", {"probs_out", v}, {"context_out"});
+  set_ints(add_node(g, "Transpose", "context_transpose", {"context_out"}, {"context_t"}), "perm", {0, 2, 1, 3});
+  add_node(g, "Reshape", "context_reshape", {"context_t", "merged_shape"}, {"context_merged"});
+  std::string attn = linear("attn_out", "context_merged", hidden, hidden);
+  add_node(g, "Add", "attn_residual", {attn, "x"}, {"attn_sum"});
+  std::string h = layer_norm("ln1", "attn_sum");
+  std::string f = linear("ffn1", h, hidden, ffn);
+  add_node(g, "Div", "gelu_div", {f, "sqrt2"}, {"gelu_scaled"});
+  add_node(g, "Erf", "gelu_erf", {"gelu_scaled"}, {"gelu_e"});
+  add_node(g, "Add", "gelu_add", {"gelu_e", "one"}, {"gelu_e1"});
+  add_node(g, "Mul", "gelu_mul", {f, "gelu_e1"}, {"gelu_m"});
+  add_node(g, "Mul", "gelu_half", {"gelu_m", "half"}, {"gelu_out"});
+  std::string f2 = linear("ffn2", "gelu_out", ffn, hidden);
+  add_node(g, "Add", "ffn_residual", {f2, h}, {"ffn_sum"});
+  add_output(g, layer_norm("ln2", "ffn_sum"));
+  return save(model, dir.file("bert_layer.onnx"));
+}
+
+}  // namespace tiletune::test
