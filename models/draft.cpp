@@ -53,7 +53,7 @@ std::string Draft::text(const std::string& epilogue) const {
     return t + "  Y" + ix + " " + reduce + (window.empty() ? "" : " where " + window) + "\n}\n";
   std::string ranges = window + (window.empty() || where.empty() ? "" : ", ") + where;
   if (!reduce.empty()) t += "  acc" + ix + " " + reduce + (ranges.empty() ? "" : " where " + ranges) + "\n";
-  return t + "  Y" + ix + " = " + apply(epilogue, result) + "\n}\n";
+  return t + "  Y" + ix + " = " + detail::apply(epilogue, result) + "\n}\n";
 }
 
 std::string apply(const std::string& f, const std::string& x) {
@@ -139,12 +139,13 @@ std::vector<Group> elementwise_groups(const Dims& out, const std::vector<Dims>& 
 }
 
 bool is_elementwise(const Node& n) {
-  static const std::set<std::string> unary = {
-      "Relu",  "Sigmoid", "Tanh",      "Erf",         "Abs",       "Exp", "Log",  "Sqrt",     "Neg", "Reciprocal",
-      "Floor", "Ceil",    "LeakyRelu", "HardSigmoid", "HardSwish", "Elu", "Gelu", "Softplus", "Clip"};
-  static const std::set<std::string> binary = {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min"};
+  static const std::set<std::string> unary = {"Relu",     "Sigmoid",   "Tanh", "Erf",  "Abs",         "Exp",
+                                              "Log",      "Sqrt",      "Neg",  "Reciprocal", "LeakyRelu", "HardSigmoid",
+                                              "HardSwish", "Elu",      "Selu", "Gelu", "Softplus",    "Clip"};
+  static const std::set<std::string> binary = {"Add", "Sub", "Mul", "Div", "Pow", "PRelu"};
+  static const std::set<std::string> variadic = {"Max", "Min", "Sum", "Mean"};
   if (n.outputs.size() != 1) return false;
-  if (unary.count(n.type)) return !n.inputs.empty();
+  if (unary.count(n.type) || variadic.count(n.type)) return !n.inputs.empty();
   return binary.count(n.type) && n.inputs.size() == 2;
 }
 
@@ -153,7 +154,7 @@ std::optional<std::string> elementwise_expr(const Node& n, const std::vector<std
   auto num = [](double v) { return ir::number_text(v); };
   const std::string& a = args[0];
   const std::string b = args.size() > 1 ? args[1] : "";
-  auto f = [&](const std::string& t) { return apply(t, a); };
+  auto f = [&](const std::string& t) { return detail::apply(t, a); };
   if (n.type == "Relu") return f("max(@, 0.0)");
   if (n.type == "Sigmoid") return f("sigmoid(@)");
   if (n.type == "Tanh") return f("tanh(@)");
@@ -166,6 +167,9 @@ std::optional<std::string> elementwise_expr(const Node& n, const std::vector<std
   if (n.type == "Reciprocal") return f("1.0 / @");
   if (n.type == "Softplus") return f("log(1.0 + exp(@))");
   if (n.type == "LeakyRelu") return f("select(@ > 0.0, @, @ * " + num(n.attr_f("alpha", 0.01f)) + ")");
+  if (n.type == "Selu")
+    return f(num(n.attr_f("gamma", 1.05070102f)) + " * select(@ > 0.0, @, " + num(n.attr_f("alpha", 1.67326319f)) +
+             " * (exp(@) - 1.0))");
   if (n.type == "Elu") return f("select(@ > 0.0, @, " + num(n.attr_f("alpha", 1.0f)) + " * (exp(@) - 1.0))");
   if (n.type == "HardSigmoid")
     return f("min(max(@ * " + num(n.attr_f("alpha", 0.2f)) + " + " + num(n.attr_f("beta", 0.5f)) + ", 0.0), 1.0)");
@@ -188,14 +192,25 @@ std::optional<std::string> elementwise_expr(const Node& n, const std::vector<std
     if (!hi.empty()) e = "min(" + e + ", " + hi + ")";
     return e;
   }
-  if (b.empty()) return std::nullopt;
   auto term = [](const std::string& x) { return is_term(x) ? x : "(" + x + ")"; };
+  if (n.type == "Max" || n.type == "Min" || n.type == "Sum" || n.type == "Mean") {
+    // Variadic: folded left; one input is itself.
+    std::string e = a;
+    for (size_t k = 1; k < args.size(); ++k) {
+      if (args[k].empty()) return std::nullopt;
+      e = n.type == "Max"   ? "max(" + e + ", " + args[k] + ")"
+          : n.type == "Min" ? "min(" + e + ", " + args[k] + ")"
+                            : e + " + " + term(args[k]);
+    }
+    if (n.type == "Mean" && args.size() > 1) e = "(" + e + ") / " + num(double(args.size()));
+    return e;
+  }
+  if (b.empty()) return std::nullopt;
   if (n.type == "Add") return term(a) + " + " + term(b);
   if (n.type == "Sub") return term(a) + " - " + term(b);
   if (n.type == "Mul") return term(a) + " * " + term(b);
   if (n.type == "Div") return term(a) + " / " + term(b);
-  if (n.type == "Max") return "max(" + a + ", " + b + ")";
-  if (n.type == "Min") return "min(" + a + ", " + b + ")";
+  if (n.type == "PRelu") return "select(" + term(a) + " > 0.0, " + a + ", " + term(a) + " * " + term(b) + ")";
   if (n.type == "Pow") {
     // Exponents exporters write as constants, without pow's exp(log(x)) (wrong for x < 0).
     if (is_number(b) && std::strtod(b.c_str(), nullptr) == 2.0) return term(a) + " * " + term(a);

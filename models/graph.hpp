@@ -41,6 +41,7 @@ struct Graph {
   std::vector<Node> nodes;                           //!< in topological order, as ONNX requires
   std::map<std::string, Dims> shapes;                //!< every value whose shape is known
   std::set<std::string> constants;                   //!< initializers and Constant outputs
+  std::map<std::string, int> types;                  //!< ONNX element type (TensorProto::DataType) where known
   std::map<std::string, std::vector<float>> values;  //!< float data of the small constants
   std::vector<std::string> inputs;                   //!< the graph's inputs that are not initializers
   std::vector<std::string> outputs;                  //!< the graph's outputs

@@ -25,21 +25,42 @@ constexpr std::int64_t kKeptConstant = 4096;
 
 Dims tensor_dims(const onnx::TensorProto& t) { return Dims(t.dims().begin(), t.dims().end()); }
 
+//! A tensor's values as floats: f32 as stored; f64 and the integer types that carry shapes,
+//! axes and exponents (int32, int64) converted. Empty for other types.
 std::vector<float> tensor_floats(const onnx::TensorProto& t) {
-  std::vector<float> v;
-  if (t.data_type() != onnx::TensorProto::FLOAT) return v;
-  if (t.has_raw_data()) {
-    const std::string& raw = t.raw_data();
-    v.resize(raw.size() / 4);
-    std::memcpy(v.data(), raw.data(), v.size() * 4);
-  } else {
-    v.assign(t.float_data().begin(), t.float_data().end());
+  auto from = [&](auto element, const auto& typed) {
+    using E = decltype(element);
+    std::vector<float> v;
+    if (t.has_raw_data()) {
+      const std::string& raw = t.raw_data();
+      v.resize(raw.size() / sizeof(E));
+      for (size_t i = 0; i < v.size(); ++i) {
+        E e;
+        std::memcpy(&e, raw.data() + i * sizeof(E), sizeof(E));
+        v[i] = static_cast<float>(e);
+      }
+    } else {
+      for (auto e : typed) v.push_back(static_cast<float>(e));
+    }
+    return v;
+  };
+  switch (t.data_type()) {
+    case onnx::TensorProto::FLOAT:
+      return from(float(), t.float_data());
+    case onnx::TensorProto::DOUBLE:
+      return from(double(), t.double_data());
+    case onnx::TensorProto::INT64:
+      return from(std::int64_t(), t.int64_data());
+    case onnx::TensorProto::INT32:
+      return from(std::int32_t(), t.int32_data());
+    default:
+      return {};
   }
-  return v;
 }
 
 void keep_constant(Graph& g, const onnx::TensorProto& t, const std::string& name) {
   g.constants.insert(name);
+  g.types[name] = t.data_type();
   Dims d = tensor_dims(t);
   g.shapes[name] = d;
   std::int64_t n = 1;
@@ -120,7 +141,10 @@ Graph read_onnx(const std::string& path, const std::map<std::string, Dims>& inpu
   Dims d;
   for (auto* list : {&graph->input(), &graph->value_info(), &graph->output()})
     for (auto& v : *list)
+    {
       if (known_shape(v, d)) g.shapes[v.name()] = d;
+      if (v.type().has_tensor_type()) g.types[v.name()] = v.type().tensor_type().elem_type();
+    }
   for (auto& out : graph->output()) g.outputs.push_back(out.name());
   for (auto& n : graph->node()) {
     Node node;

@@ -10,6 +10,7 @@
 #include <functional>
 #include <numeric>
 #include <optional>
+#include <cctype>
 #include <set>
 
 #include "ir/parse.hpp"
@@ -66,12 +67,50 @@ std::int64_t elements(const Dims& d) {
   return std::accumulate(d.begin(), d.end(), std::int64_t(1), std::multiplies<std::int64_t>());
 }
 
-bool explicit_pads(const Node& n, std::string& why) {
-  if (n.attrs.count("auto_pad") && n.attrs.at("auto_pad").s != "NOTSET" && n.attrs.at("auto_pad").s != "VALID") {
-    why = "auto_pad " + n.attrs.at("auto_pad").s + " is not mapped (explicit pads are)";
-    return false;
+//! Names of the spatial dimensions of a 1-, 2- or 3-D window op: output indices, input sizes,
+//! window indices and window sizes.
+struct Spatial {
+  std::vector<std::string> out, in, win, win_size;
+};
+Spatial spatial_names(size_t rank) {
+  if (rank == 1) return {{"x"}, {"W"}, {"s"}, {"S"}};
+  if (rank == 2) return {{"y", "x"}, {"H", "W"}, {"r", "s"}, {"R", "S"}};
+  return {{"z", "y", "x"}, {"D", "H", "W"}, {"q", "r", "s"}, {"Q", "R", "S"}};
+}
+
+std::string join(const std::vector<std::string>& parts, const std::string& sep = ", ") {
+  std::string s;
+  for (auto& p : parts) s += (s.empty() ? "" : sep) + p;
+  return s;
+}
+
+//! A window node's pads as [begins..., ends...] over spatial extents `in` and window `k`: as
+//! given for NOTSET, none for VALID, and for SAME_UPPER / SAME_LOWER those that make the output
+//! ceil(in / stride), the odd one at the end (upper) or the start (lower).
+std::optional<std::vector<std::int64_t>> window_pads(const Node& n, const Dims& in, const Dims& k,
+                                                     const std::vector<std::int64_t>& st,
+                                                     const std::vector<std::int64_t>& dil, std::string& why) {
+  const size_t r = in.size();
+  std::string mode = n.attrs.count("auto_pad") ? n.attrs.at("auto_pad").s : "NOTSET";
+  if (mode == "NOTSET" || mode.empty()) {
+    auto p = n.attr_ints("pads", std::vector<std::int64_t>(2 * r, 0));
+    if (p.size() != 2 * r) why = "pads do not match the spatial rank";
+    return p.size() == 2 * r ? std::optional(p) : std::nullopt;
   }
-  return true;
+  if (mode == "VALID") return std::vector<std::int64_t>(2 * r, 0);
+  if (mode != "SAME_UPPER" && mode != "SAME_LOWER") {
+    why = "auto_pad " + mode + " is not an ONNX padding mode";
+    return std::nullopt;
+  }
+  std::vector<std::int64_t> p(2 * r);
+  for (size_t d = 0; d < r; ++d) {
+    std::int64_t out = (in[d] + st[d] - 1) / st[d];
+    std::int64_t total = std::max<std::int64_t>(0, (out - 1) * st[d] + (k[d] - 1) * dil[d] + 1 - in[d]);
+    std::int64_t small = total / 2, big = total - small;
+    p[d] = mode == "SAME_UPPER" ? small : big;
+    p[d + r] = total - p[d];
+  }
+  return p;
 }
 
 //! The vendor's name for the step an epilogue node is, if it fuses it (oneDNN's post-ops).
@@ -242,7 +281,7 @@ class Mapper {
     std::string best_value = d.value;
     for (size_t j = d.last + 1; j < g_.nodes.size(); ++j) {
       const Node& n = g_.nodes[j];
-      if (fused_.count(j) || pending_.count(j) || !is_elementwise(n)) continue;
+      if (fused_.count(j) || pending_.count(j) || !is_elementwise(n) || !non_float(n).empty()) continue;
       if (std::none_of(n.inputs.begin(), n.inputs.end(), [&](const std::string& in) { return expr.count(in) > 0; }))
         continue;
       std::vector<std::string> args;
@@ -328,17 +367,43 @@ class Mapper {
     return true;
   }
 
+  //! The ONNX name of a tensor type other than f32 that the node reads or writes, "" if none.
+  std::string non_float(const Node& n) const {
+    static const char* names[] = {"undefined", "float", "uint8",  "int8",      "uint16",    "int16",
+                                  "int32",     "int64", "string", "bool",      "float16",   "double",
+                                  "uint32",    "uint64", "complex64", "complex128", "bfloat16"};
+    auto type_of = [&](const std::string& v) {
+      auto t = g_.types.find(v);
+      return t == g_.types.end() ? 1 : t->second;
+    };
+    for (auto* list : {&n.inputs, &n.outputs})
+      for (auto& v : *list) {
+        int t = v.empty() ? 1 : type_of(v);
+        // Integer constants that are attributes in disguise are allowed: the axes of a
+        // reduction, and scalars (an exponent) that the op text writes as numbers.
+        bool int_constant = g_.constants.count(v) && (t == 6 || t == 7);
+        if (t == 1 || (int_constant && (scalar(v) || n.type.rfind("Reduce", 0) == 0))) continue;
+        return t >= 0 && t < 17 ? names[t] : "type " + std::to_string(t);
+      }
+    return "";
+  }
+
   std::optional<Draft> map_node(size_t i, std::string& why) {
     const Node& n = g_.nodes[i];
+    if (auto t = non_float(n); !t.empty()) {
+      why = "tensors of type " + t + " are not mapped: tiletune's ops are f32";
+      return std::nullopt;
+    }
     std::optional<Draft> d;
     if (n.type == "Conv") d = conv(i, why);
     if (n.type == "Gemm" || n.type == "MatMul") d = matmul(i, why);
     if (n.type == "MaxPool" || n.type == "AveragePool") d = pool(i, why);
     if (n.type == "GlobalAveragePool" || n.type == "GlobalMaxPool") d = global_pool(i, why);
-    if (n.type == "Softmax") d = softmax(i, why);
+    if (n.type == "Softmax" || n.type == "LogSoftmax") d = softmax(i, why);
+    if (n.type == "BatchNormalization") d = batch_norm(i, why);
     if (n.type == "LayerNormalization") d = layer_norm(i, why);
     if (n.type == "ReduceMean") d = layer_norm_pattern(i);
-    if (!d && (n.type == "ReduceMean" || n.type == "ReduceSum" || n.type == "ReduceMax")) d = reduce(i, why);
+    if (!d && n.type.rfind("Reduce", 0) == 0) d = reduce(i, why);
     if (is_elementwise(n)) d = elementwise(i, why);
     if (d) {
       d->nodes.insert(d->nodes.begin(), n.name);
@@ -353,22 +418,28 @@ class Mapper {
     return d;
   }
 
+  //! Conv over 1, 2 or 3 spatial dimensions, with pads (explicit or auto), strides, dilations
+  //! and groups; a pointwise one is a matmul over the flattened spatial extent.
   std::optional<Draft> conv(size_t i, std::string& why) {
     const Node& n = g_.nodes[i];
     const Dims *x = shape(n.inputs[0]), *f = shape(n.inputs[1]), *y = shape(n.outputs[0]);
-    if (!x || !f || !y || x->size() != 4 || f->size() != 4) {
-      why = "only 2-D convolutions with known shapes are mapped";
+    if (!x || !f || !y || x->size() < 3 || x->size() > 5 || f->size() != x->size()) {
+      why = "only 1-, 2- and 3-D convolutions with known shapes are mapped";
       return std::nullopt;
     }
-    if (!explicit_pads(n, why)) return std::nullopt;
-    std::int64_t N = (*x)[0], C = (*x)[1], H = (*x)[2], W = (*x)[3], K = (*f)[0], R = (*f)[2], S = (*f)[3];
+    const size_t r = x->size() - 2;
+    const Spatial sp = spatial_names(r);
+    Dims in(x->begin() + 2, x->end()), k(f->begin() + 2, f->end());
+    std::int64_t N = (*x)[0], C = (*x)[1], K = (*f)[0];
     std::int64_t G = n.attr_i("group", 1);
-    auto st = n.attr_ints("strides", {1, 1}), dil = n.attr_ints("dilations", {1, 1}),
-         p = n.attr_ints("pads", {0, 0, 0, 0});
-    if (st.size() != 2 || dil.size() != 2 || p.size() != 4 || G < 1 || C % G || K % G) {
+    auto st = n.attr_ints("strides", std::vector<std::int64_t>(r, 1)),
+         dil = n.attr_ints("dilations", std::vector<std::int64_t>(r, 1));
+    if (st.size() != r || dil.size() != r || G < 1 || C % G || K % G || (*f)[1] * G != C) {
       why = "conv attributes out of the mapped forms";
       return std::nullopt;
     }
+    auto p = window_pads(n, in, k, st, dil, why);
+    if (!p) return std::nullopt;
     Draft d;
     d.value = n.outputs[0];
     d.last = i;
@@ -385,27 +456,29 @@ class Mapper {
       bias = "folded:" + g_.nodes[*next].name;  // the shift the folding computes (with the conv's bias)
       has_bias = true;
     }
-    bool pads = std::any_of(p.begin(), p.end(), [](std::int64_t v) { return v != 0; });
+    bool pads = std::any_of(p->begin(), p->end(), [](std::int64_t v) { return v != 0; });
+    bool unit = std::all_of(k.begin(), k.end(), [](std::int64_t v) { return v == 1; }) &&
+                std::all_of(st.begin(), st.end(), [](std::int64_t v) { return v == 1; });
     d.vendor = {{"primitive", "convolution"},
                 {"src", *x},
                 {"weights", *f},
                 {"groups", G},
                 {"strides", st},
                 {"dilations", dil},
-                {"pads_begin", {p[0], p[1]}},
-                {"pads_end", {p[2], p[3]}},
+                {"pads_begin", std::vector<std::int64_t>(p->begin(), p->begin() + r)},
+                {"pads_end", std::vector<std::int64_t>(p->begin() + r, p->end())},
                 {"bias", has_bias}};
-    d.name = "onnx_conv";
-    std::string iy = affine({{st[0], "y"}, {dil[0], "r"}}, -p[0]), ix = affine({{st[1], "x"}, {dil[1], "s"}}, -p[1]);
-    std::string oh = window_extent("H", "R", p[0] + p[2], dil[0], st[0]),
-                ow = window_extent("W", "S", p[1] + p[3], dil[1], st[1]);
+    d.sizes = {{"N", N}};
+    for (size_t a = 0; a < r; ++a) d.sizes.push_back({sp.in[a], in[a]});
     std::string bias_ix;
-    if (R == 1 && S == 1 && !pads && st[0] == 1 && st[1] == 1 && G == 1) {
-      // A 1x1 convolution is a matmul over the flattened plane (the same memory as NCHW).
-      d.name = "onnx_conv1x1";
-      d.sizes = {{"C", C}, {"H", H}, {"K", K}, {"N", N}, {"W", W}};
-      d.inputs = {"I: f32[N, C, H * W]", "F: f32[K, C]"};
-      d.groups = {{0, 1, {{"n", "N"}}}, {1, 2, {{"k", "K"}}}, {2, 4, {{"p", "H * W"}}}};
+    if (unit && !pads && G == 1) {
+      // A pointwise convolution is a matmul over the flattened extent (the same memory as NCHW).
+      d.name = r == 2 ? "onnx_conv1x1" : "onnx_conv_pointwise";
+      d.sizes.push_back({"C", C});
+      d.sizes.push_back({"K", K});
+      std::string plane = join(sp.in, " * ");
+      d.inputs = {"I: f32[N, C, " + plane + "]", "F: f32[K, C]"};
+      d.groups = {{0, 1, {{"n", "N"}}}, {1, 2, {{"k", "K"}}}, {2, 2 + r, {{"p", plane}}}};
       d.reduce = "+= I[n, c, p] * F[k, c]";
       bias_ix = "[k]";
       if (has_bias) d.inputs.push_back("bias: f32[K]");
@@ -414,21 +487,28 @@ class Mapper {
       bool grouped = G > 1;
       std::string gd = grouped ? "G, " : "", gv = grouped ? "g, " : "", cg = grouped ? "CG" : "C",
                   kg = grouped ? "KG" : "K";
+      d.name = !grouped ? "onnx_conv" : C == G ? "onnx_depthwise_conv" : "onnx_grouped_conv";
+      if (r != 2) d.name += std::to_string(r) + "d";
       if (grouped) {
-        d.name = C == G ? "onnx_depthwise_conv" : "onnx_grouped_conv";
-        d.sizes = {{"CG", C / G}, {"G", G}, {"H", H}, {"KG", K / G}, {"N", N}, {"R", R}, {"S", S}, {"W", W}};
+        d.sizes.insert(d.sizes.end(), {{"CG", C / G}, {"G", G}, {"KG", K / G}});
         d.groups = {{0, 1, {{"n", "N"}}}, {1, 2, {{"g", "G"}, {"k", "KG"}}}};
       } else {
-        d.sizes = {{"C", C}, {"H", H}, {"K", K}, {"N", N}, {"R", R}, {"S", S}, {"W", W}};
+        d.sizes.insert(d.sizes.end(), {{"C", C}, {"K", K}});
         d.groups = {{0, 1, {{"n", "N"}}}, {1, 2, {{"k", "K"}}}};
       }
-      d.groups.push_back({2, 3, {{"y", oh}}});
-      d.groups.push_back({3, 4, {{"x", ow}}});
-      d.inputs = {"I: f32[N, " + gd + cg + ", H, W]" + std::string(pads ? " pad 0" : ""),
-                  "F: f32[" + gd + kg + ", " + cg + ", R, S]"};
+      std::vector<std::string> in_ix, ranges;
+      for (size_t a = 0; a < r; ++a) {
+        d.sizes.push_back({sp.win_size[a], k[a]});
+        std::string extent = window_extent(sp.in[a], sp.win_size[a], (*p)[a] + (*p)[a + r], dil[a], st[a]);
+        d.groups.push_back({2 + a, 3 + a, {{sp.out[a], extent}}});
+        in_ix.push_back(affine({{st[a], sp.out[a]}, {dil[a], sp.win[a]}}, -(*p)[a]));
+        ranges.push_back(sp.out[a] + " < " + extent);
+      }
+      d.inputs = {"I: f32[N, " + gd + cg + ", " + join(sp.in) + "]" + std::string(pads ? " pad 0" : ""),
+                  "F: f32[" + gd + kg + ", " + cg + ", " + join(sp.win_size) + "]"};
       if (has_bias) d.inputs.push_back("bias: f32[" + gd + kg + "]");
-      d.reduce = "+= I[n, " + gv + "c, " + iy + ", " + ix + "] * F[" + gv + "k, c, r, s]";
-      d.where = "y < " + oh + ", x < " + ow;
+      d.reduce = "+= I[n, " + gv + "c, " + join(in_ix) + "] * F[" + gv + "k, c, " + join(sp.win) + "]";
+      d.where = join(ranges);
       bias_ix = "[" + gv + "k]";
     }
     d.result = "acc" + d.index() + (has_bias ? " + bias" + bias_ix : "");
@@ -518,27 +598,30 @@ class Mapper {
     return d;
   }
 
+  //! MaxPool and AveragePool over 1, 2 or 3 spatial dimensions: the window's range is given in
+  //! the op (`where r < 3, s < 3`); padding reads -inf for max and 0 for an average that counts
+  //! the padding.
   std::optional<Draft> pool(size_t i, std::string& why) {
     const Node& n = g_.nodes[i];
     const Dims *x = shape(n.inputs[0]), *y = shape(n.outputs[0]);
     auto k = n.attr_ints("kernel_shape", {});
-    if (!x || !y || x->size() != 4 || k.size() != 2) {
-      why = "only 2-D pooling with known shapes is mapped";
+    if (!x || !y || x->size() < 3 || x->size() > 5 || k.size() != x->size() - 2) {
+      why = "only 1-, 2- and 3-D pooling with known shapes is mapped";
       return std::nullopt;
     }
-    auto st = n.attr_ints("strides", {1, 1}), p = n.attr_ints("pads", {0, 0, 0, 0}),
-         dil = n.attr_ints("dilations", {1, 1});
-    if (!explicit_pads(n, why)) return std::nullopt;
-    if (st.size() != 2 || p.size() != 4 || dil.size() != 2) {
+    const size_t r = k.size();
+    const Spatial sp = spatial_names(r);
+    Dims in(x->begin() + 2, x->end());
+    auto st = n.attr_ints("strides", std::vector<std::int64_t>(r, 1)),
+         dil = n.attr_ints("dilations", std::vector<std::int64_t>(r, 1));
+    if (st.size() != r || dil.size() != r) {
       why = "pooling attributes out of the mapped forms";
       return std::nullopt;
     }
-    bool pads = std::any_of(p.begin(), p.end(), [](std::int64_t v) { return v != 0; });
+    auto p = window_pads(n, in, k, st, dil, why);
+    if (!p) return std::nullopt;
+    bool pads = std::any_of(p->begin(), p->end(), [](std::int64_t v) { return v != 0; });
     bool max = n.type == "MaxPool";
-    if (n.attr_i("ceil_mode", 0) != 0) {
-      why = "ceil_mode 1 is not mapped";
-      return std::nullopt;
-    }
     if (!max && pads && n.attr_i("count_include_pad", 0) == 0) {
       why =
           "average pooling over padding that divides by the inside points only (count_include_pad 0) has no "
@@ -549,29 +632,55 @@ class Mapper {
       why = "MaxPool's Indices output is not mapped";
       return std::nullopt;
     }
+    // ceil_mode rounds the output extent up: the last window may reach past the padding, which
+    // reads as padding; an average would then divide by fewer points, which is not mapped.
+    bool ceil = n.attr_i("ceil_mode", 0) != 0;
+    std::vector<std::string> extents, in_ix, ranges;
+    for (size_t a = 0; a < r; ++a) {
+      std::int64_t span = in[a] + (*p)[a] + (*p)[a + r] - dil[a] * (k[a] - 1) - 1;
+      std::int64_t floor_out = span / st[a] + 1, ceil_out = (span + st[a] - 1) / st[a] + 1;
+      if (ceil && (ceil_out - 1) * st[a] >= in[a] + (*p)[a]) --ceil_out;  // ONNX: no window starts in the end pad
+      if (ceil && ceil_out != floor_out && !max) {
+        why = "AveragePool with ceil_mode windows that reach past the padding is not mapped";
+        return std::nullopt;
+      }
+      std::string extent = window_extent(sp.in[a], std::to_string(k[a]), (*p)[a] + (*p)[a + r] +
+                                         (ceil ? (ceil_out - floor_out) * st[a] : 0), dil[a], st[a]);
+      extents.push_back(extent);
+      in_ix.push_back(affine({{st[a], sp.out[a]}, {dil[a], sp.win[a]}}, -(*p)[a]));
+      ranges.push_back(sp.out[a] + " < " + extent);
+    }
+    bool reads_outside = pads || ceil;
     Draft d;
     d.output = *y;
-    std::string oh = window_extent("H", std::to_string(k[0]), p[0] + p[2], dil[0], st[0]),
-                ow = window_extent("W", std::to_string(k[1]), p[1] + p[3], dil[1], st[1]);
-    std::string iy = affine({{st[0], "y"}, {dil[0], "r"}}, -p[0]), ix = affine({{st[1], "x"}, {dil[1], "s"}}, -p[1]);
     d.name = max ? "onnx_max_pool" : "onnx_avg_pool";
-    d.inputs = {"X: f32[N, C, H, W]" + std::string(pads ? (max ? " pad -inf" : " pad 0") : "")};
-    d.groups = {{0, 1, {{"n", "N"}}}, {1, 2, {{"c", "C"}}}, {2, 3, {{"y", oh}}}, {3, 4, {{"x", ow}}}};
-    d.reduce = std::string(max ? "max= " : "+= ") + "X[n, c, " + iy + ", " + ix + "]" +
-               (max ? "" : " * " + ir::number_text(1.0 / double(k[0] * k[1])));
-    d.window = "r < " + std::to_string(k[0]) + ", s < " + std::to_string(k[1]);
-    d.where = "y < " + oh + ", x < " + ow;
+    if (r != 2) d.name += std::to_string(r) + "d";
+    d.inputs = {"X: f32[N, C, " + join(sp.in) + "]" + std::string(reads_outside ? (max ? " pad -inf" : " pad 0") : "")};
+    d.groups = {{0, 1, {{"n", "N"}}}, {1, 2, {{"c", "C"}}}};
+    std::int64_t window = 1;
+    std::vector<std::string> window_ranges;
+    for (size_t a = 0; a < r; ++a) {
+      d.groups.push_back({2 + a, 3 + a, {{sp.out[a], extents[a]}}});
+      window *= k[a];
+      window_ranges.push_back(sp.win[a] + " < " + std::to_string(k[a]));
+    }
+    d.reduce = std::string(max ? "max= " : "+= ") + "X[n, c, " + join(in_ix) + "]" +
+               (max ? "" : " * " + ir::number_text(1.0 / double(window)));
+    d.window = join(window_ranges);
+    d.where = join(ranges);
     d.result = "acc" + d.index();
-    d.sizes = {{"C", (*x)[1]}, {"H", (*x)[2]}, {"N", (*x)[0]}, {"W", (*x)[3]}};
+    d.sizes = {{"C", (*x)[1]}, {"N", (*x)[0]}};
+    for (size_t a = 0; a < r; ++a) d.sizes.push_back({sp.in[a], in[a]});
     d.tensors = {{"X", n.inputs[0]}};
-    d.vendor = {{"primitive", "pooling"},
-                {"algorithm", max ? "max" : "avg_include_padding"},
-                {"src", *x},
-                {"kernel", k},
-                {"strides", st},
-                {"dilations", dil},
-                {"pads_begin", {p[0], p[1]}},
-                {"pads_end", {p[2], p[3]}}};
+    if (!ceil)
+      d.vendor = {{"primitive", "pooling"},
+                  {"algorithm", max ? "max" : "avg_include_padding"},
+                  {"src", *x},
+                  {"kernel", k},
+                  {"strides", st},
+                  {"dilations", dil},
+                  {"pads_begin", std::vector<std::int64_t>(p->begin(), p->begin() + r)},
+                  {"pads_end", std::vector<std::int64_t>(p->begin() + r, p->end())}};
     return d;
   }
 
@@ -613,6 +722,9 @@ class Mapper {
     return {{0, axis, {{"n", "N"}}}, {axis, rank, {{"d", "D"}}}};
   }
 
+  //! Softmax and LogSoftmax. Before opset 13 they flatten the input at `axis` (default 1) into
+  //! rows; from 13 on they normalise along `axis` (default -1): [A, D, B] with the axis in the
+  //! middle, [N, D] when it is the last.
   std::optional<Draft> softmax(size_t i, std::string& why) {
     const Node& n = g_.nodes[i];
     const Dims* x = shape(n.inputs[0]);
@@ -620,28 +732,73 @@ class Mapper {
       why = "input shape unknown";
       return std::nullopt;
     }
-    // Before opset 13 Softmax flattens the input at `axis` (default 1) into rows; from 13 on
-    // it normalises along `axis` (default -1), which maps when it is the last.
-    bool flattens = g_.opset < 13;
+    bool flattens = g_.opset < 13, log = n.type == "LogSoftmax";
     std::int64_t rank = static_cast<std::int64_t>(x->size());
     std::int64_t axis = n.attr_i("axis", flattens ? 1 : -1);
     if (axis < 0) axis += rank;
-    if (axis < 0 || axis >= rank || (!flattens && axis != rank - 1)) {
-      why = "Softmax over an axis other than the last is not mapped";
+    if (axis < 0 || axis >= rank) {
+      why = "axis out of range";
       return std::nullopt;
     }
-    std::int64_t D = 1;
-    for (std::int64_t k = axis; k < rank; ++k) D *= (*x)[k];
+    size_t a = static_cast<size_t>(axis), r = static_cast<size_t>(rank);
     Draft d;
     d.output = *x;
-    d.name = "onnx_softmax";
-    d.inputs = {"X: f32[N, D]"};
-    d.lines = {"mx[n] max= X[n, d]", "e[n, d] = exp(X[n, d] - mx[n])", "s[n] += e[n, d]"};
-    d.result = "e[n, d] / s[n]";
-    d.groups = rows_groups(static_cast<size_t>(axis), static_cast<size_t>(rank));
-    d.sizes = {{"D", D}, {"N", elements(*x) / D}};
+    d.name = log ? "onnx_log_softmax" : "onnx_softmax";
     d.tensors = {{"X", n.inputs[0]}};
-    d.vendor = {{"primitive", "softmax"}, {"src", {elements(*x) / D, D}}};
+    if (flattens || a == r - 1) {
+      std::int64_t D = 1;
+      for (size_t k = a; k < r; ++k) D *= (*x)[k];
+      d.inputs = {"X: f32[N, D]"};
+      d.lines = {"mx[n] max= X[n, d]", "e[n, d] = exp(X[n, d] - mx[n])", "s[n] += e[n, d]"};
+      d.result = log ? "X[n, d] - mx[n] - log(s[n])" : "e[n, d] / s[n]";
+      d.groups = rows_groups(a, r);
+      d.sizes = {{"D", D}, {"N", elements(*x) / D}};
+      if (!log) d.vendor = {{"primitive", "softmax"}, {"src", {elements(*x) / D, D}}};
+      return d;
+    }
+    std::int64_t A = 1, B = 1;
+    for (size_t k = 0; k < a; ++k) A *= (*x)[k];
+    for (size_t k = a + 1; k < r; ++k) B *= (*x)[k];
+    d.inputs = {"X: f32[A, D, B]"};
+    d.lines = {"mx[a, b] max= X[a, d, b]", "e[a, d, b] = exp(X[a, d, b] - mx[a, b])", "s[a, b] += e[a, d, b]"};
+    d.result = log ? "X[a, d, b] - mx[a, b] - log(s[a, b])" : "e[a, d, b] / s[a, b]";
+    d.groups = {{0, a, {{"a", "A"}}}, {a, a + 1, {{"d", "D"}}}, {a + 1, r, {{"b", "B"}}}};
+    d.sizes = {{"A", A}, {"B", B}, {"D", (*x)[a]}};
+    return d;
+  }
+
+  //! BatchNormalization on its own (not after a Conv it folds into), for inference: per channel
+  //! of [N, C, ...], (x - mean) * scale / sqrt(var + eps) + bias.
+  std::optional<Draft> batch_norm(size_t i, std::string& why) {
+    const Node& n = g_.nodes[i];
+    const Dims* x = shape(n.inputs[0]);
+    if (!x || x->size() < 2 || n.inputs.size() != 5 || n.attr_i("training_mode", 0) != 0) {
+      why = "BatchNormalization in training mode, or without a known shape of rank 2 or more, is not mapped";
+      return std::nullopt;
+    }
+    for (size_t k = 1; k < n.outputs.size(); ++k)
+      if (!n.outputs[k].empty() && consumers_.count(n.outputs[k])) {
+        why = "BatchNormalization's running statistics are in use";
+        return std::nullopt;
+      }
+    std::int64_t C = (*x)[1];
+    for (size_t k = 1; k < 5; ++k) {
+      const Dims* s = shape(n.inputs[k]);
+      if (!s || elements(*s) != C) {
+        why = "BatchNormalization's parameters must have one value per channel";
+        return std::nullopt;
+      }
+    }
+    Draft d;
+    d.output = *x;
+    d.name = "onnx_batch_norm";
+    d.inputs = {"X: f32[N, C, P]", "scale: f32[C]", "bias: f32[C]", "mean: f32[C]", "var: f32[C]"};
+    d.groups = {{0, 1, {{"n", "N"}}}, {1, 2, {{"c", "C"}}}, {2, x->size(), {{"p", "P"}}}};
+    d.result = "(X[n, c, p] - mean[c]) * scale[c] / sqrt(var[c] + " + ir::number_text(n.attr_f("epsilon", 1e-5f)) +
+               ") + bias[c]";
+    d.sizes = {{"C", C}, {"N", (*x)[0]}, {"P", elements(*x) / ((*x)[0] * C)}};
+    d.tensors = {{"X", n.inputs[0]}, {"scale", n.inputs[1]}, {"bias", n.inputs[2]}, {"mean", n.inputs[3]},
+                 {"var", n.inputs[4]}};
     return d;
   }
 
@@ -666,16 +823,16 @@ class Mapper {
   std::optional<Draft> layer_norm(size_t i, std::string& why) {
     const Node& n = g_.nodes[i];
     const Dims* x = shape(n.inputs[0]);
-    if (!x || x->size() < 2) {
-      why = "LayerNormalization needs a known shape of rank 2 or more";
+    if (!x || x->empty()) {
+      why = "LayerNormalization needs a known shape";
       return std::nullopt;
     }
     std::int64_t axis = n.attr_i("axis", -1);
     if (axis < 0) axis += static_cast<std::int64_t>(x->size());
-    if (axis < 1 || axis >= static_cast<std::int64_t>(x->size()) || n.attr_i("stash_type", 1) != 1 ||
+    if (axis < 0 || axis >= static_cast<std::int64_t>(x->size()) || n.attr_i("stash_type", 1) != 1 ||
         (n.outputs.size() > 1 && consumers_.count(n.outputs[1])) ||
         (n.outputs.size() > 2 && consumers_.count(n.outputs[2]))) {
-      why = "LayerNormalization over no leading rows, or with its mean or inverse deviation in use, is not mapped";
+      why = "LayerNormalization with its mean or inverse deviation in use (or stash_type other than 1) is not mapped";
       return std::nullopt;
     }
     Draft d = layer_norm_draft(*x, static_cast<size_t>(axis), n.attr_f("epsilon", 1e-5f));
@@ -701,10 +858,10 @@ class Mapper {
   std::optional<Draft> layer_norm_pattern(size_t i) {
     const Node& n = g_.nodes[i];
     const Dims* x = shape(n.inputs[0]);
-    if (!x || x->size() < 2 || n.attr_i("keepdims", 1) != 1) return std::nullopt;
+    if (!x || x->empty() || n.attr_i("keepdims", 1) != 1) return std::nullopt;
     auto axes = reduce_axes(n, x->size());
     if (!axes || axes->back() != static_cast<std::int64_t>(x->size()) - 1 ||
-        axes->size() != x->size() - static_cast<size_t>(axes->front()) || axes->front() < 1)
+        axes->size() != x->size() - static_cast<size_t>(axes->front()))
       return std::nullopt;
     size_t sub_at, sq_at = 0, mean2_at, add_at, sqrt_at, div_at = 0;
     const Node* sub = only_consumer_of_type(n.outputs[0], "Sub", sub_at);
@@ -782,15 +939,43 @@ class Mapper {
       k = end;
     }
     if (d.index() == "[]") {
-      why = "a reduction to a single value is not mapped";
+      // A reduction to one value: an output axis of extent 1 that no input dimension has.
+      d.groups.insert(d.groups.begin(), {0, 0, {{"o", "O"}}});
+      d.sizes.push_back({"O", 1});
+      x_dims = "O, " + x_dims;
+      x_ix = "o, " + x_ix;
+    }
+    std::string x_at = "X[" + x_ix + "]", acc = "acc" + d.index();
+    const std::string& t = n.type;
+    static const std::map<std::string, std::pair<const char*, const char*>> forms = {
+        // type -> (reduction with X for @, result with acc for @)
+        {"ReduceSum", {"+= @", "@"}},
+        {"ReduceMean", {"+= @", "@"}},
+        {"ReduceMax", {"max= @", "@"}},
+        {"ReduceMin", {"min= @", "@"}},
+        {"ReduceProd", {"*= @", "@"}},
+        {"ReduceL1", {"+= abs(@)", "@"}},
+        {"ReduceL2", {"+= @ * @", "sqrt(@)"}},
+        {"ReduceSumSquare", {"+= @ * @", "@"}},
+        {"ReduceLogSum", {"+= @", "log(@)"}},
+        {"ReduceLogSumExp", {"", ""}}};  // written below
+    auto form = forms.find(t);
+    if (form == forms.end()) {
+      why = "no mapping for ONNX op " + t;
       return std::nullopt;
     }
-    d.name = n.type == "ReduceSum"    ? "onnx_reduce_sum"
-             : n.type == "ReduceMean" ? "onnx_reduce_mean"
-                                      : "onnx_reduce_max";
+    d.name = "onnx_" + t.substr(6);
+    std::transform(d.name.begin(), d.name.end(), d.name.begin(), [](unsigned char ch) { return std::tolower(ch); });
     d.inputs = {"X: f32[" + x_dims + "]"};
-    d.reduce = std::string(n.type == "ReduceMax" ? "max= " : "+= ") + "X[" + x_ix + "]";
-    d.result = "acc" + d.index() + (n.type == "ReduceMean" ? " * " + ir::number_text(1.0 / double(count)) : "");
+    std::string reduction = form->second.first, result = form->second.second;
+    if (t == "ReduceLogSumExp") {
+      // The largest element first, so that exp does not overflow.
+      d.lines = {"mx" + d.index() + " max= " + x_at};
+      reduction = "+= exp(" + x_at + " - mx" + d.index() + ")";
+      result = "log(@) + mx" + d.index();
+    }
+    d.reduce = detail::apply(reduction, x_at);
+    d.result = detail::apply(result, acc) + (t == "ReduceMean" ? " * " + ir::number_text(1.0 / double(count)) : "");
     d.tensors = {{"X", n.inputs[0]}};
     return d;
   }
@@ -817,9 +1002,9 @@ class Mapper {
       shapes.push_back(*s);
     }
     d.groups = elementwise_groups(*y, shapes, d.sizes);
-    if (d.index() == "[]") {
-      why = "an elementwise op of a single value is not mapped";
-      return std::nullopt;
+    if (d.index() == "[]") {  // one value: an axis of extent 1 that no tensor dimension has
+      d.groups.insert(d.groups.begin(), {0, 0, {{"i", "E"}}});
+      d.sizes.push_back({"E", 1});
     }
     std::vector<std::string> args;
     std::map<std::string, std::string> names;

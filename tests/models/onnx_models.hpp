@@ -1,6 +1,7 @@
-// tests/models/onnx_models.hpp — ONNX graphs written with ONNX's protobuf API for the import
-// tests: small models, and the layer structure of ResNet-50, MobileNetV2 and a BERT-base
-// encoder layer (shapes are what import reads; weights are constant initializers).
+// tests/models/onnx_models.hpp — for the import tests: ONNX graphs written with ONNX's protobuf
+// API (small models, and the layer structure of ResNet-50, MobileNetV2 and a BERT-base encoder
+// layer: shapes are what import reads; weights are constant initializers), and a runner of an
+// imported model's tasks through their naive kernels.
 #pragma once
 #include <onnx/onnx_pb.h>
 
@@ -8,7 +9,17 @@
 #include <string>
 #include <vector>
 
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+#include "codegen/backend.hpp"
 #include "helpers.hpp"
+#include "ir/loop_nest.hpp"
+#include "ir/parse.hpp"
+#include "models/graph.hpp"
 
 namespace tiletune::test {
 
@@ -314,6 +325,56 @@ inline std::string write_bert_layer(const TempDir& dir) {
   add_node(g, "Add", "ffn_residual", {f2, h}, {"ffn_sum"});
   add_output(g, layer_norm("ln2", "ffn_sum"));
   return save(model, dir.file("bert_layer.onnx"));
+}
+
+//! Runs the naive kernel of one occurrence of a task: its inputs are the ONNX values named by
+//! the occurrence's tensors, looked up in `values`; its output is stored there.
+inline void run_task(const models::Task& task, size_t occurrence, std::map<std::string, std::vector<float>>& values,
+              const TempDir& dir) {
+  ir::Workload w = ir::bind(ir::parse_op(task.op_text), ir::parse_sizes(task.sizes));
+  auto be = codegen::make_backend("cpu");
+  ir::Schedule s = ir::naive_schedule(w);
+  ir::LoopNest nest = ir::lower(w, s, be->target().traits);
+  std::string src = dir.file(w.key + ".cpp"), lib = dir.file(w.key + ".so");
+  std::ofstream(src) << be->emit(w, nest, s.to_json());
+  std::string log = be->build(src, lib);
+  REQUIRE_MESSAGE(log.empty(), log);
+  codegen::KernelShape shape;
+  std::vector<std::vector<float>> data;
+  const auto& tensors = task.tensors.at(occurrence);
+  for (auto& b : w.buffers) {
+    if (b.role == ir::Buffer::Role::Temp) continue;
+    shape.tensor_floats.push_back(b.elements());
+    std::vector<float> v(b.elements(), NAN);
+    if (b.role == ir::Buffer::Role::Input) {
+      const std::string& value = tensors.at(b.name);
+      REQUIRE_MESSAGE(values.count(value), "no data for " << value);
+      v = values.at(value);
+      REQUIRE(static_cast<std::int64_t>(v.size()) == b.elements());
+    }
+    data.push_back(v);
+  }
+  shape.workspace_floats = nest.workspace_floats;
+  auto kernel = be->load(lib, shape);
+  std::vector<float*> args;
+  for (auto& v : data) args.push_back(v.data());
+  std::vector<float> workspace(nest.workspace_floats + 16);
+  kernel->run(args.data(), workspace.data(), codegen::Kernel::kUpload | codegen::Kernel::kDownload);
+  values[tensors.at("Y")] = data.back();
+}
+
+//! Runs a model's tasks in graph order (a graph without layout-only nodes between kernels),
+//! from `values` holding its inputs; the model's constants are added.
+inline void run_model(const models::detail::Graph& g, const models::Imported& m,
+               std::map<std::string, std::vector<float>>& values, const TempDir& dir) {
+  for (auto& [name, v] : g.values) values.emplace(name, v);
+  std::map<std::string, size_t> position;
+  for (size_t i = 0; i < g.nodes.size(); ++i) position[g.nodes[i].name] = i;
+  std::vector<std::tuple<size_t, size_t, size_t>> order;  // first node, task, occurrence
+  for (size_t t = 0; t < m.tasks.size(); ++t)
+    for (size_t o = 0; o < m.tasks[t].nodes.size(); ++o) order.emplace_back(position.at(m.tasks[t].nodes[o][0]), t, o);
+  std::sort(order.begin(), order.end());
+  for (auto& [at, t, o] : order) run_task(m.tasks[t], o, values, dir);
 }
 
 }  // namespace tiletune::test
