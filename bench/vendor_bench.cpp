@@ -25,6 +25,7 @@
 #include "support/hash.hpp"
 #include "support/subprocess.hpp"
 #include "tuner/tune.hpp"
+#include "vendor/vendor.hpp"
 #include "vendors.hpp"
 
 using namespace tiletune;
@@ -124,7 +125,7 @@ int main(int argc, char** argv) {
     bo.threads = threads;
     auto backend = codegen::make_backend("cpu", bo);
     auto store = db::open_sqlite_store(db_path);
-    double peak = bench::measure_fma_peak_gflops(threads);
+    double peak = vendor::fma_peak_gflops(threads);
     std::cout << "FMA peak measured now: " << fmt(peak) << " GFLOP/s on " << threads
               << " threads; trials per case: " << trials << " (" << strategy
               << (no_seeds ? ", no seeds" : ", seeds first") << "); rounds: " << reps
@@ -183,7 +184,7 @@ int main(int argc, char** argv) {
       // implementations alternating: each library's idle threads (OpenBLAS spins for a while)
       // settle before the next one runs.
       bool mem = memory_bound(c.op);
-      std::function<void()> copy = mem ? bench::copy_call(w.io_bytes() / 2, threads) : nullptr;
+      std::function<void()> copy = mem ? vendor::copy_call(w.io_bytes() / 2, threads) : nullptr;
       std::vector<double> t_ours, t_dnnl, t_blas, t_copy;
       auto timed = [&](const std::function<void()>& f, std::vector<double>& out) {
         if (!f) return;

@@ -71,6 +71,7 @@ struct ModelTuneOptions {
   int round = 8;
   std::string scheduler = "gradient";
   bool json = false;
+  bool compare_vendor = false;  //!< time oneDNN's layer for each task in the assessment
 };
 //! Tunes a model's tasks under one budget (tuner/task_scheduler.hpp), printing each round, then
 //! its assessment: per task its weight, FLOPs, bytes, best latency and share of the model.

@@ -142,6 +142,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember(tuner::search_names()))
       ->capture_default_str();
   tune_model_cmd->add_flag("--json", model_tune.json, "print the assessment as JSON");
+  tune_model_cmd->add_flag("--compare-vendor", model_tune.compare_vendor,
+                           "time oneDNN's layer (its layouts, its fused post-ops) for each task in the assessment");
 
   std::vector<std::string> configs;
   auto* measure_cmd = app.add_subcommand("measure", "measure given configs of an op and store the records");

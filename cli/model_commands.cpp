@@ -11,10 +11,12 @@
 #include "cli/table.hpp"
 #include "db/store.hpp"
 #include "ir/parse.hpp"
+#include "ir/schedule.hpp"
 #include "models/onnx_import.hpp"
 #include "support/error.hpp"
 #include "support/files.hpp"
 #include "tuner/task_scheduler.hpp"
+#include "vendor/vendor.hpp"
 
 namespace tiletune::cli {
 
@@ -31,6 +33,109 @@ std::map<std::string, models::Dims> parse_inputs(const std::vector<std::string>&
 
 bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+//! The assessment after tuning: per task its weight, FLOPs, bytes, naive and best latency,
+//! GFLOP/s, the share of this machine's roof it reaches (FMA peak or copy bandwidth, measured
+//! now), and with --compare-vendor oneDNN's time for the same layer; the model's estimated
+//! latency (sum of weight x best) against oneDNN's sum over the layers it has.
+int report_model(const CommonOptions& c, const ModelTuneOptions& m, const std::string& name,
+                 const std::vector<tuner::WeightedTask>& tasks, const std::vector<std::string>& labels,
+                 const std::vector<nlohmann::json>& layers, const std::vector<tuner::TaskStatus>& status,
+                 const codegen::Backend& backend, db::RecordStore& store) {
+  const std::string& target = backend.target().key;
+  const int threads = backend.target().traits.threads;
+  if (m.compare_vendor && !vendor::available())
+    throw_error(ErrorKind::NotFound, "--compare-vendor: this tiletune was built without oneDNN (libdnnl-dev)");
+  // The roofs, measured in this run.
+  const double peak_flops = vendor::fma_peak_gflops(threads) * 1e9;
+  const std::size_t copy_bytes = std::size_t(64) << 20;
+  const double copy_bps = 2.0 * copy_bytes / vendor::median_seconds(vendor::copy_call(copy_bytes, threads), 0.3);
+  double total = tuner::estimated_latency(tasks, status);
+  double vendor_total = 0, ours_on_vendor_layers = 0;
+  int vendor_layers = 0;
+  std::vector<Row> rows;
+  nlohmann::json report = nlohmann::json::array();
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    const ir::Workload& w = tasks[i].workload;
+    const auto& s = status[i];
+    const int weight = tasks[i].weight;
+    bool measured = std::isfinite(s.best_s);
+    double share = std::isfinite(total) && measured ? weight * s.best_s / total : NAN;
+    double roof_s = std::max(w.flops() / peak_flops, w.io_bytes() / copy_bps);
+    bool compute_bound = w.flops() / peak_flops >= w.io_bytes() / copy_bps;
+    db::RecordQuery naive_query{w.key, target, 0, 1, true, ir::naive_schedule(w).key()};
+    auto naive = store.records(naive_query);
+    double naive_s = naive.empty() ? NAN : naive[0].median_s();
+    nlohmann::json vendor_json = nullptr;
+    double vendor_s = NAN;
+    if (m.compare_vendor && !layers[i].is_null()) {
+      vendor::Layer layer = vendor::onednn_layer(layers[i], threads);
+      vendor_json = {{"name", layer.name}, {"unfused", layer.unfused}};
+      if (layer.run) {
+        vendor_s = vendor::median_seconds(layer.run, 0.2);
+        vendor_json["seconds"] = vendor_s;
+        if (measured) {
+          vendor_total += weight * vendor_s;
+          ours_on_vendor_layers += weight * s.best_s;
+          ++vendor_layers;
+        }
+      }
+    }
+    auto number = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
+    rows.push_back({{std::to_string(i + 1), w.op.name, w.sizes_text(), std::to_string(weight), std::to_string(s.trials),
+                     fmt("%.3f", w.flops() / 1e9), fmt("%.2f", w.io_bytes() / 1e6), ms(naive_s), ms(s.best_s),
+                     measured ? fmt("%.1f", w.flops() / s.best_s / 1e9) : "-",
+                     measured ? fmt("%.0f%%", 100 * roof_s / s.best_s) + (compute_bound ? " peak" : " copy") : "-",
+                     ms(vendor_s), std::isfinite(vendor_s) && measured ? fmt("%.2f", vendor_s / s.best_s) : "-",
+                     std::isfinite(share) ? fmt("%.1f%%", 100 * share) : "-", labels[i]}});
+    report.push_back({{"op", w.op.name},
+                      {"sizes", w.sizes_text()},
+                      {"workload_key", w.key},
+                      {"weight", weight},
+                      {"trials", s.trials},
+                      {"flops", w.flops()},
+                      {"bytes", w.io_bytes()},
+                      {"naive_s", number(naive_s)},
+                      {"best_s", number(s.best_s)},
+                      {"roof_s", roof_s},
+                      {"roof", compute_bound ? "fma peak" : "copy bandwidth"},
+                      {"roof_fraction", measured ? number(roof_s / s.best_s) : nlohmann::json(nullptr)},
+                      {"vendor", vendor_json},
+                      {"share", number(share)},
+                      {"first_node", labels[i]}});
+  }
+  nlohmann::json summary = {
+      {"model", name},
+      {"target_key", target},
+      {"estimated_latency_s", std::isfinite(total) ? nlohmann::json(total) : nlohmann::json(nullptr)},
+      {"roofs", {{"fma_gflops", peak_flops / 1e9}, {"copy_gbps", copy_bps / 1e9}}},
+      {"tasks", report}};
+  if (m.compare_vendor)
+    summary["vendor"] = {
+        {"name", "oneDNN"},
+        {"layers", vendor_layers},
+        {"tasks_without_vendor_layer", static_cast<int>(tasks.size()) - vendor_layers},
+        {"vendor_latency_s", vendor_total},
+        {"tiletune_latency_on_those_layers_s", ours_on_vendor_layers},
+        {"tiletune_over_vendor",
+         vendor_total > 0 ? nlohmann::json(ours_on_vendor_layers / vendor_total) : nlohmann::json(nullptr)}};
+  if (m.json) {
+    std::cout << summary.dump(2) << "\n";
+  } else {
+    print_table({"task", "op", "sizes", "weight", "trials", "GFLOP", "MB", "naive ms", "best ms", "GFLOP/s", "of roof",
+                 "oneDNN ms", "x oneDNN", "share", "first node"},
+                rows);
+    std::cout << "estimated model latency " << ms(total)
+              << " ms (sum of weight x best); roofs measured now: " << fmt("%.1f", peak_flops / 1e9)
+              << " GFLOP/s FMA peak, " << fmt("%.1f", copy_bps / 1e9) << " GB/s copy; database " << c.db << "\n";
+    if (m.compare_vendor)
+      std::cout << "oneDNN on the " << vendor_layers << " layers it has: " << ms(vendor_total)
+                << " ms; tiletune on them " << ms(ours_on_vendor_layers) << " ms ("
+                << (vendor_total > 0 ? fmt("%.2f", ours_on_vendor_layers / vendor_total) : "-") << "x oneDNN's time); "
+                << tasks.size() - vendor_layers << " tasks have no oneDNN layer\n";
+  }
+  return std::isfinite(total) ? kOk : kNoResult;
 }
 
 }  // namespace
@@ -78,6 +183,7 @@ int run_tune_model(const CommonOptions& c, const tuner::TuneOptions& t, const Mo
   // The tasks: an ONNX model imported now, or a suite whose cases carry weights (an import's).
   std::vector<tuner::WeightedTask> tasks;
   std::vector<std::string> labels;
+  std::vector<nlohmann::json> layers;  // per task: the layer as the vendor has it (null: none)
   std::string name = m.model;
   if (ends_with(m.model, ".onnx")) {
     models::Imported imported = models::import_onnx(m.model, parse_inputs(m.input_shapes));
@@ -89,6 +195,7 @@ int run_tune_model(const CommonOptions& c, const tuner::TuneOptions& t, const Mo
     for (auto& task : imported.tasks) {
       tasks.push_back({ir::bind(ir::parse_op(task.op_text), ir::parse_sizes(task.sizes)), task.weight});
       labels.push_back(task.nodes.empty() || task.nodes[0].empty() ? "" : task.nodes[0][0]);
+      layers.push_back(task.vendor.empty() ? nlohmann::json() : nlohmann::json::parse(task.vendor));
     }
   } else {
     if (!m.input_shapes.empty()) throw_error(ErrorKind::InvalidInput, "--input applies to an ONNX model, not a suite");
@@ -111,6 +218,7 @@ int run_tune_model(const CommonOptions& c, const tuner::TuneOptions& t, const Mo
       }
       tasks.push_back({suite.workloads[i], static_cast<int>(weight)});
       labels.push_back(suite.workloads[i].op.name);
+      layers.push_back(cs.contains("vendor") && cs["vendor"].is_object() ? cs["vendor"] : nlohmann::json());
     }
   }
   if (tasks.empty()) throw_error(ErrorKind::InvalidInput, m.model + " has no task to tune");
@@ -135,44 +243,7 @@ int run_tune_model(const CommonOptions& c, const tuner::TuneOptions& t, const Mo
                   << " ms after " << p.trials << " trials\n"
                   << std::flush;
       });
-  // The assessment: per task, and the model's estimated latency.
-  double total = tuner::estimated_latency(tasks, status);
-  std::vector<Row> rows;
-  nlohmann::json report = nlohmann::json::array();
-  for (size_t i = 0; i < tasks.size(); ++i) {
-    const ir::Workload& w = tasks[i].workload;
-    const auto& s = status[i];
-    double share = std::isfinite(total) && std::isfinite(s.best_s) ? tasks[i].weight * s.best_s / total : NAN;
-    rows.push_back({{std::to_string(i + 1), w.op.name, w.sizes_text(), std::to_string(tasks[i].weight),
-                     std::to_string(s.trials), fmt("%.3f", w.flops() / 1e9), fmt("%.2f", w.io_bytes() / 1e6),
-                     ms(s.best_s), std::isfinite(s.best_s) ? fmt("%.1f", w.flops() / s.best_s / 1e9) : "-",
-                     std::isfinite(s.best_s) ? fmt("%.1f", w.io_bytes() / s.best_s / 1e9) : "-",
-                     std::isfinite(share) ? fmt("%.1f%%", 100 * share) : "-", labels[i]}});
-    report.push_back({{"op", w.op.name},
-                      {"sizes", w.sizes_text()},
-                      {"workload_key", w.key},
-                      {"weight", tasks[i].weight},
-                      {"trials", s.trials},
-                      {"flops", w.flops()},
-                      {"bytes", w.io_bytes()},
-                      {"best_s", std::isfinite(s.best_s) ? nlohmann::json(s.best_s) : nlohmann::json(nullptr)},
-                      {"share", std::isfinite(share) ? nlohmann::json(share) : nlohmann::json(nullptr)}});
-  }
-  if (m.json) {
-    std::cout << nlohmann::json{{"model", name},
-                                {"target_key", backend->target().key},
-                                {"estimated_latency_s",
-                                 std::isfinite(total) ? nlohmann::json(total) : nlohmann::json(nullptr)},
-                                {"tasks", report}}
-                     .dump(2)
-              << "\n";
-  } else {
-    print_table(
-        {"task", "op", "sizes", "weight", "trials", "GFLOP", "MB", "best ms", "GFLOP/s", "GB/s", "share", "first node"},
-        rows);
-    std::cout << "estimated model latency " << ms(total) << " ms (sum of weight x best)  database " << c.db << "\n";
-  }
-  return std::isfinite(total) ? kOk : kNoResult;
+  return report_model(c, m, name, tasks, labels, layers, status, *backend, *store);
 }
 
 }  // namespace tiletune::cli

@@ -73,7 +73,8 @@ std::string apply(const std::string& f, const std::string& x) {
 }
 
 std::optional<std::pair<std::string, std::string>> fit_operand(const Dims& shape, const Dims& out,
-                                                               const std::vector<Group>& groups) {
+                                                               const std::vector<Group>& groups,
+                                                               std::vector<bool>* included) {
   if (shape.size() > out.size()) return std::nullopt;
   const size_t lead = out.size() - shape.size();  // numpy broadcasting aligns the last dimensions
   Dims s(lead, 1);
@@ -87,6 +88,7 @@ std::optional<std::pair<std::string, std::string>> fit_operand(const Dims& shape
       ones &= s[d] == 1;
       whole &= d >= lead && s[d] == out[d];
     }
+    if (included) included->push_back(whole);
     if (!whole && ones) continue;
     if (!whole) return std::nullopt;
     for (auto& a : g.axes) {
@@ -139,9 +141,9 @@ std::vector<Group> elementwise_groups(const Dims& out, const std::vector<Dims>& 
 }
 
 bool is_elementwise(const Node& n) {
-  static const std::set<std::string> unary = {"Relu",     "Sigmoid",   "Tanh", "Erf",  "Abs",         "Exp",
-                                              "Log",      "Sqrt",      "Neg",  "Reciprocal", "LeakyRelu", "HardSigmoid",
-                                              "HardSwish", "Elu",      "Selu", "Gelu", "Softplus",    "Clip"};
+  static const std::set<std::string> unary = {"Relu",      "Sigmoid", "Tanh", "Erf",        "Abs",       "Exp",
+                                              "Log",       "Sqrt",    "Neg",  "Reciprocal", "LeakyRelu", "HardSigmoid",
+                                              "HardSwish", "Elu",     "Selu", "Gelu",       "Softplus",  "Clip"};
   static const std::set<std::string> binary = {"Add", "Sub", "Mul", "Div", "Pow", "PRelu"};
   static const std::set<std::string> variadic = {"Max", "Min", "Sum", "Mean"};
   if (n.outputs.size() != 1) return false;

@@ -58,8 +58,10 @@ std::string apply(const std::string& f, const std::string& x);
 //! A tensor of shape `shape` broadcast (numpy rules) to `out`, seen through `groups`: its op
 //! dimensions and index ("K", "k" for a per-channel bias of NCHW), both empty for one element;
 //! nullopt when it does not broadcast whole groups.
+//! `included`, when given, gets per group whether the tensor has it.
 std::optional<std::pair<std::string, std::string>> fit_operand(const Dims& shape, const Dims& out,
-                                                               const std::vector<Group>& groups);
+                                                               const std::vector<Group>& groups,
+                                                               std::vector<bool>* included = nullptr);
 
 //! Groups for an elementwise op over `out` whose operands have `shapes`: neighbouring
 //! dimensions that every operand either has whole or broadcasts share one flattened axis.

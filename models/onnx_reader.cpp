@@ -140,8 +140,7 @@ Graph read_onnx(const std::string& path, const std::map<std::string, Dims>& inpu
   for (auto& t : graph->initializer()) keep_constant(g, t, t.name());
   Dims d;
   for (auto* list : {&graph->input(), &graph->value_info(), &graph->output()})
-    for (auto& v : *list)
-    {
+    for (auto& v : *list) {
       if (known_shape(v, d)) g.shapes[v.name()] = d;
       if (v.type().has_tensor_type()) g.types[v.name()] = v.type().tensor_type().elem_type();
     }
@@ -204,12 +203,14 @@ Imported import_onnx(const std::string& path, const std::map<std::string, Dims>&
 
 nlohmann::json suite_json(const Imported& m, int trials) {
   nlohmann::json cases = nlohmann::json::array(), skipped = nlohmann::json::array();
-  for (auto& t : m.tasks)
+  for (auto& t : m.tasks) {
     cases.push_back({{"op_text", t.op_text},
                      {"sizes", t.sizes},
                      {"weight", t.weight},
                      {"onnx_nodes", t.nodes},
                      {"onnx_tensors", t.tensors}});
+    if (!t.vendor.empty()) cases.back()["vendor"] = nlohmann::json::parse(t.vendor);
+  }
   for (auto& s : m.skipped)
     skipped.push_back({{"node", s.node}, {"op_type", s.op_type}, {"reason", s.reason}, {"layout_only", s.layout_only}});
   return {{"name", m.model},

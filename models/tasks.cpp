@@ -6,11 +6,11 @@
 // constants and tensors that broadcast over the output's groups, and has one output of its own.
 // Tasks with one workload key are merged.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <functional>
 #include <numeric>
 #include <optional>
-#include <cctype>
 #include <set>
 
 #include "ir/parse.hpp"
@@ -114,7 +114,8 @@ std::optional<std::vector<std::int64_t>> window_pads(const Node& n, const Dims& 
 }
 
 //! The vendor's name for the step an epilogue node is, if it fuses it (oneDNN's post-ops).
-nlohmann::json post_op(const Node& n, const std::vector<std::string>& args, bool tensor_operand) {
+//! `operand` is the vendor's shape of a tensor operand (empty for none).
+nlohmann::json post_op(const Node& n, const std::vector<std::string>& args, const std::vector<std::int64_t>& operand) {
   auto literal = [&](size_t k, double& v) {
     if (k >= args.size() || args[k].empty()) return false;
     char* end = nullptr;
@@ -138,7 +139,9 @@ nlohmann::json post_op(const Node& n, const std::vector<std::string>& args, bool
     if (std::isfinite(lo) && std::isfinite(hi)) return {{"eltwise", "clip"}, {"alpha", lo}, {"beta", hi}};
     return nullptr;
   }
-  if ((n.type == "Add" || n.type == "Mul") && tensor_operand) return {{"binary", n.type == "Add" ? "add" : "mul"}};
+  if ((n.type == "Add" || n.type == "Mul") && !operand.empty())
+    return {{"binary", n.type == "Add" ? "add" : "mul"}, {"dims", operand}};
+  if (!operand.empty()) return nullptr;
   if ((n.type == "Mul" || n.type == "Div") && (literal(1, v) || literal(0, v)))
     return {{"eltwise", "linear"}, {"alpha", n.type == "Mul" ? v : 1.0 / v}, {"beta", 0.0}};
   if ((n.type == "Add" || n.type == "Sub") && literal(1, v))
@@ -260,6 +263,78 @@ class Mapper {
     return axes;
   }
 
+  //! One node of an epilogue: the op tensors it adds and its vendor post-op (null: none).
+  struct Step {
+    size_t node;
+    std::vector<std::string> decls;
+    std::map<std::string, std::string> tensors;
+    nlohmann::json post;
+  };
+
+  //! The epilogue as the vendor's post-ops: a chain of nodes is a chain of post-ops; where it
+  //! forks (GELU reads x twice) the nodes from the fork to the join are one function, named
+  //! by the vendor (gelu_erf, swish, hardswish, square) or left unfused.
+  void vendor_post_ops(Draft& d, const std::vector<Step>& steps) const {
+    nlohmann::json post = nlohmann::json::array(), unfused = nlohmann::json::array();
+    std::map<std::string, std::vector<size_t>> readers;  // value -> the steps that read it
+    for (size_t k = 0; k < steps.size(); ++k)
+      for (auto& in :
+           std::set<std::string>(g_.nodes[steps[k].node].inputs.begin(), g_.nodes[steps[k].node].inputs.end()))
+        readers[in].push_back(k);
+    auto last_reader = [&](const std::string& v) { return readers.count(v) ? readers[v].back() : 0; };
+    std::string prev = d.value;  // the value the chain carries
+    for (size_t k = 0; k < steps.size();) {
+      const Node& n = g_.nodes[steps[k].node];
+      if (readers[prev].size() < 2 && std::count(n.inputs.begin(), n.inputs.end(), prev) < 2) {
+        (steps[k].post.is_null() ? unfused : post)
+            .push_back(steps[k].post.is_null() ? nlohmann::json(n.type) : steps[k].post);
+        prev = n.outputs[0];
+        ++k;
+        continue;
+      }
+      // `prev` forks: the segment ends where every value made inside it is read only inside it.
+      size_t end = std::max(k, last_reader(prev));
+      for (size_t j = k; j < end; ++j) end = std::max(end, last_reader(g_.nodes[steps[j].node].outputs[0]));
+      std::multiset<std::string> types;
+      for (size_t j = k; j <= end; ++j) types.insert(g_.nodes[steps[j].node].type);
+      using T = std::multiset<std::string>;
+      std::string fn = types == T{"Div", "Erf", "Add", "Mul", "Mul"} || types == T{"Mul", "Erf", "Add", "Mul", "Mul"}
+                           ? "gelu_erf"
+                       : types == T{"Sigmoid", "Mul"}     ? "swish"
+                       : types == T{"HardSigmoid", "Mul"} ? "hardswish"
+                       : types == T{"Mul"}                ? "square"
+                                                          : "";
+      // x * (1 + erf(x / sqrt 2)) without the half is twice GELU.
+      bool twice_gelu = types == T{"Div", "Erf", "Add", "Mul"} || types == T{"Mul", "Erf", "Add", "Mul"};
+      if (twice_gelu) fn = "gelu_erf";
+      if (fn.empty())
+        for (size_t j = k; j <= end; ++j) unfused.push_back(g_.nodes[steps[j].node].type);
+      else
+        post.push_back({{"eltwise", fn}});
+      if (twice_gelu) post.push_back({{"eltwise", "linear"}, {"alpha", 2.0}, {"beta", 0.0}});
+      prev = g_.nodes[steps[end].node].outputs[0];
+      k = end + 1;
+    }
+    d.vendor["post_ops"] = post;
+    d.vendor["unfused"] = unfused;
+  }
+
+  //! A tensor operand of the epilogue as the vendor's primitive sees it: per output group (one
+  //! dimension of the vendor's output each), its extent where the tensor has it, else 1.
+  static std::vector<std::int64_t> vendor_dims(const Dims& shape, const Draft& d) {
+    std::vector<bool> included;
+    fit_operand(shape, d.output, d.groups, &included);
+    std::vector<std::int64_t> dims;
+    for (size_t k = 0; k < d.groups.size() && k < included.size(); ++k) {
+      const Group& g = d.groups[k];
+      if (g.axes.empty()) continue;
+      std::int64_t extent = 1;
+      for (size_t a = g.first; a < g.end; ++a) extent *= d.output[a];
+      dims.push_back(included[k] ? extent : 1);
+    }
+    return dims;
+  }
+
   //! Fuses the elementwise subgraph after the draft's kernel into its epilogue (see the top of
   //! the file) and returns the op text. The longest prefix, in graph order, of the elementwise
   //! nodes that read what the kernel computed is taken whose values all stay inside but one.
@@ -267,12 +342,6 @@ class Mapper {
     std::map<std::string, std::string> expr{{d.value, "@"}};
     std::set<size_t> region;
     std::vector<std::string> produced{d.value};
-    struct Step {
-      size_t node;
-      std::vector<std::string> decls;
-      std::map<std::string, std::string> tensors;
-      nlohmann::json post;
-    };
     std::vector<Step> steps;
     std::map<std::string, std::string> names;  // ONNX value -> its op tensor in the epilogue
     std::set<std::string> taken;
@@ -286,7 +355,8 @@ class Mapper {
         continue;
       std::vector<std::string> args;
       Step step{j, {}, {}, nullptr};
-      bool fits = true, tensor_operand = false;
+      bool fits = true;
+      std::vector<std::int64_t> operand;  // the tensor operand as the vendor sees it
       for (size_t k = 0; k < n.inputs.size() && fits; ++k) {
         const std::string& in = n.inputs[k];
         if (in.empty()) {
@@ -297,8 +367,9 @@ class Mapper {
           args.push_back(ir::number_text(*s));
         } else if (const Dims* s = shape(in); s && names.count(in)) {
           args.push_back(names[in]);
-          tensor_operand = true;
+          operand = vendor_dims(*s, d);
         } else if (auto f = s ? fit_operand(*s, d.output, d.groups) : std::nullopt) {
+          operand = vendor_dims(*s, d);
           bool is_const = g_.constants.count(in) > 0;
           std::string base = !is_const ? "res" : n.type == "Add" || n.type == "Sub" ? "bias" : "scale";
           std::string name = base;
@@ -308,7 +379,6 @@ class Mapper {
           step.decls.push_back(name + ": f32[" + (f->first.empty() ? "1" : f->first) + "]");
           step.tensors[name] = in;
           args.push_back(names[in]);
-          tensor_operand = true;
         } else {
           fits = false;
         }
@@ -316,7 +386,7 @@ class Mapper {
       if (!fits) continue;
       auto e = elementwise_expr(n, args);
       if (!e || e->size() > kLongestEpilogue) continue;
-      step.post = post_op(n, args, tensor_operand);
+      step.post = post_op(n, args, operand);
       expr[n.outputs[0]] = *e;
       region.insert(j);
       produced.push_back(n.outputs[0]);
@@ -335,22 +405,16 @@ class Mapper {
       }
     }
     std::string epilogue = expr[best_value];
-    nlohmann::json post = nlohmann::json::array(), unfused = nlohmann::json::array();
     for (size_t s = 0; s < best; ++s) {
       const Step& step = steps[s];
       pending_.insert(step.node);
       d.nodes.push_back(g_.nodes[step.node].name);
       d.inputs.insert(d.inputs.end(), step.decls.begin(), step.decls.end());
       d.tensors.insert(step.tensors.begin(), step.tensors.end());
-      (step.post.is_null() ? unfused : post)
-          .push_back(step.post.is_null() ? nlohmann::json(g_.nodes[step.node].type) : step.post);
     }
+    if (!d.vendor.is_null()) vendor_post_ops(d, std::vector<Step>(steps.begin(), steps.begin() + best));
     d.tensors["Y"] = best_value;
     if (const Dims* s = shape(best_value)) d.output = *s;
-    if (!d.vendor.is_null()) {
-      d.vendor["post_ops"] = post;
-      d.vendor["unfused"] = unfused;
-    }
     return d.text(epilogue);
   }
 
@@ -369,8 +433,8 @@ class Mapper {
 
   //! The ONNX name of a tensor type other than f32 that the node reads or writes, "" if none.
   std::string non_float(const Node& n) const {
-    static const char* names[] = {"undefined", "float", "uint8",  "int8",      "uint16",    "int16",
-                                  "int32",     "int64", "string", "bool",      "float16",   "double",
+    static const char* names[] = {"undefined", "float",  "uint8",     "int8",       "uint16",  "int16",
+                                  "int32",     "int64",  "string",    "bool",       "float16", "double",
                                   "uint32",    "uint64", "complex64", "complex128", "bfloat16"};
     auto type_of = [&](const std::string& v) {
       auto t = g_.types.find(v);
@@ -644,8 +708,9 @@ class Mapper {
         why = "AveragePool with ceil_mode windows that reach past the padding is not mapped";
         return std::nullopt;
       }
-      std::string extent = window_extent(sp.in[a], std::to_string(k[a]), (*p)[a] + (*p)[a + r] +
-                                         (ceil ? (ceil_out - floor_out) * st[a] : 0), dil[a], st[a]);
+      std::string extent =
+          window_extent(sp.in[a], std::to_string(k[a]),
+                        (*p)[a] + (*p)[a + r] + (ceil ? (ceil_out - floor_out) * st[a] : 0), dil[a], st[a]);
       extents.push_back(extent);
       in_ix.push_back(affine({{st[a], sp.out[a]}, {dil[a], sp.win[a]}}, -(*p)[a]));
       ranges.push_back(sp.out[a] + " < " + extent);
@@ -797,8 +862,8 @@ class Mapper {
     d.result = "(X[n, c, p] - mean[c]) * scale[c] / sqrt(var[c] + " + ir::number_text(n.attr_f("epsilon", 1e-5f)) +
                ") + bias[c]";
     d.sizes = {{"C", C}, {"N", (*x)[0]}, {"P", elements(*x) / ((*x)[0] * C)}};
-    d.tensors = {{"X", n.inputs[0]}, {"scale", n.inputs[1]}, {"bias", n.inputs[2]}, {"mean", n.inputs[3]},
-                 {"var", n.inputs[4]}};
+    d.tensors = {
+        {"X", n.inputs[0]}, {"scale", n.inputs[1]}, {"bias", n.inputs[2]}, {"mean", n.inputs[3]}, {"var", n.inputs[4]}};
     return d;
   }
 
@@ -949,16 +1014,11 @@ class Mapper {
     const std::string& t = n.type;
     static const std::map<std::string, std::pair<const char*, const char*>> forms = {
         // type -> (reduction with X for @, result with acc for @)
-        {"ReduceSum", {"+= @", "@"}},
-        {"ReduceMean", {"+= @", "@"}},
-        {"ReduceMax", {"max= @", "@"}},
-        {"ReduceMin", {"min= @", "@"}},
-        {"ReduceProd", {"*= @", "@"}},
-        {"ReduceL1", {"+= abs(@)", "@"}},
-        {"ReduceL2", {"+= @ * @", "sqrt(@)"}},
-        {"ReduceSumSquare", {"+= @ * @", "@"}},
-        {"ReduceLogSum", {"+= @", "log(@)"}},
-        {"ReduceLogSumExp", {"", ""}}};  // written below
+        {"ReduceSum", {"+= @", "@"}},          {"ReduceMean", {"+= @", "@"}},
+        {"ReduceMax", {"max= @", "@"}},        {"ReduceMin", {"min= @", "@"}},
+        {"ReduceProd", {"*= @", "@"}},         {"ReduceL1", {"+= abs(@)", "@"}},
+        {"ReduceL2", {"+= @ * @", "sqrt(@)"}}, {"ReduceSumSquare", {"+= @ * @", "@"}},
+        {"ReduceLogSum", {"+= @", "log(@)"}},  {"ReduceLogSumExp", {"", ""}}};  // written below
     auto form = forms.find(t);
     if (form == forms.end()) {
       why = "no mapping for ONNX op " + t;

@@ -330,7 +330,7 @@ inline std::string write_bert_layer(const TempDir& dir) {
 //! Runs the naive kernel of one occurrence of a task: its inputs are the ONNX values named by
 //! the occurrence's tensors, looked up in `values`; its output is stored there.
 inline void run_task(const models::Task& task, size_t occurrence, std::map<std::string, std::vector<float>>& values,
-              const TempDir& dir) {
+                     const TempDir& dir) {
   ir::Workload w = ir::bind(ir::parse_op(task.op_text), ir::parse_sizes(task.sizes));
   auto be = codegen::make_backend("cpu");
   ir::Schedule s = ir::naive_schedule(w);
@@ -366,7 +366,7 @@ inline void run_task(const models::Task& task, size_t occurrence, std::map<std::
 //! Runs a model's tasks in graph order (a graph without layout-only nodes between kernels),
 //! from `values` holding its inputs; the model's constants are added.
 inline void run_model(const models::detail::Graph& g, const models::Imported& m,
-               std::map<std::string, std::vector<float>>& values, const TempDir& dir) {
+                      std::map<std::string, std::vector<float>>& values, const TempDir& dir) {
   for (auto& [name, v] : g.values) values.emplace(name, v);
   std::map<std::string, size_t> position;
   for (size_t i = 0; i < g.nodes.size(); ++i) position[g.nodes[i].name] = i;

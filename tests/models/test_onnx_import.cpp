@@ -220,12 +220,22 @@ TEST_CASE("onnx import: the CLI writes a suite that `tiletune suite` tunes") {
   CHECK_MESSAGE(whole.exit_code == 0, whole.output);
   CHECK(whole.output.find("round 2: task 1 (onnx_grouped_conv) 6 trials") != std::string::npos);
   CHECK(whole.output.find("estimated model latency") != std::string::npos);
-  auto json = run_process({bin, "tune-model", suite, "--trials", "3", "--db", dir.file("t.db"), "--json"}, 300);
+  auto json = run_process(
+      {bin, "tune-model", suite, "--trials", "3", "--db", dir.file("t.db"), "--json", "--compare-vendor"}, 300);
   CHECK_MESSAGE(json.exit_code == 0, json.output);
   auto report = nlohmann::json::parse(json.output.substr(json.output.find("\n{") + 1));
   CHECK(report["tasks"].size() == 1);
   CHECK(report["tasks"][0]["weight"] == 1);
   CHECK(report["estimated_latency_s"].get<double>() > 0);
+  // The assessment: the naive kernel's time, the roof measured in this run, and oneDNN's layer.
+  const auto& task = report["tasks"][0];
+  CHECK(task["naive_s"].get<double>() >= task["best_s"].get<double>());
+  CHECK(task["roof_fraction"].get<double>() > 0);
+  CHECK(report["roofs"]["fma_gflops"].get<double>() > 1);
+  CHECK(report["roofs"]["copy_gbps"].get<double>() > 0.1);
+  CHECK_MESSAGE(task["vendor"]["seconds"].get<double>() > 0, task.dump());
+  CHECK(report["vendor"]["layers"] == 1);
+  CHECK(report["vendor"]["tiletune_over_vendor"].get<double>() > 0);
   // Usage errors of both commands: exit 2 with the reason.
   auto twice = run_process({bin, "import", model, "--input", "x=1", "--input", "x=2"}, 60);
   CHECK(twice.exit_code == 2);
@@ -430,8 +440,19 @@ TEST_CASE("onnx import: MobileNetV2 and a BERT-base layer map with nothing left 
     CHECK(by_node.at("attn_out_mm")->nodes[0].back() == "attn_residual");
     CHECK(by_node.count("probs"));
     CHECK(by_node.count("context"));
-    auto vendor = nlohmann::json::parse(by_node.at("ffn1_mm")->vendor);
-    CHECK(vendor["primitive"] == "matmul");
-    CHECK(vendor["a"] == nlohmann::json{128, 768});
+    // The layers as oneDNN has them: the bias as a broadcast operand, GELU's five nodes as its
+    // gelu_erf, a residual as an operand of the output's shape.
+    auto ffn1 = nlohmann::json::parse(by_node.at("ffn1_mm")->vendor);
+    CHECK(ffn1["primitive"] == "matmul");
+    CHECK(ffn1["a"] == nlohmann::json{128, 768});
+    CHECK_MESSAGE(ffn1["post_ops"][0] == nlohmann::json::parse(R"({"binary": "add", "dims": [1, 3072]})"), ffn1.dump());
+    CHECK(ffn1["post_ops"][1]["eltwise"] == "gelu_erf");
+    CHECK(ffn1["unfused"].empty());
+    auto attn = nlohmann::json::parse(by_node.at("attn_out_mm")->vendor);
+    CHECK(attn["post_ops"][1] == nlohmann::json::parse(R"({"binary": "add", "dims": [128, 768]})"));
+    auto scores = nlohmann::json::parse(by_node.at("scores")->vendor);
+    CHECK(scores["a"] == nlohmann::json{12, 128, 64});
+    CHECK(scores["post_ops"][0]["eltwise"] == "linear");
+    CHECK(scores["post_ops"][1] == nlohmann::json::parse(R"({"binary": "add", "dims": [1, 1, 128]})"));
   }
 }
