@@ -47,10 +47,9 @@ int report_model(const CommonOptions& c, const ModelTuneOptions& m, const std::s
   const int threads = backend.target().traits.threads;
   if (m.compare_vendor && !vendor::available())
     throw_error(ErrorKind::NotFound, "--compare-vendor: this tiletune was built without oneDNN (libdnnl-dev)");
-  // The roofs, measured in this run.
+  // The roofs, measured in this run: the FMA peak, and per task a copy of as many bytes as it
+  // moves (in cache where its tensors fit, as theirs are).
   const double peak_flops = vendor::fma_peak_gflops(threads) * 1e9;
-  const std::size_t copy_bytes = std::size_t(64) << 20;
-  const double copy_bps = 2.0 * copy_bytes / vendor::median_seconds(vendor::copy_call(copy_bytes, threads), 0.3);
   double total = tuner::estimated_latency(tasks, status);
   double vendor_total = 0, ours_on_vendor_layers = 0;
   int vendor_layers = 0;
@@ -62,8 +61,10 @@ int report_model(const CommonOptions& c, const ModelTuneOptions& m, const std::s
     const int weight = tasks[i].weight;
     bool measured = std::isfinite(s.best_s);
     double share = std::isfinite(total) && measured ? weight * s.best_s / total : NAN;
-    double roof_s = std::max(w.flops() / peak_flops, w.io_bytes() / copy_bps);
-    bool compute_bound = w.flops() / peak_flops >= w.io_bytes() / copy_bps;
+    double copy_s =
+        vendor::median_seconds(vendor::copy_call(std::max<std::size_t>(w.io_bytes() / 2, 4096), threads), 0.05);
+    double roof_s = std::max(w.flops() / peak_flops, copy_s);
+    bool compute_bound = w.flops() / peak_flops >= copy_s;
     db::RecordQuery naive_query{w.key, target, 0, 1, true, ir::naive_schedule(w).key()};
     auto naive = store.records(naive_query);
     double naive_s = naive.empty() ? NAN : naive[0].median_s();
@@ -99,6 +100,7 @@ int report_model(const CommonOptions& c, const ModelTuneOptions& m, const std::s
                       {"naive_s", number(naive_s)},
                       {"best_s", number(s.best_s)},
                       {"roof_s", roof_s},
+                      {"copy_s", copy_s},
                       {"roof", compute_bound ? "fma peak" : "copy bandwidth"},
                       {"roof_fraction", measured ? number(roof_s / s.best_s) : nlohmann::json(nullptr)},
                       {"vendor", vendor_json},
@@ -109,7 +111,7 @@ int report_model(const CommonOptions& c, const ModelTuneOptions& m, const std::s
       {"model", name},
       {"target_key", target},
       {"estimated_latency_s", std::isfinite(total) ? nlohmann::json(total) : nlohmann::json(nullptr)},
-      {"roofs", {{"fma_gflops", peak_flops / 1e9}, {"copy_gbps", copy_bps / 1e9}}},
+      {"roofs", {{"fma_gflops", peak_flops / 1e9}}},
       {"tasks", report}};
   if (m.compare_vendor)
     summary["vendor"] = {
@@ -128,7 +130,7 @@ int report_model(const CommonOptions& c, const ModelTuneOptions& m, const std::s
                 rows);
     std::cout << "estimated model latency " << ms(total)
               << " ms (sum of weight x best); roofs measured now: " << fmt("%.1f", peak_flops / 1e9)
-              << " GFLOP/s FMA peak, " << fmt("%.1f", copy_bps / 1e9) << " GB/s copy; database " << c.db << "\n";
+              << " GFLOP/s FMA peak, and per task a copy of its bytes; database " << c.db << "\n";
     if (m.compare_vendor)
       std::cout << "oneDNN on the " << vendor_layers << " layers it has: " << ms(vendor_total)
                 << " ms; tiletune on them " << ms(ours_on_vendor_layers) << " ms ("

@@ -49,6 +49,8 @@ struct Graph {
 
 //! Reads the file and runs shape inference with the inputs bound (see import_onnx).
 Graph read_onnx(const std::string& path, const std::map<std::string, Dims>& inputs);
+//! The same for a model's bytes; `name` stands for the file in messages.
+Graph read_onnx_bytes(const std::string& bytes, const std::string& name, const std::map<std::string, Dims>& inputs);
 
 //! A tensor stored as an ONNX TensorProto file (the inputs and outputs of ONNX's node tests):
 //! its dimensions and, for float tensors, its values.

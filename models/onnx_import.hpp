@@ -47,7 +47,12 @@ std::pair<std::string, Dims> parse_input_shape(const std::string& text);
 //! every dynamic dimension), runs ONNX's shape inference and maps its nodes to tasks. Throws
 //! Error(InvalidInput) for a file that is not an ONNX model, an unknown input name, dimensions
 //! that do not fit the model or a dynamic dimension left unbound; Error(Io) if unreadable.
+//! Also Error(InvalidInput) for an opset the ONNX library does not know, a graph out of
+//! topological order (or cyclic), and dimensions whose product is out of range.
 Imported import_onnx(const std::string& path, const std::map<std::string, Dims>& inputs);
+//! The same for a model's bytes (a REST upload); `name` stands for the file in messages.
+Imported import_onnx_bytes(const std::string& bytes, const std::string& name,
+                           const std::map<std::string, Dims>& inputs);
 
 //! The imported model as a suite (ops/suites format: cases with "op_text", "sizes", "weight" and
 //! "onnx_nodes"), plus the skipped nodes.

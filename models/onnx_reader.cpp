@@ -3,8 +3,10 @@
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
 
+#include <onnx/defs/schema.h>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "models/graph.hpp"
@@ -79,14 +81,53 @@ bool known_shape(const onnx::ValueInfoProto& v, Dims& out) {
   return true;
 }
 
+//! ONNX requires nodes in topological order: every input is a graph input, an initializer or
+//! the output of an earlier node. A cycle breaks that too.
+void check_topological(const onnx::GraphProto& graph, const std::string& path) {
+  std::set<std::string> available;
+  for (auto& in : graph.input()) available.insert(in.name());
+  for (auto& t : graph.initializer()) available.insert(t.name());
+  for (auto& n : graph.node()) {
+    for (auto& in : n.input())
+      if (!in.empty() && !available.count(in))
+        invalid(path + ": node '" + n.name() + "' (" + n.op_type() + ") reads '" + in +
+                "' before any node computes it: the graph is not in topological order, or has a cycle");
+    for (auto& out : n.output()) available.insert(out);
+  }
+}
+
 }  // namespace
 
 Graph read_onnx(const std::string& path, const std::map<std::string, Dims>& inputs) {
   std::ifstream f(path, std::ios::binary);
   if (!f) throw_error(ErrorKind::Io, "cannot read " + path);
+  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (f.bad()) throw_error(ErrorKind::Io, "cannot read " + path);
+  return read_onnx_bytes(bytes, path, inputs);
+}
+
+Graph read_onnx_bytes(const std::string& bytes, const std::string& path, const std::map<std::string, Dims>& inputs) {
   onnx::ModelProto model;
-  if (!model.ParseFromIstream(&f) || !model.has_graph())
+  if (!model.ParseFromString(bytes) || !model.has_graph())
     invalid(path + " is not an ONNX model (its protobuf does not parse as a ModelProto with a graph)");
+  // Operator sets newer than the ONNX library knows would be read with the wrong semantics.
+  const auto& known = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
+  for (auto& o : model.opset_import()) {
+    std::string domain = o.domain() == "ai.onnx" ? "" : o.domain();
+    auto range = known.find(domain);
+    if (range == known.end()) {
+      if (domain.empty()) continue;
+      bool used = false;
+      for (auto& n : model.graph().node()) used |= n.domain() == o.domain();
+      if (used) invalid(path + " uses the operator set domain '" + o.domain() + "', which ONNX import does not know");
+      continue;
+    }
+    if (o.version() > range->second.second || o.version() < range->second.first)
+      invalid(path + ": opset " + std::to_string(o.version()) + (domain.empty() ? "" : " of '" + domain + "'") +
+              " is outside the versions this ONNX library knows (" + std::to_string(range->second.first) + " to " +
+              std::to_string(range->second.second) + ")");
+  }
+  check_topological(model.graph(), path);
   onnx::GraphProto* graph = model.mutable_graph();
   Graph g;
   g.name = graph->name().empty() ? path : graph->name();
@@ -106,7 +147,8 @@ Graph read_onnx(const std::string& path, const std::map<std::string, Dims>& inpu
         if (!shape->dim(d).has_dim_value())
           invalid("input '" + in.name() + "' has the dynamic dimension " + std::to_string(d) +
                   (shape->dim(d).dim_param().empty() ? "" : " ('" + shape->dim(d).dim_param() + "')") +
-                  ": give it with --input " + in.name() + "=...");
+                  ": give its dimensions (--input " + in.name() + "=... on the command line, inputs=" + in.name() +
+                  "=... over REST)");
       continue;
     }
     if (shape->dim_size() != 0 && shape->dim_size() != static_cast<int>(given->second.size()))
@@ -141,7 +183,16 @@ Graph read_onnx(const std::string& path, const std::map<std::string, Dims>& inpu
   Dims d;
   for (auto* list : {&graph->input(), &graph->value_info(), &graph->output()})
     for (auto& v : *list) {
-      if (known_shape(v, d)) g.shapes[v.name()] = d;
+      if (known_shape(v, d)) {
+        // Every later product of dimensions stays in range: no tensor past 2^48 elements.
+        std::int64_t n = 1;
+        for (auto x : d)
+          if (x < 0 || (x > 0 && n > (std::int64_t(1) << 48) / x))
+            invalid(path + ": the dimensions of '" + v.name() + "' are out of range (over 2^48 elements)");
+          else
+            n *= x;
+        g.shapes[v.name()] = d;
+      }
       if (v.type().has_tensor_type()) g.types[v.name()] = v.type().tensor_type().elem_type();
     }
   for (auto& out : graph->output()) g.outputs.push_back(out.name());
@@ -199,6 +250,11 @@ std::pair<std::string, Dims> parse_input_shape(const std::string& text) {
 
 Imported import_onnx(const std::string& path, const std::map<std::string, Dims>& inputs) {
   return detail::map_graph(detail::read_onnx(path, inputs));
+}
+
+Imported import_onnx_bytes(const std::string& bytes, const std::string& name,
+                           const std::map<std::string, Dims>& inputs) {
+  return detail::map_graph(detail::read_onnx_bytes(bytes, name, inputs));
 }
 
 nlohmann::json suite_json(const Imported& m, int trials) {

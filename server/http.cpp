@@ -264,6 +264,18 @@ class Api {
       json out = service_.submit(parse_body(req));
       reply(res, out, out["created"].get<bool>() ? 201 : 200);
     });
+    route("POST", "/v1/models", "submit_model", Access::Write, [this](const Request& req, Response& res) {
+      // The body is the ONNX model's bytes; the rest is in the query.
+      json request = json::object();
+      for (const char* text : {"inputs", "scheduler", "strategy", "backend", "name"})
+        if (req.has_param(text)) request[text] = req.param(text);
+      for (const char* number : {"trials", "round"})
+        if (req.has_param(number)) request[number] = int_param(req, number, 0);
+      json out = service_.submit_model(req.message.body(), request);
+      reply(res, out, out["created"].get<bool>() ? 201 : 200);
+    });
+    route("GET", R"(/v1/models/([^/]+))", "model", Access::Read,
+          [this](const Request& req, Response& res) { reply(res, service_.model(req.matches[1])); });
     route("GET", "/v1/jobs", "jobs", Access::Read, [this](const Request& req, Response& res) {
       reply(res, service_.jobs(req.param("state"), int_param(req, "limit", 100)));
     });

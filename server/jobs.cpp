@@ -86,6 +86,7 @@ bool Service::Impl::run_job(const std::string& id) {
   auto row = store->job(id);
   if (!row || row->state == "cancelled" || row->state == "done" || row->state == "failed") return false;
   if (stopping) return false;  // stays queued for the next start
+  if (is_model(*row)) return run_model_job(*row, json::parse(row->request_json));
   auto cancel = cancel_flag(id);
   if (cancel->load()) return false;
   if (!store->set_job_state_if(id, "queued", "running")) return false;  // cancelled meanwhile

@@ -41,6 +41,13 @@ class Service {
 
   //! POST /v1/tune: returns {"job": {...}, "created": bool}; identical active requests share a job.
   nlohmann::json submit(const nlohmann::json& request);
+  //! POST /v1/models: the ONNX model's bytes and {"inputs": "x=1,3,224,224;...", "trials",
+  //! "round", "scheduler", "strategy", "backend", "name"} (schema ModelRequest). The model is
+  //! imported before anything is stored (a bad one is Error(InvalidInput)); its tasks become
+  //! one job. Returns {"job", "created", "tasks", "skipped"}.
+  nlohmann::json submit_model(const std::string& onnx_bytes, const nlohmann::json& request);
+  //! GET /v1/models/{id}: the job and its assessment from the records.
+  nlohmann::json model(const std::string& id);
   nlohmann::json job(const std::string& id);
   nlohmann::json jobs(const std::string& state, int limit);
   //! Cancels a queued or running job; Error(Conflict) for a finished one.

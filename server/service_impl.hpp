@@ -90,6 +90,9 @@ struct Service::Impl {
   void enqueue(const std::string& id);
   //! Runs one turn of the job; true when it should queue again for its next turn.
   bool run_job(const std::string& id);
+  // models.cpp: a model job's turn (the scheduler over its tasks), and what tells one apart.
+  bool run_model_job(db::JobRow row, const nlohmann::json& request);
+  static bool is_model(const db::JobRow& row);
   //! How many jobs run before a queued one; nullopt when it is not waiting for a turn.
   std::optional<int> queue_position(const std::string& id);
   nlohmann::json job_json(const db::JobRow& j);

@@ -79,19 +79,51 @@ struct BinaryOperand {
   dims shape;
 };
 
-dnnl::post_ops post_ops(const nlohmann::json& layer, const dims& dst, std::vector<BinaryOperand>& binary_operands,
-                        std::vector<std::string>& unfused) {
+//! The post-ops oneDNN fuses, from the layer's "post_ops"; what it cannot goes to `unfused`.
+//! Its fast paths want the bias as the bias argument and a residual as the first post-op
+//! (sum): a leading add that broadcasts along `channel` of `dst` becomes the bias when the
+//! layer has none (`bias` set), and a full-size add is moved first (addition commutes with
+//! the bias, which oneDNN applies before any post-op).
+dnnl::post_ops post_ops(const nlohmann::json& layer, const dims& dst, size_t channel, bool& bias,
+                        std::vector<BinaryOperand>& binary_operands, std::vector<std::string>& unfused) {
   dnnl::post_ops post;
   if (layer.contains("unfused"))
     for (auto& u : layer["unfused"]) unfused.push_back(u.is_string() ? u.get<std::string>() : u.dump());
   if (!layer.contains("post_ops")) return post;
+  nlohmann::json steps = layer["post_ops"];
+  auto operand_of = [](const nlohmann::json& p) {
+    dims d;
+    if (p.contains("binary") && p.contains("dims"))
+      for (auto& v : p["dims"]) d.push_back(v.get<std::int64_t>());
+    return d;
+  };
+  auto is_add = [](const nlohmann::json& p) { return p.contains("binary") && p["binary"] == "add"; };
+  if (!bias && !steps.empty() && is_add(steps[0])) {
+    dims d = operand_of(steps[0]);
+    bool per_channel = d.size() == dst.size();
+    for (size_t a = 0; a < d.size() && per_channel; ++a) per_channel = d[a] == (a == channel ? dst[a] : 1);
+    if (per_channel) {
+      bias = true;
+      steps.erase(steps.begin());
+    }
+  }
+  // A residual first, when only other adds come before it.
+  for (size_t k = 0; k < steps.size(); ++k) {
+    if (!is_add(steps[k])) break;
+    if (operand_of(steps[k]) == dst) {
+      auto residual = steps[k];
+      steps.erase(steps.begin() + static_cast<std::ptrdiff_t>(k));
+      steps.insert(steps.begin(), residual);
+      break;
+    }
+  }
   static const std::map<std::string, dnnl::algorithm> eltwise = {
       {"relu", dnnl::algorithm::eltwise_relu},           {"clip", dnnl::algorithm::eltwise_clip},
       {"logistic", dnnl::algorithm::eltwise_logistic},   {"tanh", dnnl::algorithm::eltwise_tanh},
       {"hardswish", dnnl::algorithm::eltwise_hardswish}, {"gelu_erf", dnnl::algorithm::eltwise_gelu_erf},
       {"linear", dnnl::algorithm::eltwise_linear},       {"swish", dnnl::algorithm::eltwise_swish},
       {"square", dnnl::algorithm::eltwise_square}};
-  for (auto& p : layer["post_ops"]) {
+  for (auto& p : steps) {
     if (p.contains("eltwise") && eltwise.count(p["eltwise"].get<std::string>())) {
       float alpha = p.value("alpha", p["eltwise"] == "swish" ? 1.0f : 0.0f);
       post.append_eltwise(1.0f, eltwise.at(p["eltwise"]), alpha, p.value("beta", 0.0f));
@@ -147,7 +179,7 @@ Layer convolution(const nlohmann::json& l, const std::vector<float*>& t) {
   Layer layer;
   std::vector<BinaryOperand> binary;
   dnnl::primitive_attr attr;
-  attr.set_post_ops(post_ops(l, dst, binary, layer.unfused));
+  attr.set_post_ops(post_ops(l, dst, 1, bias, binary, layer.unfused));
   auto bias_md = bias ? md({w[0]}, tag::a) : dnnl::memory::desc();
   dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
                                     md(src, tag::any), md(wd, tag::any), bias_md, md(dst, tag::any), st, dil, pb, pe);
@@ -181,7 +213,7 @@ Layer matmul(const nlohmann::json& l, const std::vector<float*>& t) {
   dnnl::primitive_attr attr;
   float alpha = l.value("alpha", 1.0f);
   if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
-  attr.set_post_ops(post_ops(l, dst, binary, layer.unfused));
+  attr.set_post_ops(post_ops(l, dst, dst.size() - 1, bias, binary, layer.unfused));
   // Weights of a layer (not batched: constants of the model) in the layout oneDNN picks.
   auto b_want = batched ? md(b, stored(tb)) : md(b, tag::any);
   dnnl::matmul::primitive_desc pd(

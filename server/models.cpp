@@ -1,0 +1,194 @@
+// Model jobs: POST /v1/models imports an ONNX model (its bytes and input shapes) into tasks and
+// queues one job that tunes them under one trial budget with the task scheduler, in turns like
+// every job; GET /v1/models/{id} returns its progress and the assessment from the records.
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cmath>
+
+#include "ir/parse.hpp"
+#include "models/onnx_import.hpp"
+#include "server/schemas.hpp"
+#include "server/service_impl.hpp"
+#include "support/error.hpp"
+#include "support/hash.hpp"
+#include "tuner/task_scheduler.hpp"
+
+namespace tiletune::server {
+
+using nlohmann::json;
+
+namespace {
+
+bool is_model_job(const json& request) { return request.value("kind", std::string()) == "model"; }
+
+std::vector<tuner::WeightedTask> model_tasks(const json& request) {
+  std::vector<tuner::WeightedTask> tasks;
+  for (auto& t : request.at("tasks"))
+    tasks.push_back(
+        {ir::bind(ir::parse_op(t.at("op_text").get<std::string>()), ir::parse_sizes(t.at("sizes").get<std::string>())),
+         t.at("weight").get<int>()});
+  return tasks;
+}
+
+//! "x=1,3,224,224;mask=1,1,1,128" as input shapes.
+std::map<std::string, models::Dims> input_shapes(const std::string& text) {
+  std::map<std::string, models::Dims> inputs;
+  for (size_t at = 0; at < text.size();) {
+    size_t end = text.find(';', at);
+    auto [name, dims] = models::parse_input_shape(text.substr(at, end == std::string::npos ? end : end - at));
+    if (!inputs.emplace(name, dims).second) throw_error(ErrorKind::InvalidInput, "input " + name + " is given twice");
+    if (end == std::string::npos) break;
+    at = end + 1;
+  }
+  return inputs;
+}
+
+}  // namespace
+
+json Service::submit_model(const std::string& onnx_bytes, const json& request) {
+  validate_body("ModelRequest", request);
+  if (impl_->stopping) throw_error(ErrorKind::Unavailable, "the daemon is shutting down; retry against its successor");
+  if (onnx_bytes.empty()) throw_error(ErrorKind::InvalidInput, "the body must be the ONNX model's bytes");
+  // The whole model is read and mapped before anything is stored: a bad model starts no job.
+  models::Imported m = models::import_onnx_bytes(onnx_bytes, request.value("name", std::string("the uploaded model")),
+                                                 input_shapes(request.value("inputs", std::string())));
+  if (m.tasks.empty()) throw_error(ErrorKind::InvalidInput, "the model has no node that maps to a task");
+  bool remote = false;
+  codegen::TargetInfo target = impl_->target_of(request, &remote);
+  json tasks = json::array();
+  for (auto& t : m.tasks) {
+    ir::Workload w = ir::bind(ir::parse_op(t.op_text), ir::parse_sizes(t.sizes));
+    tuner::check_memory(w, impl_->options.job_defaults.max_memory_share);
+    impl_->store->put_workload(tuner::workload_row(w));
+    tasks.push_back({{"op_text", t.op_text}, {"sizes", t.sizes}, {"weight", t.weight}, {"onnx_nodes", t.nodes}});
+  }
+  json skipped = json::array();
+  for (auto& s : m.skipped)
+    skipped.push_back({{"node", s.node}, {"op_type", s.op_type}, {"reason", s.reason}, {"layout_only", s.layout_only}});
+  const int trials = request.value("trials", 8 * static_cast<int>(m.tasks.size()));
+  json normalized = {{"kind", "model"},
+                     {"model", m.model},
+                     {"backend", request.value("backend", target.backend)},
+                     {"strategy", request.value("strategy", impl_->options.job_defaults.strategy)},
+                     {"trials", trials},
+                     {"round", request.value("round", 8)},
+                     {"scheduler", request.value("scheduler", std::string("gradient"))},
+                     {"tasks", tasks},
+                     {"skipped", skipped}};
+  db::JobRow row;
+  row.id = new_id();
+  const std::string tasks_key = hash_hex(tasks.dump());
+  row.request_key =
+      hash_hex("model|" + tasks_key + "|" + target.key + "|" + normalized["strategy"].dump() + "|" +
+               normalized["trials"].dump() + "|" + normalized["round"].dump() + "|" + normalized["scheduler"].dump());
+  row.request_json = normalized.dump();
+  row.workload_key = "model:" + tasks_key;
+  row.target_key = target.key;
+  row.state = "queued";
+  row.total = trials;
+  impl_->store->put_target(tuner::target_row(target));
+  db::JobRow stored = impl_->store->put_job(row);
+  bool created = stored.id == row.id;
+  if (created && impl_->started) impl_->enqueue(stored.id);
+  return {{"job", impl_->job_json(stored)}, {"created", created}, {"tasks", m.tasks.size()}, {"skipped", skipped}};
+}
+
+json Service::model(const std::string& id) {
+  auto j = impl_->store->job(id);
+  json request = j ? json::parse(j->request_json, nullptr, false) : json();
+  if (!j || request.is_discarded() || !is_model_job(request))
+    throw_error(ErrorKind::NotFound, "no model job '" + id + "'");
+  json out = impl_->job_json(*j);
+  // The assessment from the records: per task its weight, FLOPs, bytes, trials, best latency
+  // and share of the model's estimated latency (sum of weight x best).
+  auto tasks = model_tasks(request);
+  std::vector<tuner::TaskStatus> status(tasks.size());
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    status[i].trials = static_cast<int>(impl_->store->count_records(tasks[i].workload.key, j->target_key));
+    if (auto b = impl_->store->best(tasks[i].workload.key, j->target_key)) status[i].best_s = b->median_s();
+  }
+  double total = tuner::estimated_latency(tasks, status);
+  auto number = [](double v) { return std::isfinite(v) ? json(v) : json(nullptr); };
+  json rows = json::array();
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    const ir::Workload& w = tasks[i].workload;
+    double best = status[i].best_s;
+    rows.push_back({{"op", w.op.name},
+                    {"sizes", w.sizes_text()},
+                    {"workload_key", w.key},
+                    {"weight", tasks[i].weight},
+                    {"trials", status[i].trials},
+                    {"flops", w.flops()},
+                    {"bytes", w.io_bytes()},
+                    {"best_s", number(best)},
+                    {"gflops", number(w.flops() / best / 1e9)},
+                    {"share", number(tasks[i].weight * best / total)},
+                    {"onnx_nodes", request["tasks"][i]["onnx_nodes"]}});
+  }
+  out["report"] = {{"model", request["model"]},
+                   {"estimated_latency_s", number(total)},
+                   {"tasks", rows},
+                   {"skipped", request["skipped"]}};
+  return out;
+}
+
+bool Service::Impl::run_model_job(db::JobRow row, const json& request) {
+  auto cancel = cancel_flag(row.id);
+  if (cancel->load()) return false;
+  if (!store->set_job_state_if(row.id, "queued", "running")) return false;  // cancelled meanwhile
+  row.state = "running";
+  bool again = false, turn_over = false;
+  std::atomic<bool> stop_now{false};
+  try {
+    auto tasks = model_tasks(request);
+    codegen::Backend& be = backend(request.value("backend", std::string(codegen::kDefaultBackend)));
+    tuner::TuneOptions o = options.job_defaults;
+    o.strategy = request.value("strategy", o.strategy);
+    o.models = store.get();
+    o.cancel = &stop_now;  // a cancel, a stop or the end of the turn: after the round in flight
+    o.max_seconds = options.slice_seconds;
+    tuner::TaskScheduleOptions so;
+    so.trials = request.at("trials").get<int>();
+    so.round = request.value("round", 8);
+    so.policy = request.value("scheduler", std::string("gradient"));
+    const auto turn_start = std::chrono::steady_clock::now();
+    auto status = tuner::tune_tasks(tasks, be, *store, o, so, [&](const tuner::ModelProgress& p) {
+      row.done = p.trials;
+      if (std::isfinite(p.estimate_s)) row.best_s = p.estimate_s;
+      store->update_job(row);
+      double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - turn_start).count();
+      if (elapsed >= options.slice_seconds && p.trials < so.trials) turn_over = true;
+      if (cancel->load() || stopping.load() || turn_over) stop_now = true;
+    });
+    int used = 0;
+    for (auto& s : status) used += s.trials;
+    row.done = used;
+    double estimate = tuner::estimated_latency(tasks, status);
+    if (std::isfinite(estimate)) row.best_s = estimate;
+    if (cancel->load()) {
+      row.state = "cancelled";
+    } else if (stopping.load()) {
+      row.state = "queued";  // resumes where it stopped at the next start
+    } else if (turn_over) {
+      row.state = "queued";  // the next job's turn, then this one goes on
+      again = true;
+    } else {
+      row.state = "done";
+      if (!std::isfinite(estimate)) row.error = "a task has no kernel that passed the correctness check";
+    }
+  } catch (const std::exception& e) {
+    row.state = cancel->load() ? "cancelled" : stopping.load() ? "queued" : "failed";
+    if (row.state == "failed") row.error = e.what();
+    spdlog::warn("event=model_job_error job={} error=\"{}\"", row.id, e.what());
+  }
+  store->update_job(row);
+  return again;
+}
+
+bool Service::Impl::is_model(const db::JobRow& row) {
+  json request = json::parse(row.request_json, nullptr, false);
+  return !request.is_discarded() && is_model_job(request);
+}
+
+}  // namespace tiletune::server
