@@ -6,7 +6,7 @@
 #include <onnx/defs/schema.h>
 #include <cstring>
 #include <fstream>
-#include <iterator>
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "models/graph.hpp"
@@ -101,8 +101,10 @@ void check_topological(const onnx::GraphProto& graph, const std::string& path) {
 Graph read_onnx(const std::string& path, const std::map<std::string, Dims>& inputs) {
   std::ifstream f(path, std::ios::binary);
   if (!f) throw_error(ErrorKind::Io, "cannot read " + path);
-  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (f.bad()) throw_error(ErrorKind::Io, "cannot read " + path);
+  f.seekg(0, std::ios::end);
+  std::string bytes(static_cast<size_t>(std::max<std::streamoff>(f.tellg(), 0)), '\0');
+  f.seekg(0);
+  if (!f.read(bytes.data(), static_cast<std::streamsize>(bytes.size()))) throw_error(ErrorKind::Io, "cannot read " + path);
   return read_onnx_bytes(bytes, path, inputs);
 }
 

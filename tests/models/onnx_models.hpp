@@ -245,11 +245,18 @@ inline std::string write_mobilenet_v2(const TempDir& dir) {
 //! with its residual Add, LayerNorm written out (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt,
 //! Div, Mul, Add), the feed-forward layer with exact GELU written out (Div, Erf, Add, Mul, Mul),
 //! its residual Add and the second LayerNorm. Inputs `x` [B, S, 768] and `mask` [B, 1, 1, S],
-//! both dynamic.
-inline std::string write_bert_layer(const TempDir& dir) {
+//! both dynamic. With `layers` > 1, that many layers in a row (BERT-base has 12), the later ones'
+//! nodes prefixed "l<i>_", and the weights graph inputs (shapes only) to keep the file small.
+inline std::string write_bert_layer(const TempDir& dir, int layers = 1) {
   const std::int64_t hidden = 768, heads = 12, head = 64, ffn = 3072;
   onnx::ModelProto model;
-  auto* g = new_graph(model, "bert_layer", 13);
+  auto* g = new_graph(model, layers == 1 ? "bert_layer" : "bert_" + std::to_string(layers) + "_layers", 13);
+  auto weight = [&](const std::string& name, const std::vector<std::int64_t>& dims, float value) {
+    if (layers == 1)
+      add_tensor(g, name, dims, value);
+    else
+      add_input(g, name, dims);
+  };
   {
     auto* tt = g->add_input();
     tt->set_name("x");
@@ -277,8 +284,8 @@ inline std::string write_bert_layer(const TempDir& dir) {
   add_tensor(g, "one", {}, 1.0f);
   add_tensor(g, "half", {}, 0.5f);
   auto linear = [&](const std::string& name, const std::string& x, std::int64_t in, std::int64_t out) {
-    add_tensor(g, name + "_w", {in, out}, 0.0f);
-    add_tensor(g, name + "_b", {out}, 0.0f);
+    weight(name + "_w", {in, out}, 0.0f);
+    weight(name + "_b", {out}, 0.0f);
     add_node(g, "MatMul", name + "_mm", {x, name + "_w"}, {name + "_mm_out"});
     add_node(g, "Add", name + "_bias", {name + "_mm_out", name + "_b"}, {name + "_out"});
     return name + "_out";
@@ -289,8 +296,8 @@ inline std::string write_bert_layer(const TempDir& dir) {
     return name + "_heads";
   };
   auto layer_norm = [&](const std::string& name, const std::string& x) {
-    add_tensor(g, name + "_gamma", {hidden}, 1.0f);
-    add_tensor(g, name + "_beta", {hidden}, 0.0f);
+    weight(name + "_gamma", {hidden}, 1.0f);
+    weight(name + "_beta", {hidden}, 0.0f);
     set_ints(add_node(g, "ReduceMean", name + "_mean", {x}, {name + "_mu"}), "axes", {-1});
     add_node(g, "Sub", name + "_sub", {x, name + "_mu"}, {name + "_centred"});
     add_node(g, "Pow", name + "_pow", {name + "_centred", "two"}, {name + "_sq"});
@@ -302,29 +309,35 @@ inline std::string write_bert_layer(const TempDir& dir) {
     add_node(g, "Add", name + "_shift", {name + "_scaled", name + "_beta"}, {name + "_out"});
     return name + "_out";
   };
-  std::string q = split_heads("q", linear("q", "x", hidden, hidden), {0, 2, 1, 3});
-  std::string k = split_heads("k", linear("k", "x", hidden, hidden), {0, 2, 3, 1});
-  std::string v = split_heads("v", linear("v", "x", hidden, hidden), {0, 2, 1, 3});
-  add_node(g, "MatMul", "scores", {q, k}, {"scores_out"});
-  add_node(g, "Div", "scores_scale", {"scores_out", "scale_div"}, {"scores_scaled"});
-  add_node(g, "Add", "scores_mask", {"scores_scaled", "mask"}, {"scores_masked"});
-  set_int(add_node(g, "Softmax", "probs", {"scores_masked"}, {"probs_out"}), "axis", -1);
-  add_node(g, "MatMul", "context", {"probs_out", v}, {"context_out"});
-  set_ints(add_node(g, "Transpose", "context_transpose", {"context_out"}, {"context_t"}), "perm", {0, 2, 1, 3});
-  add_node(g, "Reshape", "context_reshape", {"context_t", "merged_shape"}, {"context_merged"});
-  std::string attn = linear("attn_out", "context_merged", hidden, hidden);
-  add_node(g, "Add", "attn_residual", {attn, "x"}, {"attn_sum"});
-  std::string h = layer_norm("ln1", "attn_sum");
-  std::string f = linear("ffn1", h, hidden, ffn);
-  add_node(g, "Div", "gelu_div", {f, "sqrt2"}, {"gelu_scaled"});
-  add_node(g, "Erf", "gelu_erf", {"gelu_scaled"}, {"gelu_e"});
-  add_node(g, "Add", "gelu_add", {"gelu_e", "one"}, {"gelu_e1"});
-  add_node(g, "Mul", "gelu_mul", {f, "gelu_e1"}, {"gelu_m"});
-  add_node(g, "Mul", "gelu_half", {"gelu_m", "half"}, {"gelu_out"});
-  std::string f2 = linear("ffn2", "gelu_out", ffn, hidden);
-  add_node(g, "Add", "ffn_residual", {f2, h}, {"ffn_sum"});
-  add_output(g, layer_norm("ln2", "ffn_sum"));
-  return save(model, dir.file("bert_layer.onnx"));
+  std::string x = "x";
+  for (int layer = 0; layer < layers; ++layer) {
+    const std::string p = layer == 0 ? "" : "l" + std::to_string(layer) + "_";
+    std::string q = split_heads(p + "q", linear(p + "q", x, hidden, hidden), {0, 2, 1, 3});
+    std::string k = split_heads(p + "k", linear(p + "k", x, hidden, hidden), {0, 2, 3, 1});
+    std::string v = split_heads(p + "v", linear(p + "v", x, hidden, hidden), {0, 2, 1, 3});
+    add_node(g, "MatMul", p + "scores", {q, k}, {p + "scores_out"});
+    add_node(g, "Div", p + "scores_scale", {p + "scores_out", "scale_div"}, {p + "scores_scaled"});
+    add_node(g, "Add", p + "scores_mask", {p + "scores_scaled", "mask"}, {p + "scores_masked"});
+    set_int(add_node(g, "Softmax", p + "probs", {p + "scores_masked"}, {p + "probs_out"}), "axis", -1);
+    add_node(g, "MatMul", p + "context", {p + "probs_out", v}, {p + "context_out"});
+    set_ints(add_node(g, "Transpose", p + "context_transpose", {p + "context_out"}, {p + "context_t"}), "perm",
+             {0, 2, 1, 3});
+    add_node(g, "Reshape", p + "context_reshape", {p + "context_t", "merged_shape"}, {p + "context_merged"});
+    std::string attn = linear(p + "attn_out", p + "context_merged", hidden, hidden);
+    add_node(g, "Add", p + "attn_residual", {attn, x}, {p + "attn_sum"});
+    std::string h = layer_norm(p + "ln1", p + "attn_sum");
+    std::string f = linear(p + "ffn1", h, hidden, ffn);
+    add_node(g, "Div", p + "gelu_div", {f, "sqrt2"}, {p + "gelu_scaled"});
+    add_node(g, "Erf", p + "gelu_erf", {p + "gelu_scaled"}, {p + "gelu_e"});
+    add_node(g, "Add", p + "gelu_add", {p + "gelu_e", "one"}, {p + "gelu_e1"});
+    add_node(g, "Mul", p + "gelu_mul", {f, p + "gelu_e1"}, {p + "gelu_m"});
+    add_node(g, "Mul", p + "gelu_half", {p + "gelu_m", "half"}, {p + "gelu_out"});
+    std::string f2 = linear(p + "ffn2", p + "gelu_out", ffn, hidden);
+    add_node(g, "Add", p + "ffn_residual", {f2, h}, {p + "ffn_sum"});
+    x = layer_norm(p + "ln2", p + "ffn_sum");
+  }
+  add_output(g, x);
+  return save(model, dir.file(layers == 1 ? "bert_layer.onnx" : "bert_" + std::to_string(layers) + "_layers.onnx"));
 }
 
 //! Runs the naive kernel of one occurrence of a task: its inputs are the ONNX values named by

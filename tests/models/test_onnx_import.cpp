@@ -496,6 +496,27 @@ TEST_CASE("onnx import: MobileNetV2 and a BERT-base layer map with nothing left 
   }
 }
 
+TEST_CASE("onnx import: a 12-layer BERT-base encoder (600 nodes) imports in well under a second") {
+  TempDir dir;
+  std::string path = write_bert_layer(dir, 12);
+  auto t0 = std::chrono::steady_clock::now();
+  auto m = models::import_onnx(path, {{"x", {1, 128, 768}}, {"mask", {1, 1, 1, 128}}});
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  size_t nodes = m.skipped.size();
+  for (auto& t : m.tasks)
+    for (auto& o : t.nodes) nodes += o.size();
+  MESSAGE("BERT-base, 12 layers (" << nodes << " nodes) imported in " << seconds << " s into " << m.tasks.size()
+                                   << " tasks");
+  CHECK(nodes == 12 * 50);
+  CHECK(seconds < 1.0);
+  for (auto& s : m.skipped) CHECK_MESSAGE(s.layout_only, s.node << ": " << s.reason);
+  // The layers repeat: the same 8 tasks, each run 12 times as often (Q, K, V 36).
+  REQUIRE(m.tasks.size() == 8);
+  int most = 0;
+  for (auto& t : m.tasks) most = std::max(most, t.weight);
+  CHECK(most == 36);
+}
+
 TEST_CASE("onnx import: the test networks are written out on request (TT_WRITE_MODELS=DIR)") {
   // For measuring by hand: `TT_WRITE_MODELS=/tmp/m build/tiletune_tests -tc="*written out*"` then
   // `tiletune tune-model /tmp/m/bert_layer.onnx --input x=1,128,768 --input mask=1,1,1,128 ...`.
