@@ -4,9 +4,9 @@
 #include <onnx/shape_inference/implementation.h>
 
 #include <onnx/defs/schema.h>
+#include <algorithm>
 #include <cstring>
 #include <fstream>
-#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "models/graph.hpp"
@@ -81,6 +81,22 @@ bool known_shape(const onnx::ValueInfoProto& v, Dims& out) {
   return true;
 }
 
+//! Attribute values ONNX's own shape inference divides by (or counts with) must be in range
+//! before it runs: it does not check them (a stride of 0 stopped a fuzzed import with SIGFPE).
+void check_attributes(const onnx::NodeProto& n, const std::string& path) {
+  static const std::set<std::string> positive = {"strides", "dilations", "kernel_shape", "group", "blocksize"};
+  for (auto& a : n.attribute()) {
+    bool at_least_one = positive.count(a.name()) > 0, non_negative = a.name() == "pads";
+    if (!at_least_one && !non_negative) continue;
+    auto bad = [&](std::int64_t v) { return at_least_one ? v < 1 : v < 0; };
+    bool wrong = a.type() == onnx::AttributeProto::INT ? bad(a.i()) : false;
+    for (auto v : a.ints()) wrong |= bad(v);
+    if (wrong)
+      invalid(path + ": node '" + n.name() + "' (" + n.op_type() + ") has " + a.name() + " out of range (" +
+              (at_least_one ? "each at least 1" : "none negative") + ")");
+  }
+}
+
 //! ONNX requires nodes in topological order: every input is a graph input, an initializer or
 //! the output of an earlier node. A cycle breaks that too.
 void check_topological(const onnx::GraphProto& graph, const std::string& path) {
@@ -88,6 +104,7 @@ void check_topological(const onnx::GraphProto& graph, const std::string& path) {
   for (auto& in : graph.input()) available.insert(in.name());
   for (auto& t : graph.initializer()) available.insert(t.name());
   for (auto& n : graph.node()) {
+    check_attributes(n, path);
     for (auto& in : n.input())
       if (!in.empty() && !available.count(in))
         invalid(path + ": node '" + n.name() + "' (" + n.op_type() + ") reads '" + in +
@@ -104,7 +121,8 @@ Graph read_onnx(const std::string& path, const std::map<std::string, Dims>& inpu
   f.seekg(0, std::ios::end);
   std::string bytes(static_cast<size_t>(std::max<std::streamoff>(f.tellg(), 0)), '\0');
   f.seekg(0);
-  if (!f.read(bytes.data(), static_cast<std::streamsize>(bytes.size()))) throw_error(ErrorKind::Io, "cannot read " + path);
+  if (!f.read(bytes.data(), static_cast<std::streamsize>(bytes.size())))
+    throw_error(ErrorKind::Io, "cannot read " + path);
   return read_onnx_bytes(bytes, path, inputs);
 }
 

@@ -222,6 +222,23 @@ TEST_CASE("onnx import: bad files, unknown inputs and wrong dimensions are clear
     model.SerializeToString(&bytes);
     return bytes;
   };
+  // Found by fuzzing (fuzz/fuzz_onnx.cpp): a stride of 0 divided by zero inside ONNX's shape
+  // inference. Attributes it divides by are checked first.
+  for (auto [attr, value] : {std::pair<const char*, std::int64_t>{"strides", 0}, {"dilations", 0}, {"pads", -1}}) {
+    onnx::ModelProto model;
+    auto* g = new_graph(model, "zero_stride", 13);
+    add_input(g, "x", {1, 2, 6, 6});
+    add_tensor(g, "w", {2, 2, 3, 3}, 1.0f);
+    std::vector<std::int64_t> values =
+        std::string(attr) == "pads" ? std::vector<std::int64_t>(4, value) : std::vector<std::int64_t>{value, 1};
+    set_ints(add_node(g, "Conv", "conv", {"x", "w"}, {"y"}), attr, values);
+    add_output(g, "y");
+    std::string bytes;
+    model.SerializeToString(&bytes);
+    CHECK(error_of([&] {
+            models::import_onnx_bytes(bytes, "zero.onnx", {});
+          }).find("node 'conv' (Conv) has " + std::string(attr) + " out of range") != std::string::npos);
+  }
   CHECK(models::import_onnx_bytes(small(13, false, 4), "ok.onnx", {}).tasks.size() == 1);
   CHECK(error_of([&] {
           models::import_onnx_bytes(small(999, false, 4), "new.onnx", {});
