@@ -1,10 +1,15 @@
 // Reads an ONNX model with Debian's libonnx (protobuf), binds its inputs' dimensions and runs
 // ONNX's own shape inference; the mapping to tile ops (tasks.cpp) sees only models::detail::Graph.
+#include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
 
 #include <onnx/defs/schema.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <algorithm>
+
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -113,6 +118,70 @@ void check_topological(const onnx::GraphProto& graph, const std::string& path) {
   }
 }
 
+//! ONNX's shape inference, in a child process: it trusts the model it reads, and libonnx's own
+//! crashes on malformed models (fuzzing found several) must not take the daemon or the CLI
+//! down. The child gets the model without the data of large initializers (shapes need their
+//! dimensions only) and sends back the inferred model, or ONNX's error.
+void infer_shapes_isolated(onnx::ModelProto& model, const std::string& path) {
+  for (auto& t : *model.mutable_graph()->mutable_initializer()) {
+    std::int64_t n = 1;
+    for (auto d : t.dims()) n *= std::max<std::int64_t>(d, 1);
+    if (n > kKeptConstant) {
+      t.clear_raw_data();
+      t.clear_float_data();
+      t.clear_double_data();
+      t.clear_int32_data();
+      t.clear_int64_data();
+    }
+  }
+  std::string request = model.SerializeAsString();
+  int fds[2];
+  if (pipe(fds) != 0) throw_error(ErrorKind::Io, "cannot make a pipe for ONNX's shape inference");
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    throw_error(ErrorKind::Io, "cannot fork for ONNX's shape inference");
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    onnx::ModelProto m;
+    std::string answer;
+    try {
+      m.ParseFromString(request);
+      onnx::ShapeInferenceOptions options{true, 1, false};  // check types, fail on errors, no data propagation
+      onnx::shape_inference::InferShapes(m, onnx::OpSchemaRegistry::Instance(), options);
+      answer = "1" + m.SerializeAsString();
+    } catch (const std::exception& e) {
+      answer = std::string("0") + e.what();
+    }
+    for (size_t at = 0; at < answer.size();) {
+      ssize_t n = write(fds[1], answer.data() + at, answer.size() - at);
+      if (n <= 0) break;
+      at += static_cast<size_t>(n);
+    }
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string answer;
+  char buf[1 << 16];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    answer.append(buf, static_cast<size_t>(n));
+  }
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFSIGNALED(status))
+    invalid("ONNX's shape inference crashed on " + path + " (signal " + std::to_string(WTERMSIG(status)) +
+            "): the model is malformed");
+  if (answer.empty()) invalid("ONNX's shape inference gave no answer on " + path);
+  if (answer[0] == '0') invalid("ONNX shape inference failed on " + path + ": " + answer.substr(1));
+  if (!model.ParseFromString(answer.substr(1))) invalid("ONNX's shape inference answered garbage on " + path);
+}
+
 }  // namespace
 
 Graph read_onnx(const std::string& path, const std::map<std::string, Dims>& inputs) {
@@ -148,6 +217,29 @@ Graph read_onnx_bytes(const std::string& bytes, const std::string& path, const s
               std::to_string(range->second.second) + ")");
   }
   check_topological(model.graph(), path);
+  // ONNX's own checker on each node (against its operator's schema: inputs, attributes, types)
+  // before its shape inference, which trusts what it reads (a node short of an input crashed
+  // it). The graph-level checks are left out: they refuse outputs declared without a shape,
+  // which exporters write and the import does not need.
+  {
+    onnx::checker::CheckerContext context;
+    context.set_ir_version(static_cast<int>(model.ir_version()));
+    std::unordered_map<std::string, int> opsets;
+    for (auto& o : model.opset_import()) opsets[o.domain()] = static_cast<int>(o.version());
+    context.set_opset_imports(opsets);
+    context.set_schema_registry(onnx::OpSchemaRegistry::Instance());
+    onnx::checker::LexicalScopeContext scope;
+    for (auto& in : model.graph().input()) scope.add(in.name());
+    for (auto& t : model.graph().initializer()) scope.add(t.name());
+    for (auto& n : model.graph().node()) {
+      try {
+        onnx::checker::check_node(n, context, scope);
+      } catch (const std::exception& e) {
+        invalid(path + ": node '" + n.name() + "' (" + n.op_type() + ") fails ONNX's checker: " + e.what());
+      }
+      for (auto& out : n.output()) scope.add(out);
+    }
+  }
   onnx::GraphProto* graph = model.mutable_graph();
   Graph g;
   g.name = graph->name().empty() ? path : graph->name();
@@ -160,8 +252,11 @@ Graph read_onnx_bytes(const std::string& bytes, const std::string& path, const s
     if (initializers.count(in.name())) continue;
     seen.insert(in.name());
     g.inputs.push_back(in.name());
-    auto* shape = in.mutable_type()->mutable_tensor_type()->mutable_shape();
     auto given = inputs.find(in.name());
+    if (given == inputs.end() && !in.type().tensor_type().has_shape())
+      invalid("input '" + in.name() + "' has no shape in the model: give its dimensions (--input " + in.name() +
+              "=... on the command line, inputs=" + in.name() + "=... over REST)");
+    auto* shape = in.mutable_type()->mutable_tensor_type()->mutable_shape();
     if (given == inputs.end()) {
       for (int d = 0; d < shape->dim_size(); ++d)
         if (!shape->dim(d).has_dim_value())
@@ -192,12 +287,7 @@ Graph read_onnx_bytes(const std::string& bytes, const std::string& path, const s
       for (auto& s : seen) known += (known.empty() ? "" : ", ") + s;
       invalid("the model has no input '" + name + "'; its inputs are: " + known);
     }
-  try {
-    onnx::ShapeInferenceOptions options{true, 1, false};  // check types, fail on errors, no data propagation
-    onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), options);
-  } catch (const std::exception& e) {
-    invalid("ONNX shape inference failed on " + path + ": " + e.what());
-  }
+  infer_shapes_isolated(model, path);
   graph = model.mutable_graph();
   for (auto& t : graph->initializer()) keep_constant(g, t, t.name());
   Dims d;

@@ -239,6 +239,39 @@ TEST_CASE("onnx import: bad files, unknown inputs and wrong dimensions are clear
             models::import_onnx_bytes(bytes, "zero.onnx", {});
           }).find("node 'conv' (Conv) has " + std::string(attr) + " out of range") != std::string::npos);
   }
+  {
+    // Found by fuzzing too: a LayerNormalization short of its scale crashed ONNX's shape
+    // inference. Nodes go through ONNX's checker first.
+    onnx::ModelProto model;
+    auto* g = new_graph(model, "short", 17);
+    add_input(g, "x", {2, 4});
+    add_node(g, "LayerNormalization", "ln", {"x"}, {"y"});
+    add_output(g, "y");
+    std::string bytes;
+    model.SerializeToString(&bytes);
+    CHECK(error_of([&] {
+            models::import_onnx_bytes(bytes, "short.onnx", {});
+          }).find("node 'ln' (LayerNormalization) fails ONNX's checker") != std::string::npos);
+  }
+  {
+    // And a LayerNormalization of an input without a shape crashed it inside libonnx. An input
+    // must have a shape (or be given one), and shape inference runs in a child process whose
+    // crash is the model's error.
+    onnx::ModelProto model;
+    auto* g = new_graph(model, "shapeless", 17);
+    auto* x = g->add_input();
+    x->set_name("x");
+    x->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+    add_input(g, "w", {4});
+    add_node(g, "LayerNormalization", "ln", {"x", "w"}, {"y"});
+    add_output(g, "y");
+    std::string bytes;
+    model.SerializeToString(&bytes);
+    ErrorKind crashed = ErrorKind::Internal;
+    auto message = error_of([&] { models::import_onnx_bytes(bytes, "shapeless.onnx", {}); }, &crashed);
+    CHECK_MESSAGE(message.find("input 'x' has no shape in the model") != std::string::npos, message);
+    CHECK(crashed == ErrorKind::InvalidInput);
+  }
   CHECK(models::import_onnx_bytes(small(13, false, 4), "ok.onnx", {}).tasks.size() == 1);
   CHECK(error_of([&] {
           models::import_onnx_bytes(small(999, false, 4), "new.onnx", {});
