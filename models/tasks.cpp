@@ -214,9 +214,14 @@ class Mapper {
   std::set<size_t> fused_;
   std::set<size_t> pending_;
 
+  //! The shape of a value, if known and not empty: a tensor with a dimension of 0 has no work
+  //! to tune (and every extent the mapping divides by is then at least 1).
   const Dims* shape(const std::string& v) const {
     auto it = g_.shapes.find(v);
-    return it == g_.shapes.end() ? nullptr : &it->second;
+    if (it == g_.shapes.end()) return nullptr;
+    for (auto d : it->second)
+      if (d < 1) return nullptr;
+    return &it->second;
   }
   const std::vector<float>* constant(const std::string& v) const {
     auto it = g_.values.find(v);

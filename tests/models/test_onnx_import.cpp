@@ -272,6 +272,22 @@ TEST_CASE("onnx import: bad files, unknown inputs and wrong dimensions are clear
     CHECK_MESSAGE(message.find("input 'x' has no shape in the model") != std::string::npos, message);
     CHECK(crashed == ErrorKind::InvalidInput);
   }
+  {
+    // Found by fuzzing: an empty tensor (a dimension of 0) divided by zero in the mapping of a
+    // LayerNormalization. Empty tensors have nothing to tune: the node is listed, not mapped.
+    onnx::ModelProto model;
+    auto* g = new_graph(model, "empty", 17);
+    add_input(g, "x", {3, 0});
+    add_input(g, "w", {0});
+    add_node(g, "LayerNormalization", "ln", {"x", "w"}, {"y"});
+    add_output(g, "y");
+    std::string bytes;
+    model.SerializeToString(&bytes);
+    auto m = models::import_onnx_bytes(bytes, "empty.onnx", {});
+    CHECK(m.tasks.empty());
+    REQUIRE(m.skipped.size() == 1);
+    CHECK(m.skipped[0].op_type == "LayerNormalization");
+  }
   CHECK(models::import_onnx_bytes(small(13, false, 4), "ok.onnx", {}).tasks.size() == 1);
   CHECK(error_of([&] {
           models::import_onnx_bytes(small(999, false, 4), "new.onnx", {});
