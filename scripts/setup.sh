@@ -10,7 +10,8 @@ packages=(g++ make cmake pkg-config libsqlite3-dev nlohmann-json3-dev doctest-de
           libxgboost-dev xgboost libtorch-dev              # the cost models (costmodel/)
           ocl-icd-opencl-dev pocl-opencl-icd               # the OpenCL backend (PoCL runs it on CPUs)
           libonnx-dev libprotobuf-dev libonnx-testdata     # ONNX import (models/) and its test models
-          libdnnl-dev libopenblas-dev)                     # the vendor benchmark (bench/)
+          libdnnl-dev libopenblas-dev                      # oneDNN for --compare-vendor and the benchmarks (vendor/, bench/)
+          clang)                                           # the fuzzers (scripts/fuzz.sh: libFuzzer, ASan)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
