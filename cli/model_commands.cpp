@@ -90,22 +90,15 @@ int report_model(const CommonOptions& c, const ModelTuneOptions& m, const std::s
                      measured ? fmt("%.0f%%", 100 * roof_s / s.best_s) + (compute_bound ? " peak" : " copy") : "-",
                      ms(vendor_s), std::isfinite(vendor_s) && measured ? fmt("%.2f", vendor_s / s.best_s) : "-",
                      std::isfinite(share) ? fmt("%.1f%%", 100 * share) : "-", labels[i]}});
-    report.push_back({{"op", w.op.name},
-                      {"sizes", w.sizes_text()},
-                      {"workload_key", w.key},
-                      {"weight", weight},
-                      {"trials", s.trials},
-                      {"flops", w.flops()},
-                      {"bytes", w.io_bytes()},
-                      {"naive_s", number(naive_s)},
-                      {"best_s", number(s.best_s)},
-                      {"roof_s", roof_s},
-                      {"copy_s", copy_s},
-                      {"roof", compute_bound ? "fma peak" : "copy bandwidth"},
-                      {"roof_fraction", measured ? number(roof_s / s.best_s) : nlohmann::json(nullptr)},
-                      {"vendor", vendor_json},
-                      {"share", number(share)},
-                      {"first_node", labels[i]}});
+    nlohmann::json line = tuner::task_report(tasks[i], s, total);
+    line.update({{"naive_s", number(naive_s)},
+                 {"roof_s", roof_s},
+                 {"copy_s", copy_s},
+                 {"roof", compute_bound ? "fma peak" : "copy bandwidth"},
+                 {"roof_fraction", measured ? number(roof_s / s.best_s) : nlohmann::json(nullptr)},
+                 {"vendor", vendor_json},
+                 {"first_node", labels[i]}});
+    report.push_back(line);
   }
   nlohmann::json summary = {
       {"model", name},

@@ -215,10 +215,11 @@ std::optional<std::string> elementwise_expr(const Node& n, const std::vector<std
   if (n.type == "PRelu") return "select(" + term(a) + " > 0.0, " + a + ", " + term(a) + " * " + term(b) + ")";
   if (n.type == "Pow") {
     // Exponents exporters write as constants, without pow's exp(log(x)) (wrong for x < 0).
-    if (is_number(b) && std::strtod(b.c_str(), nullptr) == 2.0) return term(a) + " * " + term(a);
-    if (is_number(b) && std::strtod(b.c_str(), nullptr) == 1.0) return a;
-    if (is_number(b) && std::strtod(b.c_str(), nullptr) == 0.5) return "sqrt(" + a + ")";
-    if (is_number(b) && std::strtod(b.c_str(), nullptr) == 3.0) return term(a) + " * " + term(a) + " * " + term(a);
+    const double e = is_number(b) ? std::strtod(b.c_str(), nullptr) : NAN;
+    if (e == 1.0) return a;
+    if (e == 2.0) return term(a) + " * " + term(a);
+    if (e == 3.0) return term(a) + " * " + term(a) + " * " + term(a);
+    if (e == 0.5) return "sqrt(" + a + ")";
     return "pow(" + a + ", " + b + ")";
   }
   return std::nullopt;

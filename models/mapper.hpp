@@ -87,7 +87,8 @@ class Mapper {
 
   //! A tensor operand of the epilogue as the vendor's primitive sees it: per output group (one
   //! dimension of the vendor's output each), its extent where the tensor has it, else 1.
-  static std::vector<std::int64_t> vendor_dims(const Dims& shape, const Draft& d);
+  //! `included`: per group, whether the tensor has it (fit_operand's answer).
+  static std::vector<std::int64_t> vendor_dims(const std::vector<bool>& included, const Draft& d);
 
   //! Fuses the elementwise subgraph after the draft's kernel into its epilogue (see the top of
   //! the file) and returns the op text. The longest prefix, in graph order, of the elementwise

@@ -196,9 +196,7 @@ void Mapper::vendor_post_ops(Draft& d, const std::vector<Step>& steps) const {
   d.vendor["unfused"] = unfused;
 }
 
-std::vector<std::int64_t> Mapper::vendor_dims(const Dims& shape, const Draft& d) {
-  std::vector<bool> included;
-  fit_operand(shape, d.output, d.groups, &included);
+std::vector<std::int64_t> Mapper::vendor_dims(const std::vector<bool>& included, const Draft& d) {
   std::vector<std::int64_t> dims;
   for (size_t k = 0; k < d.groups.size() && k < included.size(); ++k) {
     const Group& g = d.groups[k];
@@ -215,7 +213,11 @@ std::string Mapper::fuse_epilogue(Draft& d) {
   std::set<size_t> region;
   std::vector<std::string> produced{d.value};
   std::vector<Step> steps;
-  std::map<std::string, std::string> names;  // ONNX value -> its op tensor in the epilogue
+  struct Fitted {
+    std::string access;                //!< its element in the op ("bias[k]")
+    std::vector<std::int64_t> vendor;  //!< its shape as the vendor's primitive sees it
+  };
+  std::map<std::string, Fitted> fitted;  // ONNX value -> the op tensor it is in the epilogue
   std::set<std::string> taken;
   for (auto& [t, v] : d.tensors) taken.insert(t);
   size_t best = 0;
@@ -237,22 +239,28 @@ std::string Mapper::fuse_epilogue(Draft& d) {
         args.push_back(expr[in]);
       } else if (auto s = scalar(in)) {
         args.push_back(ir::number_text(*s));
-      } else if (const Dims* s = shape(in); s && names.count(in)) {
-        args.push_back(names[in]);
-        operand = vendor_dims(*s, d);
-      } else if (auto f = s ? fit_operand(*s, d.output, d.groups) : std::nullopt) {
-        operand = vendor_dims(*s, d);
+      } else if (auto known = fitted.find(in); known != fitted.end()) {
+        args.push_back(known->second.access);
+        operand = known->second.vendor;
+      } else {
+        const Dims* s = shape(in);
+        std::vector<bool> included;
+        auto f = s ? fit_operand(*s, d.output, d.groups, &included) : std::nullopt;
+        if (!f) {
+          fits = false;
+          continue;
+        }
+        operand = vendor_dims(included, d);
         bool is_const = g_.constants.count(in) > 0;
         std::string base = !is_const ? "res" : n.type == "Add" || n.type == "Sub" ? "bias" : "scale";
         std::string name = base;
         for (int suffix = 2; taken.count(name); ++suffix) name = base + std::to_string(suffix);
         taken.insert(name);
-        names[in] = name + "[" + (f->second.empty() ? "0" : f->second) + "]";
+        std::string access = name + "[" + (f->second.empty() ? "0" : f->second) + "]";
+        fitted[in] = {access, operand};
         step.decls.push_back(name + ": f32[" + (f->first.empty() ? "1" : f->first) + "]");
         step.tensors[name] = in;
-        args.push_back(names[in]);
-      } else {
-        fits = false;
+        args.push_back(access);
       }
     }
     if (!fits) continue;

@@ -86,7 +86,8 @@ bool Service::Impl::run_job(const std::string& id) {
   auto row = store->job(id);
   if (!row || row->state == "cancelled" || row->state == "done" || row->state == "failed") return false;
   if (stopping) return false;  // stays queued for the next start
-  if (is_model(*row)) return run_model_job(*row, json::parse(row->request_json));
+  if (json request = json::parse(row->request_json, nullptr, false); is_model_request(request))
+    return run_model_job(*row, request);
   auto cancel = cancel_flag(id);
   if (cancel->load()) return false;
   if (!store->set_job_state_if(id, "queued", "running")) return false;  // cancelled meanwhile

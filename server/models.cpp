@@ -20,8 +20,6 @@ using nlohmann::json;
 
 namespace {
 
-bool is_model_job(const json& request) { return request.value("kind", std::string()) == "model"; }
-
 std::vector<tuner::WeightedTask> model_tasks(const json& request) {
   std::vector<tuner::WeightedTask> tasks;
   for (auto& t : request.at("tasks"))
@@ -97,37 +95,20 @@ json Service::submit_model(const std::string& onnx_bytes, const json& request) {
 json Service::model(const std::string& id) {
   auto j = impl_->store->job(id);
   json request = j ? json::parse(j->request_json, nullptr, false) : json();
-  if (!j || request.is_discarded() || !is_model_job(request))
-    throw_error(ErrorKind::NotFound, "no model job '" + id + "'");
+  if (!j || !Impl::is_model_request(request)) throw_error(ErrorKind::NotFound, "no model job '" + id + "'");
   json out = impl_->job_json(*j);
   // The assessment from the records: per task its weight, FLOPs, bytes, trials, best latency
   // and share of the model's estimated latency (sum of weight x best).
   auto tasks = model_tasks(request);
-  std::vector<tuner::TaskStatus> status(tasks.size());
-  for (size_t i = 0; i < tasks.size(); ++i) {
-    status[i].trials = static_cast<int>(impl_->store->count_records(tasks[i].workload.key, j->target_key));
-    if (auto b = impl_->store->best(tasks[i].workload.key, j->target_key)) status[i].best_s = b->median_s();
-  }
+  auto status = tuner::stored_status(tasks, *impl_->store, j->target_key);
   double total = tuner::estimated_latency(tasks, status);
-  auto number = [](double v) { return std::isfinite(v) ? json(v) : json(nullptr); };
   json rows = json::array();
   for (size_t i = 0; i < tasks.size(); ++i) {
-    const ir::Workload& w = tasks[i].workload;
-    double best = status[i].best_s;
-    rows.push_back({{"op", w.op.name},
-                    {"sizes", w.sizes_text()},
-                    {"workload_key", w.key},
-                    {"weight", tasks[i].weight},
-                    {"trials", status[i].trials},
-                    {"flops", w.flops()},
-                    {"bytes", w.io_bytes()},
-                    {"best_s", number(best)},
-                    {"gflops", number(w.flops() / best / 1e9)},
-                    {"share", number(tasks[i].weight * best / total)},
-                    {"onnx_nodes", request["tasks"][i]["onnx_nodes"]}});
+    rows.push_back(tuner::task_report(tasks[i], status[i], total));
+    rows.back()["onnx_nodes"] = request["tasks"][i]["onnx_nodes"];
   }
   out["report"] = {{"model", request["model"]},
-                   {"estimated_latency_s", number(total)},
+                   {"estimated_latency_s", std::isfinite(total) ? json(total) : json(nullptr)},
                    {"tasks", rows},
                    {"skipped", request["skipped"]}};
   return out;
@@ -186,9 +167,8 @@ bool Service::Impl::run_model_job(db::JobRow row, const json& request) {
   return again;
 }
 
-bool Service::Impl::is_model(const db::JobRow& row) {
-  json request = json::parse(row.request_json, nullptr, false);
-  return !request.is_discarded() && is_model_job(request);
+bool Service::Impl::is_model_request(const json& request) {
+  return request.is_object() && request.value("kind", std::string()) == "model";
 }
 
 }  // namespace tiletune::server

@@ -92,7 +92,8 @@ struct Service::Impl {
   bool run_job(const std::string& id);
   // models.cpp: a model job's turn (the scheduler over its tasks), and what tells one apart.
   bool run_model_job(db::JobRow row, const nlohmann::json& request);
-  static bool is_model(const db::JobRow& row);
+  //! A job's stored request (parsed, possibly discarded) is a model job's.
+  static bool is_model_request(const nlohmann::json& request);
   //! How many jobs run before a queued one; nullopt when it is not waiting for a turn.
   std::optional<int> queue_position(const std::string& id);
   nlohmann::json job_json(const db::JobRow& j);

@@ -5,6 +5,7 @@
 #include "tuner/task_scheduler.hpp"
 
 #include <cmath>
+#include <nlohmann/json.hpp>
 
 #include "support/error.hpp"
 
@@ -14,6 +15,32 @@ double estimated_latency(const std::vector<WeightedTask>& tasks, const std::vect
   double total = 0;
   for (size_t i = 0; i < tasks.size(); ++i) total += tasks[i].weight * status[i].best_s;
   return total;
+}
+
+std::vector<TaskStatus> stored_status(const std::vector<WeightedTask>& tasks, db::RecordStore& store,
+                                      const std::string& target_key) {
+  std::vector<TaskStatus> status(tasks.size());
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    status[i].trials = static_cast<int>(store.count_records(tasks[i].workload.key, target_key));
+    if (auto b = store.best(tasks[i].workload.key, target_key)) status[i].best_s = b->median_s();
+    if (std::isfinite(status[i].best_s)) status[i].best_after_round.push_back(status[i].best_s);
+  }
+  return status;
+}
+
+nlohmann::json task_report(const WeightedTask& task, const TaskStatus& status, double total) {
+  auto number = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
+  const ir::Workload& w = task.workload;
+  return {{"op", w.op.name},
+          {"sizes", w.sizes_text()},
+          {"workload_key", w.key},
+          {"weight", task.weight},
+          {"trials", status.trials},
+          {"flops", w.flops()},
+          {"bytes", w.io_bytes()},
+          {"best_s", number(status.best_s)},
+          {"gflops", number(w.flops() / status.best_s / 1e9)},
+          {"share", number(std::isfinite(total) ? task.weight * status.best_s / total : NAN)}};
 }
 
 int next_task(const std::vector<WeightedTask>& tasks, const std::vector<TaskStatus>& status,
@@ -58,15 +85,9 @@ std::vector<TaskStatus> tune_tasks(const std::vector<WeightedTask>& tasks, const
   if (options.policy != "gradient" && options.policy != "round-robin")
     throw_error(ErrorKind::InvalidInput, "task scheduler '" + options.policy + "': use gradient or round-robin");
   if (options.round < 1) throw_error(ErrorKind::InvalidInput, "a round needs at least 1 trial");
-  const std::string& target = backend.target().key;
-  std::vector<TaskStatus> status(tasks.size());
+  std::vector<TaskStatus> status = stored_status(tasks, store, backend.target().key);
   int used = 0;
-  for (size_t i = 0; i < tasks.size(); ++i) {
-    status[i].trials = static_cast<int>(store.count_records(tasks[i].workload.key, target));
-    if (auto b = store.best(tasks[i].workload.key, target)) status[i].best_s = b->median_s();
-    if (std::isfinite(status[i].best_s)) status[i].best_after_round.push_back(status[i].best_s);
-    used += status[i].trials;
-  }
+  for (auto& s : status) used += s.trials;
   for (int step = 0; used < options.trials; ++step) {
     int i = next_task(tasks, status, options, step);
     if (i < 0) break;

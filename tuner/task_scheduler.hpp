@@ -2,6 +2,7 @@
 #pragma once
 #include <functional>
 #include <limits>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,14 @@ struct TaskStatus {
 
 //! Σ weight × best latency; +inf while a task has no correct kernel.
 double estimated_latency(const std::vector<WeightedTask>& tasks, const std::vector<TaskStatus>& status);
+
+//! Where the tasks stand in the store: records and best latency of each on the target.
+std::vector<TaskStatus> stored_status(const std::vector<WeightedTask>& tasks, db::RecordStore& store,
+                                      const std::string& target_key);
+
+//! A task's line of a model's assessment: op, sizes, workload key, weight, trials, flops, bytes,
+//! best_s, gflops and share (of `total`, the model's estimated latency); null where unknown.
+nlohmann::json task_report(const WeightedTask& task, const TaskStatus& status, double total);
 
 //! The task the policy runs next; -1 when none can run.
 int next_task(const std::vector<WeightedTask>& tasks, const std::vector<TaskStatus>& status,

@@ -72,7 +72,6 @@ struct Runner {
   }
 };
 
-//! The post-ops oneDNN fuses, from the layer's "post_ops"; what it cannot goes to `unfused`.
 //! A binary post-op's operand: its position in the post-op chain, and its dimensions.
 struct BinaryOperand {
   int position;
@@ -84,11 +83,21 @@ struct BinaryOperand {
 //! (sum): a leading add that broadcasts along `channel` of `dst` becomes the bias when the
 //! layer has none (`bias` set), and a full-size add is moved first (addition commutes with
 //! the bias, which oneDNN applies before any post-op).
+//! The epilogue steps the layer itself says no vendor fuses ("unfused"), as text; with
+//! `post_ops_too`, its post-ops as well (for primitives that take none).
+std::vector<std::string> unfused_steps(const nlohmann::json& layer, bool post_ops_too) {
+  std::vector<std::string> out;
+  if (post_ops_too && layer.contains("post_ops"))
+    for (auto& p : layer["post_ops"]) out.push_back(p.dump());
+  if (layer.contains("unfused"))
+    for (auto& u : layer["unfused"]) out.push_back(u.is_string() ? u.get<std::string>() : u.dump());
+  return out;
+}
+
 dnnl::post_ops post_ops(const nlohmann::json& layer, const dims& dst, size_t channel, bool& bias,
                         std::vector<BinaryOperand>& binary_operands, std::vector<std::string>& unfused) {
   dnnl::post_ops post;
-  if (layer.contains("unfused"))
-    for (auto& u : layer["unfused"]) unfused.push_back(u.is_string() ? u.get<std::string>() : u.dump());
+  unfused = unfused_steps(layer, false);
   if (!layer.contains("post_ops")) return post;
   nlohmann::json steps = layer["post_ops"];
   auto operand_of = [](const nlohmann::json& p) {
@@ -267,8 +276,7 @@ Layer pooling(const nlohmann::json& l, const std::vector<float*>& t) {
   r->args[DNNL_ARG_DST] = dnnl::memory(pd.dst_desc(), r->engine);
   layer.name = "oneDNN pooling (blocked)";
   layer.run = [r] { (*r)(); };
-  if (l.contains("post_ops"))
-    for (auto& p : l["post_ops"]) layer.unfused.push_back(p.dump());
+  layer.unfused = unfused_steps(l, true);
   return layer;
 }
 
@@ -302,10 +310,7 @@ Layer rows(const nlohmann::json& l, const std::vector<float*>& t, bool softmax) 
     layer.name = "oneDNN layer_normalization";
   }
   layer.run = [r] { (*r)(); };
-  if (l.contains("post_ops"))
-    for (auto& p : l["post_ops"]) layer.unfused.push_back(p.dump());
-  if (l.contains("unfused"))
-    for (auto& u : l["unfused"]) layer.unfused.push_back(u.is_string() ? u.get<std::string>() : u.dump());
+  layer.unfused = unfused_steps(l, true);
   return layer;
 }
 

@@ -102,6 +102,22 @@ TEST_CASE("models api: bad models, bad parameters, size and token rules: 4xx wit
   CHECK(reason(bad_shape).find("not a dimension") != std::string::npos);
   CHECK(c.Post("/v1/models?inputs=image%3D1,8,10,10&scheduler=fastest", blocks, kOctets)->status == 400);
   CHECK(c.Post("/v1/models?inputs=image%3D1,8,10,10&trials=0", blocks, kOctets)->status == 400);
+  auto twice = c.Post("/v1/models?inputs=image%3D1,8,10,10;image%3D1,8,10,10", blocks, kOctets);
+  CHECK(twice->status == 400);
+  CHECK(reason(twice).find("input image is given twice") != std::string::npos);
+  {
+    // A model with nothing to tune (layout only) is refused rather than queued.
+    onnx::ModelProto model;
+    auto* g = test::new_graph(model, "layout_only", 13);
+    test::add_input(g, "x", {2, 3, 4});
+    test::add_node(g, "Flatten", "flatten", {"x"}, {"y"});
+    test::add_output(g, "y");
+    std::string bytes;
+    model.SerializeToString(&bytes);
+    auto nothing = c.Post("/v1/models", bytes, kOctets);
+    CHECK(nothing->status == 400);
+    CHECK(reason(nothing).find("the model has no node that maps to a task") != std::string::npos);
+  }
   // Truncated: never a half-read model.
   auto cut = c.Post("/v1/models?inputs=image%3D1,8,10,10", blocks.substr(0, blocks.size() / 2), kOctets);
   CHECK(cut->status == 400);
