@@ -164,12 +164,12 @@ int main(int argc, char** argv) {
 
   try {
     auto backend = codegen::make_backend("cpu");
-    auto store = db::open_sqlite_store(db_path);
+    auto store = db::open_store(db_path);
     measure::MeasureOptions mo;
     mo.cache_dir = cache;
     std::vector<costmodel::Sample> extra_prior;
     if (!prior_db.empty()) {
-      auto other = db::open_sqlite_store(prior_db);
+      auto other = db::open_store(prior_db);
       extra_prior = tuner::load_dataset(*other, backend->target().key, backend->target().traits).samples;
       std::cout << "prior: " << extra_prior.size() << " records of " << prior_db << "\n";
     }

@@ -124,7 +124,7 @@ int main(int argc, char** argv) {
     codegen::BackendOptions bo;
     bo.threads = threads;
     auto backend = codegen::make_backend("cpu", bo);
-    auto store = db::open_sqlite_store(db_path);
+    auto store = db::open_store(db_path);
     double peak = vendor::fma_peak_gflops(threads);
     std::cout << "FMA peak measured now: " << fmt(peak) << " GFLOP/s on " << threads
               << " threads; trials per case: " << trials << " (" << strategy

@@ -140,7 +140,7 @@ std::unique_ptr<codegen::Backend> backend_for(const CommonOptions& c) {
 int run_tune(const CommonOptions& c, const tuner::TuneOptions& t) {
   ir::Workload w = load_workload(c.op, c.op_name, c.sizes);
   auto backend = backend_for(c);
-  auto store = db::open_sqlite_store(c.db);
+  auto store = db::open_store(c.db);
   tuner::TuneSummary s = tune_one(w, *backend, *store, tune_options(c, t, store.get()));
   print_table(kTuneHeader, {tune_row(w, s)});
   if (!s.best) {
@@ -158,7 +158,7 @@ int run_suite(const CommonOptions& c, const tuner::TuneOptions& t, const std::st
   if (!trials_given && j.contains("trials") && j["trials"].is_number_integer()) opts.trials = j["trials"].get<int>();
   std::vector<ir::Workload>& workloads = loaded.workloads;
   auto backend = backend_for(c);
-  auto store = db::open_sqlite_store(c.db);
+  auto store = db::open_store(c.db);
   std::vector<Row> rows;
   bool all_ok = true;
   for (auto& w : workloads) {
@@ -174,7 +174,7 @@ int run_suite(const CommonOptions& c, const tuner::TuneOptions& t, const std::st
 int run_best(const CommonOptions& c, int top, bool json) {
   ir::Workload w = load_workload(c.op, c.op_name, c.sizes);
   auto backend = backend_for(c);
-  auto store = db::open_sqlite_store(c.db, /*create=*/false);
+  auto store = db::open_store(c.db, /*create=*/false);
   auto found = tuner::find_best(*store, w.key, backend->target());
   if (!found)
     throw_error(ErrorKind::NotFound, "no measured kernel of " + w.op.name + " with " + w.sizes_text() + " in " + c.db +
@@ -210,7 +210,7 @@ int run_show(const CommonOptions& c, const std::string& config_json, bool naive,
               {"source", k.source},
               {"abi", k.abi}};
   } else {
-    auto store = db::open_sqlite_store(c.db, /*create=*/false);
+    auto store = db::open_store(c.db, /*create=*/false);
     auto found = tuner::find_best(*store, w.key, backend->target());
     if (!found)
       throw_error(ErrorKind::NotFound, "no measured kernel of " + w.op.name + " with " + w.sizes_text() + " in " +
@@ -228,7 +228,7 @@ int run_show(const CommonOptions& c, const std::string& config_json, bool naive,
 int run_measure(const CommonOptions& c, const tuner::TuneOptions& t, const std::vector<std::string>& configs) {
   ir::Workload w = load_workload(c.op, c.op_name, c.sizes);
   auto backend = backend_for(c);
-  auto store = db::open_sqlite_store(c.db);
+  auto store = db::open_store(c.db);
   std::vector<ir::Schedule> batch;
   for (auto& text : configs) batch.push_back(ir::Schedule::from_json(text));
   auto records = tuner::measure_and_store(w, *backend, *store, batch, tune_options(c, t, nullptr).measure);
@@ -262,7 +262,7 @@ tuner::Dataset target_dataset(const CommonOptions& c, db::Store& store, const co
 
 int run_model_train(const CommonOptions& c, const std::vector<std::string>& kinds, std::uint64_t seed) {
   auto backend = backend_for(c);
-  auto store = db::open_sqlite_store(c.db, /*create=*/false);
+  auto store = db::open_store(c.db, /*create=*/false);
   auto data = target_dataset(c, *store, *backend);
   std::vector<Row> rows;
   for (auto& kind : kinds) {
@@ -281,7 +281,7 @@ int run_model_train(const CommonOptions& c, const std::vector<std::string>& kind
 
 int run_model_eval(const CommonOptions& c, const std::vector<std::string>& kinds, std::uint64_t seed, bool json) {
   auto backend = backend_for(c);
-  auto store = db::open_sqlite_store(c.db, /*create=*/false);
+  auto store = db::open_store(c.db, /*create=*/false);
   auto data = target_dataset(c, *store, *backend);
   auto results = tuner::evaluate_models(data, kinds, seed);
   if (json) {

@@ -108,7 +108,7 @@ int run_export(const CommonOptions& c, const std::string& suite_name, const std:
   Suite suite = load_suite(suite_name);
   if (suite.workloads.empty()) throw_error(ErrorKind::InvalidInput, "suite " + suite_name + " has no cases");
   auto backend = backend_for(c);
-  auto store = db::open_sqlite_store(c.db, /*create=*/false);
+  auto store = db::open_store(c.db, /*create=*/false);
   const bool has_c_abi = !backend->call_abi(suite.workloads.front(), "{}").threads_entry_point.empty();
   if (static_lib && !has_c_abi)
     throw_error(ErrorKind::InvalidInput, "--static-lib needs C kernels; " + backend->name() +

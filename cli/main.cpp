@@ -20,7 +20,10 @@ void add_common(CLI::App* cmd, cli::CommonOptions& c, bool with_op) {
     cmd->add_option("--op-name", c.op_name, "the op to use when the file holds several");
     cmd->add_option("--sizes,-s", c.sizes, "sizes of the op, like M=512,N=512,K=512")->required();
   }
-  cmd->add_option("--db", c.db, "SQLite database of measurements")->capture_default_str();
+  cmd->add_option("--db", c.db,
+                  "database of measurements: an SQLite file, or postgresql://user@host:port/dbname (password from "
+                  "PGPASSWORD, ~/.pgpass or ?passfile=FILE)")
+      ->capture_default_str();
   cmd->add_option("--backend", c.backend, "backend to generate code for")->capture_default_str();
   cmd->add_option("--threads", c.backend_options.threads, "threads of generated kernels (0: all cores)")
       ->capture_default_str();

@@ -218,7 +218,7 @@ int run_tune_model(const CommonOptions& c, const tuner::TuneOptions& t, const Mo
   }
   if (tasks.empty()) throw_error(ErrorKind::InvalidInput, m.model + " has no task to tune");
   auto backend = backend_for(c);
-  auto store = db::open_sqlite_store(c.db);
+  auto store = db::open_store(c.db);
   tuner::TaskScheduleOptions so;
   so.trials = m.trials;
   so.round = m.round;

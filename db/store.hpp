@@ -62,7 +62,7 @@ struct RecordQuery {
 };
 
 //! Where measurements live: the workloads and targets they name, and the records. The one
-//! interface every store implements (SQLite, in memory for tests); they must be safe to call
+//! interface every store implements (SQLite, PostgreSQL, in memory for tests); they must be safe to call
 //! from several threads, and a database-backed one from several processes.
 class RecordStore {
  public:
@@ -111,6 +111,16 @@ class Store : public RecordStore, public ModelStore, public JobStore {};
 //! With `create` false, a file that does not exist is Error(NotFound) and nothing is created
 //! (commands that only read).
 std::unique_ptr<Store> open_sqlite_store(const std::string& path, bool create = true);
+
+//! Opens (creating its schema if needed) a PostgreSQL database named by a URL
+//! (postgresql://user@host:port/dbname, parameters as libpq takes them). Error(Unavailable) when
+//! the server cannot be reached, Error(Database) when it refuses the credentials or the schema
+//! is from a newer tiletune, Error(InvalidInput) for a URL with a password in it. With `create`
+//! false, a database without tiletune's schema is Error(NotFound).
+std::unique_ptr<Store> open_postgres_store(const std::string& url, bool create = true);
+
+//! Where `--db` points: a PostgreSQL URL (db/store_url.hpp) or else an SQLite file path.
+std::unique_ptr<Store> open_store(const std::string& where, bool create = true);
 
 //! A record store in memory, for tests and tools that need no file (change_stamp counts writes).
 std::unique_ptr<RecordStore> make_memory_record_store();

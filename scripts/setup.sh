@@ -10,6 +10,7 @@ packages=(g++ make cmake pkg-config libsqlite3-dev nlohmann-json3-dev doctest-de
           libxgboost-dev xgboost libtorch-dev              # the cost models (costmodel/)
           ocl-icd-opencl-dev pocl-opencl-icd               # the OpenCL backend (PoCL runs it on CPUs)
           libonnx-dev libprotobuf-dev libonnx-testdata     # ONNX import (models/) and its test models
+          libpq-dev postgresql                             # PostgreSQL stores (db/postgres_store.cpp) and the server their tests start
           libdnnl-dev libopenblas-dev                      # oneDNN for --compare-vendor and the benchmarks (vendor/, bench/)
           clang)                                           # the fuzzers (scripts/fuzz.sh: libFuzzer, ASan)
 missing=()

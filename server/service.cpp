@@ -42,7 +42,7 @@ std::string backend_of(const json& request) { return request.value("backend", co
 
 Service::Impl::Impl(ServiceOptions o)
     : options(std::move(o)),
-      store(db::open_sqlite_store(options.db_path)),
+      store(db::open_store(options.db_path)),
       board(options.lease_seconds, options.unclaimed_seconds) {}
 
 codegen::TargetInfo Service::Impl::target_of(const json& req, bool* remote) {

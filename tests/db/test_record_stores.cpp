@@ -8,6 +8,7 @@
 
 #include "db/store.hpp"
 #include "helpers.hpp"
+#include "postgres.hpp"
 #include "support/hash.hpp"
 #include "tuner/search.hpp"
 #include "tuner/tune.hpp"
@@ -96,10 +97,15 @@ void check_contract(RecordStore& store) {
 
 }  // namespace
 
-TEST_CASE("record stores: SQLite and the in-memory store keep one contract") {
+TEST_CASE("record stores: SQLite, PostgreSQL and the in-memory store keep one contract") {
   SUBCASE("sqlite") {
     test::TempDir dir;
     auto store = open_sqlite_store(dir.file("r.db"));
+    check_contract(*store);
+  }
+  SUBCASE("postgresql") {
+    test::PostgresDb db;
+    auto store = open_store(db.url());
     check_contract(*store);
   }
   SUBCASE("memory") {
