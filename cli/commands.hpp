@@ -82,6 +82,12 @@ int run_model_train(const CommonOptions& c, const std::vector<std::string>& kind
 //! Prints held-out ranking metrics of the given kinds and of a random ranker.
 int run_model_eval(const CommonOptions& c, const std::vector<std::string>& kinds, std::uint64_t seed, bool json);
 
+//! Prints what a database holds and its integrity check; Error(Database) when it fails.
+int run_db_check(const std::string& where);
+//! Merges the records of `from` (one target's when `target_key` is given) into `to`, with the
+//! workloads and targets they name; checked as a whole, then written in one transaction.
+int run_db_copy(const std::string& from, const std::string& to, const std::string& target_key);
+
 //! The daemon (cli/serve.cpp): returns when SIGTERM or SIGINT has stopped it cleanly.
 //! `service` holds the daemon's own options (lease times); its job defaults and backend come
 //! from `c` and `t`.

@@ -209,6 +209,20 @@ int main(int argc, char** argv) {
   }
   eval_cmd->add_flag("--json", json, "print the metrics as JSON lines");
 
+  auto* db_cmd = app.add_subcommand("db", "check a database; move records between databases (SQLite, PostgreSQL)");
+  db_cmd->require_subcommand(1);
+  std::string db_where, db_from, db_to, db_target;
+  auto* db_check_cmd = db_cmd->add_subcommand("check", "print what a database holds and run its integrity check");
+  db_check_cmd->add_option("--db", db_where, "the database (SQLite file or postgresql:// URL)")->required();
+  auto* db_push_cmd = db_cmd->add_subcommand(
+      "push", "merge a database's records into another (a machine's into the team's): duplicates merged");
+  auto* db_pull_cmd = db_cmd->add_subcommand("pull", "the same, the other way (the team's into a machine's)");
+  for (auto* cmd : {db_push_cmd, db_pull_cmd}) {
+    cmd->add_option("--from", db_from, "database to read (SQLite file or postgresql:// URL)")->required();
+    cmd->add_option("--to", db_to, "database to merge into (created if needed)")->required();
+    cmd->add_option("--target", db_target, "only the records of this target key");
+  }
+
   // An unknown command must not pass for a request of the main help (`tiletune import --help`).
   if (argc > 1 && argv[1][0] != '-') {
     try {
@@ -243,6 +257,8 @@ int main(int argc, char** argv) {
       if (!worker_token_file.empty()) worker.token = cli::read_token(worker_token_file);
       return cli::run_worker(common, worker);
     }
+    if (*db_check_cmd) return cli::run_db_check(db_where);
+    if (*db_push_cmd || *db_pull_cmd) return cli::run_db_copy(db_from, db_to, db_target);
     if (*train_cmd) return cli::run_model_train(common, kinds, model_seed);
     if (*eval_cmd) return cli::run_model_eval(common, kinds, model_seed, json);
     return cli::run_ops();

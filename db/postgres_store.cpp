@@ -83,6 +83,31 @@ const char* const kMigrations[] = {
     CREATE INDEX jobs_by_request ON jobs (request_key, state);
     CREATE INDEX jobs_by_created ON jobs (created_unix_ms);
     )sql",
+    // 2: the daemon's state shared by daemons on one database (SQLite's version 5).
+    R"sql(
+    ALTER TABLE jobs ADD COLUMN owner TEXT NOT NULL DEFAULT '';
+    ALTER TABLE jobs ADD COLUMN lease_until_unix_ms BIGINT NOT NULL DEFAULT 0;
+    ALTER TABLE jobs ADD COLUMN spent_s DOUBLE PRECISION NOT NULL DEFAULT 0;
+    CREATE INDEX jobs_by_turn ON jobs (state, updated_unix_ms);
+    CREATE TABLE workers (
+      id                 TEXT PRIMARY KEY,
+      name               TEXT NOT NULL,
+      target_key         TEXT NOT NULL,
+      registered_unix_ms BIGINT NOT NULL,
+      last_seen_unix_ms  BIGINT NOT NULL
+    );
+    CREATE TABLE batches (
+      id               TEXT PRIMARY KEY,
+      job_id           TEXT NOT NULL,
+      target_key       TEXT NOT NULL,
+      task_json        TEXT NOT NULL,
+      worker_id        TEXT NOT NULL,
+      deadline_unix_ms BIGINT NOT NULL,
+      posted_unix_ms   BIGINT NOT NULL,
+      results_json     TEXT
+    );
+    CREATE INDEX batches_by_target ON batches (target_key, posted_unix_ms);
+    )sql",
 };
 constexpr std::int64_t kSchemaVersion = sizeof kMigrations / sizeof kMigrations[0];
 // Held while migrating, so that daemons starting together migrate once. It is taken before the
@@ -198,7 +223,10 @@ const char* const kRecordColumns =
     "error_message, measure_params_json, tool_version, created_unix_ms";
 const char* const kJobColumns =
     "id, request_key, request_json, workload_key, target_key, state, done, total, best_s, error, "
-    "created_unix_ms, updated_unix_ms";
+    "created_unix_ms, updated_unix_ms, owner, lease_until_unix_ms, spent_s";
+const char* const kBatchColumns =
+    "id, job_id, target_key, task_json, worker_id, deadline_unix_ms, posted_unix_ms, results_json";
+const char* const kWorkerColumns = "id, name, target_key, registered_unix_ms, last_seen_unix_ms";
 // Empty filters match everything; median_s is NULL exactly for failures, which never rank.
 const char* const kRecordFilter =
     "($1 = '' OR workload_key = $1) AND ($2 = '' OR target_key = $2) AND ($3 = '' OR config_key = $3) AND id > $4 "
@@ -227,9 +255,21 @@ Record read_record(const Rows& rows, int i) {
 JobRow read_job(const Rows& rows, int i) {
   JobRow j{rows.text(i, 0), rows.text(i, 1), rows.text(i, 2),     rows.text(i, 3),
            rows.text(i, 4), rows.text(i, 5), rows.integer(i, 6),  rows.integer(i, 7),
-           std::nullopt,    rows.text(i, 9), rows.integer(i, 10), rows.integer(i, 11)};
+           std::nullopt,    rows.text(i, 9), rows.integer(i, 10), rows.integer(i, 11),
+           rows.text(i, 12), rows.integer(i, 13), rows.real(i, 14)};
   if (!rows.is_null(i, 8)) j.best_s = rows.real(i, 8);
   return j;
+}
+
+BatchRow read_batch(const Rows& rows, int i) {
+  BatchRow b{rows.text(i, 0),    rows.text(i, 1),    rows.text(i, 2), rows.text(i, 3),
+             rows.text(i, 4),    rows.integer(i, 5), rows.integer(i, 6), std::nullopt};
+  if (!rows.is_null(i, 7)) b.results_json = rows.text(i, 7);
+  return b;
+}
+
+WorkerRow read_worker(const Rows& rows, int i) {
+  return {rows.text(i, 0), rows.text(i, 1), rows.text(i, 2), rows.integer(i, 3), rows.integer(i, 4)};
 }
 
 class PostgresStore final : public Store {
@@ -241,22 +281,11 @@ class PostgresStore final : public Store {
   }
 
   void put_workload(const WorkloadRow& w) override {
-    write([&] {
-      exec(
-          "INSERT INTO workloads (key, op_name, canonical_text, sizes_json, op_text, created) "
-          "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
-          Params(w.key, w.op_name, w.canonical_text, w.sizes_json, w.op_text, now_unix_ms()));
-    });
+    write([&] { insert_workload(w); });
   }
 
   void put_target(const TargetRow& t) override {
-    write([&] {
-      exec(
-          "INSERT INTO targets (key, backend, family, fingerprint_json, traits_json, created) "
-          "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (key) DO UPDATE SET traits_json = excluded.traits_json "
-          "WHERE targets.traits_json = ''",
-          Params(t.key, t.backend, t.family, t.fingerprint_json, t.traits_json, now_unix_ms()));
-    });
+    write([&] { insert_target(t); });
   }
 
   std::optional<WorkloadRow> workload(const std::string& key) override {
@@ -300,34 +329,18 @@ class PostgresStore final : public Store {
   }
 
   std::int64_t add_record(const Record& r) override {
-    if (r.ok() && r.times_s.empty())
-      throw_error(ErrorKind::InvalidInput, "add_record: a successful record needs at least one time");
-    std::optional<double> median;
-    if (r.ok()) median = r.median_s();
-    std::optional<std::string> error_class;
-    if (!r.ok()) error_class = r.error_class;
-    const std::string times = nlohmann::json(r.times_s).dump();
-    const std::int64_t created = r.created_unix_ms ? r.created_unix_ms : now_unix_ms();
+    check_record(r);
+    return write([&] { return insert_record(r).first; });
+  }
+
+  MergeCounts merge(const RecordBatch& batch) override {
+    for (auto& r : batch.records) check_record(r);
     return write([&] {
-      try {
-        Rows ins = exec(
-            "INSERT INTO records (workload_key, target_key, config_key, config_json, times_json, median_s, "
-            "error_class, error_message, measure_params_json, tool_version, created_unix_ms) "
-            "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT DO NOTHING RETURNING id",
-            Params(r.workload_key, r.target_key, r.config_key, r.config_json, times, median, error_class,
-                   r.error_message, r.measure_params_json, r.tool_version, created));
-        if (ins.size()) return ins.integer(0, 0);
-      } catch (const StatementError& e) {
-        if (e.sqlstate == "23503")  // foreign_key_violation
-          throw_error(ErrorKind::Database, "add_record: workload '" + r.workload_key + "' or target '" + r.target_key +
-                                               "' is not in the database (put it first)");
-        throw;
-      }
-      // The earlier duplicate's id.
-      Rows st = exec("SELECT id FROM records WHERE workload_key = $1 AND target_key = $2 AND config_key = $3",
-                     Params(r.workload_key, r.target_key, r.config_key));
-      if (!st.size()) throw_error(ErrorKind::Internal, "add_record: the duplicate record is not found");
-      return st.integer(0, 0);
+      for (auto& w : batch.workloads) insert_workload(w);
+      for (auto& t : batch.targets) insert_target(t);
+      MergeCounts counts;
+      for (auto& r : batch.records) ++(insert_record(r).second ? counts.imported : counts.duplicates);
+      return counts;
     });
   }
 
@@ -407,21 +420,128 @@ class PostgresStore final : public Store {
     });
   }
 
-  void update_job(const JobRow& j) override {
-    write([&] {
-      exec(
-          "UPDATE jobs SET state = $1, done = $2, total = $3, best_s = $4, error = $5, updated_unix_ms = $6 "
-          "WHERE id = $7",
-          Params(j.state, j.done, j.total, j.best_s, j.error, now_unix_ms(), j.id));
+  bool update_job(const JobRow& j) override {
+    return write([&] {
+      return exec(
+                 "UPDATE jobs SET state = $1, done = $2, total = $3, best_s = $4, error = $5, spent_s = $6, "
+                 "updated_unix_ms = $7, owner = CASE WHEN $1 = 'running' THEN owner ELSE '' END "
+                 "WHERE id = $8 AND owner = $9 AND ($9 = '' OR state = 'running')",
+                 Params(j.state, j.done, j.total, j.best_s, j.error, j.spent_s, now_unix_ms(), j.id, j.owner))
+                 .affected() > 0;
     });
   }
 
   bool set_job_state_if(const std::string& id, const std::string& from, const std::string& to) override {
     return write([&] {
-      return exec("UPDATE jobs SET state = $1, updated_unix_ms = $2 WHERE id = $3 AND state = $4",
-                  Params(to, now_unix_ms(), id, from))
+      return exec(
+                 "UPDATE jobs SET state = $1, updated_unix_ms = $2, owner = CASE WHEN $1 = 'running' THEN owner "
+                 "ELSE '' END WHERE id = $3 AND state = $4",
+                 Params(to, now_unix_ms(), id, from))
                  .affected() > 0;
     });
+  }
+
+  std::optional<JobRow> claim_job(const std::string& owner, std::int64_t now, std::int64_t lease_ms) override {
+    return write([&]() -> std::optional<JobRow> {
+      // SKIP LOCKED: daemons claiming at once each get another job instead of waiting in line.
+      Rows r = exec((std::string("UPDATE jobs SET state = 'running', owner = $1, lease_until_unix_ms = $2, "
+                                 "updated_unix_ms = $3 WHERE id = (SELECT id FROM jobs WHERE state = 'queued' OR "
+                                 "(state = 'running' AND lease_until_unix_ms < $3) ORDER BY updated_unix_ms, id "
+                                 "LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING ") +
+                     kJobColumns)
+                        .c_str(),
+                    Params(owner, now + lease_ms, now));
+      if (!r.size()) return std::nullopt;
+      return read_job(r, 0);
+    });
+  }
+
+  bool renew_job(const std::string& id, const std::string& owner, std::int64_t now, std::int64_t lease_ms) override {
+    return write([&] {
+      return exec("UPDATE jobs SET lease_until_unix_ms = $1 WHERE id = $2 AND owner = $3 AND state = 'running'",
+                  Params(now + lease_ms, id, owner))
+                 .affected() > 0;
+    });
+  }
+
+  void put_worker(const WorkerRow& w) override {
+    write([&] {
+      exec("INSERT INTO workers (id, name, target_key, registered_unix_ms, last_seen_unix_ms) "
+           "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO UPDATE SET name = excluded.name, "
+           "target_key = excluded.target_key",
+           Params(w.id, w.name, w.target_key, w.registered_unix_ms, w.last_seen_unix_ms));
+    });
+  }
+
+  std::optional<WorkerRow> worker(const std::string& id) override {
+    return read([&]() -> std::optional<WorkerRow> {
+      Rows r = exec((std::string("SELECT ") + kWorkerColumns + " FROM workers WHERE id = $1").c_str(), Params(id));
+      if (!r.size()) return std::nullopt;
+      return read_worker(r, 0);
+    });
+  }
+
+  bool touch_worker(const std::string& id, std::int64_t now) override {
+    return write([&] {
+      return exec("UPDATE workers SET last_seen_unix_ms = $1 WHERE id = $2", Params(now, id)).affected() > 0;
+    });
+  }
+
+  std::vector<WorkerRow> workers() override {
+    return read([&] {
+      Rows r = exec((std::string("SELECT ") + kWorkerColumns + " FROM workers ORDER BY registered_unix_ms, id").c_str(),
+                    Params());
+      std::vector<WorkerRow> out;
+      for (int i = 0; i < r.size(); ++i) out.push_back(read_worker(r, i));
+      return out;
+    });
+  }
+
+  void post_batch(const BatchRow& b) override {
+    write([&] {
+      exec("INSERT INTO batches (id, job_id, target_key, task_json, worker_id, deadline_unix_ms, posted_unix_ms, "
+           "results_json) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+           Params(b.id, b.job_id, b.target_key, b.task_json, b.worker_id, b.deadline_unix_ms, b.posted_unix_ms,
+                  b.results_json));
+    });
+  }
+
+  std::optional<BatchRow> lease_batch(const std::string& worker_id, const std::string& target_key, std::int64_t now,
+                                      std::int64_t lease_ms) override {
+    return write([&]() -> std::optional<BatchRow> {
+      Rows r = exec((std::string("UPDATE batches SET worker_id = $1, deadline_unix_ms = $2 WHERE id = (SELECT id "
+                                 "FROM batches WHERE target_key = $3 AND results_json IS NULL AND (worker_id = '' OR "
+                                 "deadline_unix_ms < $4) ORDER BY posted_unix_ms, id LIMIT 1 FOR UPDATE SKIP LOCKED) "
+                                 "RETURNING ") +
+                     kBatchColumns)
+                        .c_str(),
+                    Params(worker_id, now + lease_ms, target_key, now));
+      if (!r.size()) return std::nullopt;
+      return read_batch(r, 0);
+    });
+  }
+
+  Completion complete_batch(const std::string& id, const std::string& worker_id,
+                            const std::string& results_json) override {
+    return write([&] {
+      Rows r = exec("SELECT worker_id, results_json IS NOT NULL FROM batches WHERE id = $1 FOR UPDATE", Params(id));
+      if (!r.size() || r.text(0, 1) == "t") return Completion::Unknown;
+      if (r.text(0, 0) != worker_id) return Completion::TakenOver;
+      exec("UPDATE batches SET results_json = $1 WHERE id = $2", Params(results_json, id));
+      return Completion::Accepted;
+    });
+  }
+
+  std::optional<BatchRow> batch(const std::string& id) override {
+    return read([&]() -> std::optional<BatchRow> {
+      Rows r = exec((std::string("SELECT ") + kBatchColumns + " FROM batches WHERE id = $1").c_str(), Params(id));
+      if (!r.size()) return std::nullopt;
+      return read_batch(r, 0);
+    });
+  }
+
+  void remove_batch(const std::string& id) override {
+    write([&] { exec("DELETE FROM batches WHERE id = $1", Params(id)); });
   }
 
   std::optional<JobRow> job(const std::string& id) override {
@@ -530,6 +650,48 @@ class PostgresStore final : public Store {
     else if (sqlstate == "40001" || sqlstate == "40P01")  // serialization failure, deadlock
       f = Failure::Retry;
     throw StatementError{f, sqlstate, message};
+  }
+
+  // Inserts inside write().
+  void insert_workload(const WorkloadRow& w) {
+    exec("INSERT INTO workloads (key, op_name, canonical_text, sizes_json, op_text, created) "
+         "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
+         Params(w.key, w.op_name, w.canonical_text, w.sizes_json, w.op_text, now_unix_ms()));
+  }
+
+  void insert_target(const TargetRow& t) {
+    exec("INSERT INTO targets (key, backend, family, fingerprint_json, traits_json, created) "
+         "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (key) DO UPDATE SET traits_json = excluded.traits_json "
+         "WHERE targets.traits_json = ''",
+         Params(t.key, t.backend, t.family, t.fingerprint_json, t.traits_json, now_unix_ms()));
+  }
+
+  //! The record's id, and whether it is new (else the earlier record of its config).
+  std::pair<std::int64_t, bool> insert_record(const Record& r) {
+    std::optional<double> median;
+    if (r.ok()) median = r.median_s();
+    std::optional<std::string> error_class;
+    if (!r.ok()) error_class = r.error_class;
+    const std::string times = nlohmann::json(r.times_s).dump();
+    const std::int64_t created = r.created_unix_ms ? r.created_unix_ms : now_unix_ms();
+    try {
+      Rows ins = exec(
+          "INSERT INTO records (workload_key, target_key, config_key, config_json, times_json, median_s, "
+          "error_class, error_message, measure_params_json, tool_version, created_unix_ms) "
+          "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT DO NOTHING RETURNING id",
+          Params(r.workload_key, r.target_key, r.config_key, r.config_json, times, median, error_class,
+                 r.error_message, r.measure_params_json, r.tool_version, created));
+      if (ins.size()) return {ins.integer(0, 0), true};
+    } catch (const StatementError& e) {
+      if (e.sqlstate == "23503")  // foreign_key_violation
+        throw_error(ErrorKind::Database, "add_record: workload '" + r.workload_key + "' or target '" + r.target_key +
+                                             "' is not in the database (put it first)");
+      throw;
+    }
+    Rows st = exec("SELECT id FROM records WHERE workload_key = $1 AND target_key = $2 AND config_key = $3",
+                   Params(r.workload_key, r.target_key, r.config_key));
+    if (!st.size()) throw_error(ErrorKind::Internal, "add_record: the duplicate record is not found");
+    return {st.integer(0, 0), false};
   }
 
   //! A statement inside read() or write().

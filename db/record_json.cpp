@@ -10,6 +10,11 @@ namespace tiletune::db {
 
 using nlohmann::json;
 
+void check_record(const Record& r) {
+  if (r.ok() && r.times_s.empty())
+    throw_error(ErrorKind::InvalidInput, "add_record: a successful record needs at least one time");
+}
+
 double Record::median_s() const {
   if (!ok() || times_s.empty()) return std::numeric_limits<double>::infinity();
   std::vector<double> t = times_s;

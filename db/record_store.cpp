@@ -45,6 +45,18 @@ std::int64_t RecordStore::count_records(const std::string& workload_key, const s
   return count(RecordQuery{workload_key, target_key});
 }
 
+MergeCounts RecordStore::merge(const RecordBatch& batch) {
+  for (auto& w : batch.workloads) put_workload(w);
+  for (auto& t : batch.targets) put_target(t);
+  MergeCounts counts;
+  for (auto& r : batch.records) {
+    bool had = has_config(r.workload_key, r.target_key, r.config_key);
+    add_record(r);
+    ++(had ? counts.duplicates : counts.imported);
+  }
+  return counts;
+}
+
 namespace {
 
 //! Records in memory, behind one mutex. It keeps the contract of the SQLite store (insert or
@@ -101,8 +113,7 @@ class MemoryRecordStore final : public RecordStore {
   }
 
   std::int64_t add_record(const Record& r) override {
-    if (r.ok() && r.times_s.empty())
-      throw_error(ErrorKind::InvalidInput, "add_record: a successful record needs at least one time");
+    check_record(r);
     std::lock_guard lock(mu_);
     if (!workloads_.count(r.workload_key) || !targets_.count(r.target_key))
       throw_error(ErrorKind::Database, "add_record: workload '" + r.workload_key + "' or target '" + r.target_key +

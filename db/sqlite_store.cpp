@@ -85,6 +85,32 @@ const char* const kMigrations[] = {
     R"sql(
     ALTER TABLE targets ADD COLUMN traits_json TEXT NOT NULL DEFAULT '';
     )sql",
+    // 5: the daemon's state shared by daemons on one database: who runs a job and until when,
+    // the time its turns took; remote workers and the batches they lease.
+    R"sql(
+    ALTER TABLE jobs ADD COLUMN owner TEXT NOT NULL DEFAULT '';
+    ALTER TABLE jobs ADD COLUMN lease_until_unix_ms INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE jobs ADD COLUMN spent_s REAL NOT NULL DEFAULT 0;
+    CREATE INDEX jobs_by_turn ON jobs (state, updated_unix_ms);
+    CREATE TABLE workers (
+      id                 TEXT PRIMARY KEY,
+      name               TEXT NOT NULL,
+      target_key         TEXT NOT NULL,
+      registered_unix_ms INTEGER NOT NULL,
+      last_seen_unix_ms  INTEGER NOT NULL
+    );
+    CREATE TABLE batches (
+      id               TEXT PRIMARY KEY,
+      job_id           TEXT NOT NULL,
+      target_key       TEXT NOT NULL,
+      task_json        TEXT NOT NULL,
+      worker_id        TEXT NOT NULL,
+      deadline_unix_ms INTEGER NOT NULL,
+      posted_unix_ms   INTEGER NOT NULL,
+      results_json     TEXT
+    );
+    CREATE INDEX batches_by_target ON batches (target_key, posted_unix_ms);
+    )sql",
 };
 constexpr std::int64_t kSchemaVersion = sizeof kMigrations / sizeof kMigrations[0];
 
@@ -156,6 +182,7 @@ class Statement {
   void bind_one(int i, const char* s) { check(sqlite3_bind_text(stmt_, i, s, -1, SQLITE_TRANSIENT)); }
   void bind_one(int i, std::int64_t v) { check(sqlite3_bind_int64(stmt_, i, v)); }
   void bind_one(int i, int v) { check(sqlite3_bind_int64(stmt_, i, v)); }
+  void bind_one(int i, double v) { check(sqlite3_bind_double(stmt_, i, v)); }
   void bind_one(int i, const std::optional<double>& v) {
     check(v ? sqlite3_bind_double(stmt_, i, *v) : sqlite3_bind_null(stmt_, i));
   }
@@ -244,23 +271,14 @@ class SqliteStore final : public Store {
   void put_workload(const WorkloadRow& w) override {
     std::lock_guard lock(mu_);
     WriteTransaction tx(db());
-    Statement(db(),
-              "INSERT INTO workloads (key, op_name, canonical_text, sizes_json, op_text, created) "
-              "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING")
-        .bind(w.key, w.op_name, w.canonical_text, w.sizes_json, w.op_text, now_unix_ms())
-        .step();
+    insert_workload(w);
     tx.commit();
   }
 
   void put_target(const TargetRow& t) override {
     std::lock_guard lock(mu_);
     WriteTransaction tx(db());
-    Statement(db(),
-              "INSERT INTO targets (key, backend, family, fingerprint_json, traits_json, created) "
-              "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO UPDATE SET traits_json = excluded.traits_json "
-              "WHERE targets.traits_json = ''")
-        .bind(t.key, t.backend, t.family, t.fingerprint_json, t.traits_json, now_unix_ms())
-        .step();
+    insert_target(t);
     tx.commit();
   }
 
@@ -287,38 +305,24 @@ class SqliteStore final : public Store {
   }
 
   std::int64_t add_record(const Record& r) override {
-    if (r.ok() && r.times_s.empty())
-      throw_error(ErrorKind::InvalidInput, "add_record: a successful record needs at least one time");
-    std::optional<double> median;
-    if (r.ok()) median = r.median_s();
-    std::optional<std::string> error_class;
-    if (!r.ok()) error_class = r.error_class;
-    std::string times = nlohmann::json(r.times_s).dump();
-    std::int64_t created = r.created_unix_ms ? r.created_unix_ms : now_unix_ms();
-
+    check_record(r);
     std::lock_guard lock(mu_);
     WriteTransaction tx(db());
-    try {
-      Statement(db(),
-                "INSERT INTO records (workload_key, target_key, config_key, config_json, times_json, "
-                "median_s, error_class, error_message, measure_params_json, tool_version, created_unix_ms) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING")
-          .bind(r.workload_key, r.target_key, r.config_key, r.config_json, times, median, error_class, r.error_message,
-                r.measure_params_json, r.tool_version, created)
-          .step();
-    } catch (const Error&) {
-      if (sqlite3_extended_errcode(db()) == SQLITE_CONSTRAINT_FOREIGNKEY)
-        throw_error(ErrorKind::Database, "add_record: workload '" + r.workload_key + "' or target '" + r.target_key +
-                                             "' is not in the database (put it first)");
-      throw;
-    }
-    // The row is either the one just inserted or the earlier duplicate: one query serves both.
-    Statement st(db(), "SELECT id FROM records WHERE workload_key = ? AND target_key = ? AND config_key = ?");
-    if (!st.bind(r.workload_key, r.target_key, r.config_key).step())
-      throw_error(ErrorKind::Internal, "add_record: inserted record not found");
-    std::int64_t id = st.integer(0);
+    std::int64_t id = insert_record(r).first;
     tx.commit();
     return id;
+  }
+
+  MergeCounts merge(const RecordBatch& batch) override {
+    for (auto& r : batch.records) check_record(r);
+    std::lock_guard lock(mu_);
+    WriteTransaction tx(db());
+    for (auto& w : batch.workloads) insert_workload(w);
+    for (auto& t : batch.targets) insert_target(t);
+    MergeCounts counts;
+    for (auto& r : batch.records) ++(insert_record(r).second ? counts.imported : counts.duplicates);
+    tx.commit();
+    return counts;
   }
 
   std::vector<Record> records(const RecordQuery& q) override {
@@ -399,26 +403,64 @@ class SqliteStore final : public Store {
     return out;
   }
 
-  void update_job(const JobRow& j) override {
+  bool update_job(const JobRow& j) override {
     std::lock_guard lock(mu_);
     WriteTransaction tx(db());
     Statement(db(),
-              "UPDATE jobs SET state = ?, done = ?, total = ?, best_s = ?, error = ?, updated_unix_ms = ? "
-              "WHERE id = ?")
-        .bind(j.state, j.done, j.total, j.best_s, j.error, now_unix_ms(), j.id)
+              "UPDATE jobs SET state = ?, done = ?, total = ?, best_s = ?, error = ?, spent_s = ?, updated_unix_ms = ?, "
+              "owner = CASE WHEN ? = 'running' THEN owner ELSE '' END "
+              "WHERE id = ? AND owner = ? AND (? = '' OR state = 'running')")
+        .bind(j.state, j.done, j.total, j.best_s, j.error, j.spent_s, now_unix_ms(), j.state, j.id, j.owner, j.owner)
         .step();
+    bool changed = sqlite3_changes(db()) > 0;
     tx.commit();
+    return changed;
   }
 
   bool set_job_state_if(const std::string& id, const std::string& from, const std::string& to) override {
     std::lock_guard lock(mu_);
     WriteTransaction tx(db());
-    Statement(db(), "UPDATE jobs SET state = ?, updated_unix_ms = ? WHERE id = ? AND state = ?")
-        .bind(to, now_unix_ms(), id, from)
+    Statement(db(),
+              "UPDATE jobs SET state = ?, updated_unix_ms = ?, owner = CASE WHEN ? = 'running' THEN owner ELSE '' END "
+              "WHERE id = ? AND state = ?")
+        .bind(to, now_unix_ms(), to, id, from)
         .step();
     bool changed = sqlite3_changes(db()) > 0;
     tx.commit();
     return changed;
+  }
+
+  std::optional<JobRow> claim_job(const std::string& owner, std::int64_t now, std::int64_t lease_ms) override {
+    std::lock_guard lock(mu_);
+    WriteTransaction tx(db());  // BEGIN IMMEDIATE: one claimant at a time across processes
+    std::string id;
+    {
+      Statement st(db(),
+                   "SELECT id FROM jobs WHERE state = 'queued' OR (state = 'running' AND lease_until_unix_ms < ?) "
+                   "ORDER BY updated_unix_ms, id LIMIT 1");
+      if (!st.bind(now).step()) return std::nullopt;
+      id = st.text(0);
+    }
+    Statement(db(),
+              "UPDATE jobs SET state = 'running', owner = ?, lease_until_unix_ms = ?, updated_unix_ms = ? WHERE id = ?")
+        .bind(owner, now + lease_ms, now, id)
+        .step();
+    Statement st(db(), ("SELECT " + kJobColumns + " FROM jobs WHERE id = ?").c_str());
+    st.bind(id).step();
+    JobRow out = read_job(st);
+    tx.commit();
+    return out;
+  }
+
+  bool renew_job(const std::string& id, const std::string& owner, std::int64_t now, std::int64_t lease_ms) override {
+    std::lock_guard lock(mu_);
+    WriteTransaction tx(db());
+    Statement(db(), "UPDATE jobs SET lease_until_unix_ms = ? WHERE id = ? AND owner = ? AND state = 'running'")
+        .bind(now + lease_ms, id, owner)
+        .step();
+    bool held = sqlite3_changes(db()) > 0;
+    tx.commit();
+    return held;
   }
 
   std::optional<JobRow> job(const std::string& id) override {
@@ -440,6 +482,99 @@ class SqliteStore final : public Store {
     return out;
   }
 
+  void put_worker(const WorkerRow& w) override {
+    std::lock_guard lock(mu_);
+    WriteTransaction tx(db());
+    Statement(db(),
+              "INSERT INTO workers (id, name, target_key, registered_unix_ms, last_seen_unix_ms) VALUES (?, ?, ?, ?, ?) "
+              "ON CONFLICT (id) DO UPDATE SET name = excluded.name, target_key = excluded.target_key")
+        .bind(w.id, w.name, w.target_key, w.registered_unix_ms, w.last_seen_unix_ms)
+        .step();
+    tx.commit();
+  }
+
+  std::optional<WorkerRow> worker(const std::string& id) override {
+    std::lock_guard lock(mu_);
+    Statement st(db(), "SELECT id, name, target_key, registered_unix_ms, last_seen_unix_ms FROM workers WHERE id = ?");
+    if (!st.bind(id).step()) return std::nullopt;
+    return WorkerRow{st.text(0), st.text(1), st.text(2), st.integer(3), st.integer(4)};
+  }
+
+  bool touch_worker(const std::string& id, std::int64_t now) override {
+    std::lock_guard lock(mu_);
+    WriteTransaction tx(db());
+    Statement(db(), "UPDATE workers SET last_seen_unix_ms = ? WHERE id = ?").bind(now, id).step();
+    bool known = sqlite3_changes(db()) > 0;
+    tx.commit();
+    return known;
+  }
+
+  std::vector<WorkerRow> workers() override {
+    std::lock_guard lock(mu_);
+    Statement st(db(),
+                 "SELECT id, name, target_key, registered_unix_ms, last_seen_unix_ms FROM workers "
+                 "ORDER BY registered_unix_ms, id");
+    std::vector<WorkerRow> out;
+    while (st.step()) out.push_back({st.text(0), st.text(1), st.text(2), st.integer(3), st.integer(4)});
+    return out;
+  }
+
+  void post_batch(const BatchRow& b) override {
+    std::lock_guard lock(mu_);
+    WriteTransaction tx(db());
+    Statement(db(),
+              "INSERT INTO batches (id, job_id, target_key, task_json, worker_id, deadline_unix_ms, posted_unix_ms, "
+              "results_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+        .bind(b.id, b.job_id, b.target_key, b.task_json, b.worker_id, b.deadline_unix_ms, b.posted_unix_ms,
+              b.results_json)
+        .step();
+    tx.commit();
+  }
+
+  std::optional<BatchRow> lease_batch(const std::string& worker_id, const std::string& target_key, std::int64_t now,
+                                      std::int64_t lease_ms) override {
+    std::lock_guard lock(mu_);
+    WriteTransaction tx(db());
+    std::string id;
+    {
+      Statement st(db(),
+                   "SELECT id FROM batches WHERE target_key = ? AND results_json IS NULL AND "
+                   "(worker_id = '' OR deadline_unix_ms < ?) ORDER BY posted_unix_ms, id LIMIT 1");
+      if (!st.bind(target_key, now).step()) return std::nullopt;
+      id = st.text(0);
+    }
+    Statement(db(), "UPDATE batches SET worker_id = ?, deadline_unix_ms = ? WHERE id = ?")
+        .bind(worker_id, now + lease_ms, id)
+        .step();
+    auto out = read_batch(id);
+    tx.commit();
+    return out;
+  }
+
+  Completion complete_batch(const std::string& id, const std::string& worker_id,
+                            const std::string& results_json) override {
+    std::lock_guard lock(mu_);
+    WriteTransaction tx(db());
+    auto b = read_batch(id);
+    if (!b || b->results_json) return Completion::Unknown;
+    if (b->worker_id != worker_id) return Completion::TakenOver;
+    Statement(db(), "UPDATE batches SET results_json = ? WHERE id = ?").bind(results_json, id).step();
+    tx.commit();
+    return Completion::Accepted;
+  }
+
+  std::optional<BatchRow> batch(const std::string& id) override {
+    std::lock_guard lock(mu_);
+    return read_batch(id);
+  }
+
+  void remove_batch(const std::string& id) override {
+    std::lock_guard lock(mu_);
+    WriteTransaction tx(db());
+    Statement(db(), "DELETE FROM batches WHERE id = ?").bind(id).step();
+    tx.commit();
+  }
+
   std::int64_t change_stamp() override {
     std::lock_guard lock(mu_);
     Statement st(db(), "PRAGMA data_version");  // moves with other connections' commits
@@ -458,17 +593,76 @@ class SqliteStore final : public Store {
  private:
   sqlite3* db() const { return db_.get(); }
 
+  // Inserts inside a caller's write transaction.
+  void insert_workload(const WorkloadRow& w) {
+    Statement(db(),
+              "INSERT INTO workloads (key, op_name, canonical_text, sizes_json, op_text, created) "
+              "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING")
+        .bind(w.key, w.op_name, w.canonical_text, w.sizes_json, w.op_text, now_unix_ms())
+        .step();
+  }
+
+  void insert_target(const TargetRow& t) {
+    Statement(db(),
+              "INSERT INTO targets (key, backend, family, fingerprint_json, traits_json, created) "
+              "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO UPDATE SET traits_json = excluded.traits_json "
+              "WHERE targets.traits_json = ''")
+        .bind(t.key, t.backend, t.family, t.fingerprint_json, t.traits_json, now_unix_ms())
+        .step();
+  }
+
+  //! The record's id, and whether it is new (else the earlier record of its config).
+  std::pair<std::int64_t, bool> insert_record(const Record& r) {
+    std::optional<double> median;
+    if (r.ok()) median = r.median_s();
+    std::optional<std::string> error_class;
+    if (!r.ok()) error_class = r.error_class;
+    std::string times = nlohmann::json(r.times_s).dump();
+    std::int64_t created = r.created_unix_ms ? r.created_unix_ms : now_unix_ms();
+    try {
+      Statement(db(),
+                "INSERT INTO records (workload_key, target_key, config_key, config_json, times_json, "
+                "median_s, error_class, error_message, measure_params_json, tool_version, created_unix_ms) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING")
+          .bind(r.workload_key, r.target_key, r.config_key, r.config_json, times, median, error_class, r.error_message,
+                r.measure_params_json, r.tool_version, created)
+          .step();
+    } catch (const Error&) {
+      if (sqlite3_extended_errcode(db()) == SQLITE_CONSTRAINT_FOREIGNKEY)
+        throw_error(ErrorKind::Database, "add_record: workload '" + r.workload_key + "' or target '" + r.target_key +
+                                             "' is not in the database (put it first)");
+      throw;
+    }
+    bool inserted = sqlite3_changes(db()) > 0;
+    // The row is either the one just inserted or the earlier duplicate: one query serves both.
+    Statement st(db(), "SELECT id FROM records WHERE workload_key = ? AND target_key = ? AND config_key = ?");
+    if (!st.bind(r.workload_key, r.target_key, r.config_key).step())
+      throw_error(ErrorKind::Internal, "add_record: inserted record not found");
+    return {st.integer(0), inserted};
+  }
+
   static inline const std::string kRecordFilter =
       "(? = '' OR workload_key = ?) AND (? = '' OR target_key = ?) AND (? = '' OR config_key = ?) AND id > ? AND "
       "(? = 0 OR median_s IS NOT NULL)";
   static inline const std::string kJobColumns =
       "id, request_key, request_json, workload_key, target_key, state, done, total, best_s, error, "
-      "created_unix_ms, updated_unix_ms";
+      "created_unix_ms, updated_unix_ms, owner, lease_until_unix_ms, spent_s";
   static JobRow read_job(const Statement& st) {
     JobRow j{st.text(0),    st.text(1),    st.text(2),   st.text(3), st.text(4),     st.text(5),
-             st.integer(6), st.integer(7), std::nullopt, st.text(9), st.integer(10), st.integer(11)};
+             st.integer(6), st.integer(7), std::nullopt, st.text(9), st.integer(10), st.integer(11),
+             st.text(12),   st.integer(13), st.real(14)};
     if (!st.is_null(8)) j.best_s = st.real(8);
     return j;
+  }
+
+  std::optional<BatchRow> read_batch(const std::string& id) {
+    Statement st(db(),
+                 "SELECT id, job_id, target_key, task_json, worker_id, deadline_unix_ms, posted_unix_ms, results_json "
+                 "FROM batches WHERE id = ?");
+    if (!st.bind(id).step()) return std::nullopt;
+    BatchRow b{st.text(0), st.text(1), st.text(2), st.text(3), st.text(4), st.integer(5), st.integer(6), std::nullopt};
+    if (!st.is_null(7)) b.results_json = st.text(7);
+    return b;
   }
 
   template <class... Args>

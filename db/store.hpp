@@ -9,6 +9,7 @@
 
 #include "db/job_store.hpp"
 #include "db/model_store.hpp"
+#include "db/worker_store.hpp"
 
 namespace tiletune::db {
 
@@ -61,6 +62,19 @@ struct RecordQuery {
   bool fastest_first = false;   //!< by median, ties to the older record (successful records only); else by id
 };
 
+//! Rows moved between databases together (tiletune db push/pull, POST /v1/records): the
+//! workloads and targets its records name come with them.
+struct RecordBatch {
+  std::vector<WorkloadRow> workloads;
+  std::vector<TargetRow> targets;
+  std::vector<Record> records;
+};
+
+//! What merging a batch did: records new to the store, and those it already had (by config).
+struct MergeCounts {
+  std::int64_t imported = 0, duplicates = 0;
+};
+
 //! Where measurements live: the workloads and targets they name, and the records. The one
 //! interface every store implements (SQLite, PostgreSQL, in memory for tests); they must be safe to call
 //! from several threads, and a database-backed one from several processes.
@@ -80,6 +94,10 @@ class RecordStore {
   //! already present is not doubled: the existing id is returned. Error(Database) when its
   //! workload or target is not stored.
   virtual std::int64_t add_record(const Record& r) = 0;
+  //! Stores a batch: its workloads and targets (insert or ignore), then each record whose config
+  //! the store does not have yet (ids are the store's own). A database-backed store writes it in
+  //! one transaction: all or nothing.
+  virtual MergeCounts merge(const RecordBatch& batch);
   //! Records matching the query, at most query.limit.
   virtual std::vector<Record> records(const RecordQuery& query) = 0;
   //! How many records match the query (its limit and after_id ignored).
@@ -102,8 +120,8 @@ class RecordStore {
   std::int64_t count_records(const std::string& workload_key, const std::string& target_key);
 };
 
-//! A database that holds all three: what the CLI and the daemon open.
-class Store : public RecordStore, public ModelStore, public JobStore {};
+//! A database that holds it all: what the CLI and the daemon open.
+class Store : public RecordStore, public ModelStore, public JobStore, public WorkerStore {};
 
 //! Opens (creating if needed) an SQLite database file: WAL, busy timeout, migrations applied.
 //! Throws tiletune::Error(Database) if the file is not a tiletune database or is from a newer
@@ -124,6 +142,9 @@ std::unique_ptr<Store> open_store(const std::string& where, bool create = true);
 
 //! A record store in memory, for tests and tools that need no file (change_stamp counts writes).
 std::unique_ptr<RecordStore> make_memory_record_store();
+
+//! Error(InvalidInput) for a record no store may hold (a success without times).
+void check_record(const Record& r);
 
 // The exported JSON forms (schemas/record.schema.json, schemas/api.schema.json WorkloadRow and
 // TargetRow); the *_from_json functions throw Error(InvalidInput) naming what is wrong.

@@ -1,12 +1,17 @@
-// The job runner of Service: jobs persisted in the database, run one at a time.
+// The job runner of Service: jobs in the database, claimed by the daemons on it and run one at a
+// time by each.
 #include <spdlog/spdlog.h>
 #include <boost/asio/post.hpp>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <set>
+#include <tuple>
+#include <unistd.h>
 
+#include "db/retry.hpp"
 #include "server/schemas.hpp"
 #include "server/service_impl.hpp"
 #include "support/error.hpp"
@@ -37,11 +42,13 @@ json Service::Impl::job_json(const db::JobRow& j) {
 }
 
 std::optional<int> Service::Impl::queue_position(const std::string& id) {
-  std::lock_guard lock(queue_mu);
-  auto it = std::find(queue.begin(), queue.end(), id);
-  if (it == queue.end()) return std::nullopt;
-  // The job whose turn it is (it has left the queue) goes first.
-  return static_cast<int>(it - queue.begin()) + (in_turn ? 1 : 0);
+  // Turns go by how long a job has waited: the order claim_job takes them in.
+  auto queued = store->jobs("queued", 100000);
+  std::sort(queued.begin(), queued.end(),
+            [](auto& a, auto& b) { return std::tie(a.updated_unix_ms, a.id) < std::tie(b.updated_unix_ms, b.id); });
+  auto it = std::find_if(queued.begin(), queued.end(), [&](auto& j) { return j.id == id; });
+  if (it == queued.end()) return std::nullopt;
+  return static_cast<int>(it - queued.begin() + store->jobs("running", 100000).size());
 }
 
 std::shared_ptr<std::atomic<bool>> Service::Impl::cancel_flag(const std::string& id) {
@@ -51,51 +58,99 @@ std::shared_ptr<std::atomic<bool>> Service::Impl::cancel_flag(const std::string&
   return f;
 }
 
-void Service::Impl::enqueue(const std::string& id) {
-  {
-    std::lock_guard lock(queue_mu);
-    queue.push_back(id);
+bool Service::Impl::save_job(const db::JobRow& row) {
+  // The job's bookkeeping waits for a database that is briefly away, as its records do.
+  bool held = db::retry_unavailable(options.job_defaults.store_patience_s, [&] { return store->update_job(row); },
+                                    [&](const std::string& why) {
+                                      spdlog::warn("event=database_away job={} error=\"{}\"", row.id, why);
+                                    });
+  if (!held) {
+    claim_lost = true;
+    spdlog::warn("event=claim_lost job={} (cancelled, or taken over by another daemon)", row.id);
   }
-  asio::post(jobs_io, [this, id] {
-    {
-      std::lock_guard lock(queue_mu);
-      auto it = std::find(queue.begin(), queue.end(), id);
-      if (it != queue.end()) queue.erase(it);
-      in_turn = true;
-    }
-    bool again = false;
-    try {
-      again = run_job(id);
-    } catch (const std::exception& e) {
-      // The database failed under the job's bookkeeping: the job stays as it was stored and
-      // resumes at the next start; the daemon keeps serving.
-      spdlog::error("event=job_error job={} error=\"{}\"", id, e.what());
-    }
-    {
-      std::lock_guard lock(queue_mu);
-      in_turn = false;
-      if (!again) spent_s.erase(id);
-    }
-    if (again) return enqueue(id);  // its next turn, behind the jobs waiting now
-    std::lock_guard lock(cancel_mu);
-    cancel_flags.erase(id);
-  });
+  return held;
 }
 
-bool Service::Impl::run_job(const std::string& id) {
-  auto row = store->job(id);
-  if (!row || row->state == "cancelled" || row->state == "done" || row->state == "failed") return false;
-  if (stopping) return false;  // stays queued for the next start
-  if (json request = json::parse(row->request_json, nullptr, false); is_model_request(request))
-    return run_model_job(*row, request);
-  auto cancel = cancel_flag(id);
-  if (cancel->load()) return false;
-  if (!store->set_job_state_if(id, "queued", "running")) return false;  // cancelled meanwhile
-  row->state = "running";
-  bool again = false;
+void Service::Impl::heartbeat() {
+  std::string id;
+  {
+    std::lock_guard lock(turn_mu);
+    id = turn_job;
+  }
+  if (id.empty()) return;
+  try {
+    if (!store->renew_job(id, daemon_id, now_unix_ms(), static_cast<std::int64_t>(options.job_lease_seconds * 1e3))) {
+      claim_lost = true;
+      spdlog::warn("event=claim_lost job={} (cancelled, or taken over by another daemon)", id);
+    }
+  } catch (const std::exception& e) {
+    // The database is away: the claim holds until it runs out, and renewing goes on.
+    spdlog::warn("event=heartbeat_failed job={} error=\"{}\"", id, e.what());
+  }
+}
+
+void Service::Impl::release_dead_owners() {
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  const std::string prefix = std::string(host) + ":";
+  for (auto& j : store->jobs("running", 100000)) {
+    if (j.owner.rfind(prefix, 0) != 0) continue;
+    long pid = std::strtol(j.owner.c_str() + prefix.size(), nullptr, 10);
+    if (pid <= 0 || j.owner == daemon_id || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    db::JobRow released = j;
+    released.state = "queued";
+    if (store->update_job(released))
+      spdlog::info("event=job_released job={} dead_owner={}", j.id, j.owner);
+  }
+}
+
+void Service::Impl::run_jobs() {
+  const auto lease_ms = static_cast<std::int64_t>(options.job_lease_seconds * 1e3);
+  auto last_release = std::chrono::steady_clock::now() - std::chrono::hours(1);
+  while (!stopping) {
+    std::optional<db::JobRow> row;
+    try {
+      if (std::chrono::steady_clock::now() - last_release > std::chrono::seconds(2)) {
+        release_dead_owners();
+        last_release = std::chrono::steady_clock::now();
+      }
+      row = store->claim_job(daemon_id, now_unix_ms(), lease_ms);
+    } catch (const std::exception& e) {
+      spdlog::error("event=claim_failed error=\"{}\"", e.what());  // the database is away: try again
+    }
+    if (!row) {
+      std::unique_lock lock(wake_mu);
+      wake.wait_for(lock, std::chrono::duration<double>(options.poll_seconds), [this] { return stopping.load(); });
+      continue;
+    }
+    {
+      std::lock_guard lock(turn_mu);
+      turn_job = row->id;
+      claim_lost = false;
+    }
+    try {
+      run_job(*row);
+    } catch (const std::exception& e) {
+      // The database failed under the job's bookkeeping: its claim runs out and the job resumes
+      // (here or on another daemon); the daemon keeps serving.
+      spdlog::error("event=job_error job={} error=\"{}\"", row->id, e.what());
+    }
+    {
+      std::lock_guard lock(turn_mu);
+      turn_job.clear();
+    }
+    std::lock_guard lock(cancel_mu);
+    cancel_flags.erase(row->id);
+  }
+}
+
+void Service::Impl::run_job(db::JobRow row) {
+  if (json request = json::parse(row.request_json, nullptr, false); is_model_request(request))
+    return run_model_job(row, request);
+  auto cancel = cancel_flag(row.id);
   std::atomic<bool> stop_now{false};
   try {
-    json req = json::parse(row->request_json);
+    json req = json::parse(row.request_json);
     ir::Workload w = workload_of(req);
     bool remote = false;
     codegen::TargetInfo target = target_of(req, &remote);
@@ -104,43 +159,38 @@ bool Service::Impl::run_job(const std::string& id) {
     o.trials = req.value("trials", req.contains("seconds") ? tuner::kMaxTrials : o.trials);
     // One turn lasts a slice, or what is left of the job's own time budget.
     const double budget = req.value("seconds", 0.0);
-    double spent = 0;
-    {
-      std::lock_guard lock(queue_mu);
-      spent = spent_s[id];
-    }
     o.max_seconds =
-        budget > 0 ? std::min(options.slice_seconds, std::max(budget - spent, 1e-3)) : options.slice_seconds;
+        budget > 0 ? std::min(options.slice_seconds, std::max(budget - row.spent_s, 1e-3)) : options.slice_seconds;
     o.strategy = req.value("strategy", o.strategy);
     const auto turn_start = std::chrono::steady_clock::now();
     o.models = store.get();
-    // Both a cancel of this job and a stop of the service end it after the batch in flight.
+    // A cancel, a stop of the service or a lost claim end it after the batch in flight.
     o.cancel = &stop_now;
     std::int64_t last_id = 0;  // records after this one are this job's, for the metrics
     if (auto before = store->history(w.key, target.key); !before.empty()) last_id = before.back().id;
     auto on_progress = [&](const tuner::Progress& p) {
-      row->done = p.done;
-      row->total = p.total;
-      if (std::isfinite(p.best_s)) row->best_s = p.best_s;
-      store->update_job(*row);
+      row.done = p.done;
+      row.total = p.total;
+      if (std::isfinite(p.best_s)) row.best_s = p.best_s;
+      save_job(row);
       // Count what this batch measured, by error class.
       for (auto& r : store->records({w.key, target.key, last_id, tuner::kMaxTrials})) {
         metrics.count_measurement(r.error_class);
         last_id = r.id;
       }
-      if (cancel->load() || stopping.load()) stop_now = true;
+      if (cancel->load() || stopping.load() || claim_lost.load()) stop_now = true;
     };
-    // Remote batches wait for a worker: a cancel or a stop must also end that wait.
+    // Remote batches wait for a worker: a cancel, a stop or a lost claim must also end that wait.
     std::atomic<bool> abandon{false};
     std::thread watch;
     std::optional<tuner::TuneSummary> summary;
     if (remote) {
       watch = std::thread([&] {
-        while (!abandon && !cancel->load() && !stopping.load())
+        while (!abandon && !cancel->load() && !stopping.load() && !claim_lost.load())
           std::this_thread::sleep_for(std::chrono::milliseconds(100));
         stop_now = true;
       });
-      RemoteMeasurer measurer(board, target.key, tuner::workload_row(w), o.measure, stop_now);
+      RemoteMeasurer measurer(board, row.id, target.key, tuner::workload_row(w), o.measure, stop_now);
       try {
         summary = tuner::tune(w, target, measurer, *store, o, on_progress);
       } catch (...) {
@@ -155,29 +205,23 @@ bool Service::Impl::run_job(const std::string& id) {
       summary =
           tuner::tune(w, backend(req.contains("target") ? target.backend : backend_of(req)), *store, o, on_progress);
     }
-    spent += std::chrono::duration<double>(std::chrono::steady_clock::now() - turn_start).count();
-    {
-      std::lock_guard lock(queue_mu);
-      spent_s[id] = spent;
-    }
-    if (summary->stopped && stopping && !cancel->load()) {
-      row->state = "queued";  // resumes where it stopped at the next start
+    row.spent_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - turn_start).count();
+    if (summary->stopped && (stopping || claim_lost) && !cancel->load()) {
+      row.state = "queued";  // resumes where it stopped, here at the next start or on another daemon
     } else if (cancel->load() && summary->stopped) {
-      row->state = "cancelled";
-    } else if (summary->stopped && (budget <= 0 || spent < budget)) {
-      row->state = "queued";  // its turn ended: the next job's turn, then this one goes on
-      again = true;
+      row.state = "cancelled";
+    } else if (summary->stopped && (budget <= 0 || row.spent_s < budget)) {
+      row.state = "queued";  // its turn ended: the next job's turn, then this one goes on
     } else {
-      row->state = "done";
-      if (!summary->best) row->error = "no candidate passed the correctness check";
+      row.state = "done";
+      if (!summary->best) row.error = "no candidate passed the correctness check";
     }
   } catch (const std::exception& e) {
     // Stopped while a remote worker measured: nothing of that batch was stored.
-    row->state = cancel->load() ? "cancelled" : stopping.load() ? "queued" : "failed";
-    if (row->state == "failed") row->error = e.what();
+    row.state = cancel->load() ? "cancelled" : (stopping.load() || claim_lost.load()) ? "queued" : "failed";
+    if (row.state == "failed") row.error = e.what();
   }
-  store->update_job(*row);
-  return again;
+  save_job(row);
 }
 
 void Service::Impl::tick_rate() {
@@ -186,6 +230,16 @@ void Service::Impl::tick_rate() {
     if (ec) return;
     metrics.tick(5.0);
     tick_rate();
+  });
+}
+
+void Service::Impl::tick_heartbeat() {
+  heartbeat_timer->expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(options.job_lease_seconds / 4)));
+  heartbeat_timer->async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;
+    heartbeat();
+    tick_heartbeat();
   });
 }
 
@@ -215,7 +269,7 @@ json Service::submit(const json& request) {
   impl_->store->put_target(tuner::target_row(target));
   db::JobRow stored = impl_->store->put_job(row);
   bool created = stored.id == row.id;
-  if (created && impl_->started) impl_->enqueue(stored.id);
+  if (created) impl_->wake.notify_all();
   return {{"job", impl_->job_json(stored)}, {"created", created}};
 }
 
@@ -239,9 +293,11 @@ json Service::cancel(const std::string& id) {
   if (!j) throw_error(ErrorKind::NotFound, "no job '" + id + "'");
   if (j->state != "queued" && j->state != "running")
     throw_error(ErrorKind::Conflict, "job '" + id + "' is already " + j->state);
+  // Cancelled here; a running job's owner (this daemon or another) finds its claim gone and
+  // stops after the batch in flight, whose records are kept.
   impl_->cancel_flag(id)->store(true);
-  // A queued job is cancelled here; a running one when its batch in flight is stored.
-  impl_->store->set_job_state_if(id, "queued", "cancelled");
+  if (!impl_->store->set_job_state_if(id, "queued", "cancelled"))
+    impl_->store->set_job_state_if(id, "running", "cancelled");
   return job(id);
 }
 

@@ -88,7 +88,7 @@ json Service::submit_model(const std::string& onnx_bytes, const json& request) {
   impl_->store->put_target(tuner::target_row(target));
   db::JobRow stored = impl_->store->put_job(row);
   bool created = stored.id == row.id;
-  if (created && impl_->started) impl_->enqueue(stored.id);
+  if (created) impl_->wake.notify_all();
   return {{"job", impl_->job_json(stored)}, {"created", created}, {"tasks", m.tasks.size()}, {"skipped", skipped}};
 }
 
@@ -114,12 +114,9 @@ json Service::model(const std::string& id) {
   return out;
 }
 
-bool Service::Impl::run_model_job(db::JobRow row, const json& request) {
+void Service::Impl::run_model_job(db::JobRow row, const json& request) {
   auto cancel = cancel_flag(row.id);
-  if (cancel->load()) return false;
-  if (!store->set_job_state_if(row.id, "queued", "running")) return false;  // cancelled meanwhile
-  row.state = "running";
-  bool again = false, turn_over = false;
+  bool turn_over = false;
   std::atomic<bool> stop_now{false};
   try {
     auto tasks = model_tasks(request);
@@ -137,10 +134,10 @@ bool Service::Impl::run_model_job(db::JobRow row, const json& request) {
     auto status = tuner::tune_tasks(tasks, be, *store, o, so, [&](const tuner::ModelProgress& p) {
       row.done = p.trials;
       if (std::isfinite(p.estimate_s)) row.best_s = p.estimate_s;
-      store->update_job(row);
+      save_job(row);
       double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - turn_start).count();
       if (elapsed >= options.slice_seconds && p.trials < so.trials) turn_over = true;
-      if (cancel->load() || stopping.load() || turn_over) stop_now = true;
+      if (cancel->load() || stopping.load() || claim_lost.load() || turn_over) stop_now = true;
     });
     int used = 0;
     for (auto& s : status) used += s.trials;
@@ -149,22 +146,20 @@ bool Service::Impl::run_model_job(db::JobRow row, const json& request) {
     if (std::isfinite(estimate)) row.best_s = estimate;
     if (cancel->load()) {
       row.state = "cancelled";
-    } else if (stopping.load()) {
-      row.state = "queued";  // resumes where it stopped at the next start
+    } else if (stopping.load() || claim_lost.load()) {
+      row.state = "queued";  // resumes where it stopped, here at the next start or on another daemon
     } else if (turn_over) {
       row.state = "queued";  // the next job's turn, then this one goes on
-      again = true;
     } else {
       row.state = "done";
       if (!std::isfinite(estimate)) row.error = "a task has no kernel that passed the correctness check";
     }
   } catch (const std::exception& e) {
-    row.state = cancel->load() ? "cancelled" : stopping.load() ? "queued" : "failed";
+    row.state = cancel->load() ? "cancelled" : (stopping.load() || claim_lost.load()) ? "queued" : "failed";
     if (row.state == "failed") row.error = e.what();
     spdlog::warn("event=model_job_error job={} error=\"{}\"", row.id, e.what());
   }
-  store->update_job(row);
-  return again;
+  save_job(row);
 }
 
 bool Service::Impl::is_model_request(const json& request) {

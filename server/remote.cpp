@@ -1,66 +1,75 @@
 #include "server/remote.hpp"
 
 #include <chrono>
+#include <cstdio>
+#include <thread>
 
+#include "server/service_impl.hpp"
 #include "support/error.hpp"
 
 namespace tiletune::server {
 
-namespace {
-double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-}  // namespace
-
-std::optional<std::vector<measure::MeasureResult>> LeaseBoard::run(const std::string& target_key, nlohmann::json task,
+std::optional<std::vector<measure::MeasureResult>> LeaseBoard::run(const std::string& job_id,
+                                                                   const std::string& target_key, nlohmann::json task,
                                                                    const std::atomic<bool>& stop) {
-  std::unique_lock lock(mu_);
-  char id[32];
-  std::snprintf(id, sizeof id, "L%015llu", static_cast<unsigned long long>(++next_));
-  std::string lease_id = id;
-  batches_[lease_id] = Batch{target_key, std::move(task), "", 0, now_s(), std::nullopt};
-  while (!batches_[lease_id].results) {
+  db::BatchRow batch;
+  // Ids sort by posting time, so workers take batches oldest first whichever daemon posted them.
+  char id[40];
+  std::snprintf(id, sizeof id, "L%013lld%s", static_cast<long long>(now_unix_ms()), new_id().c_str());
+  batch.id = id;
+  batch.job_id = job_id;
+  batch.target_key = target_key;
+  batch.task_json = task.dump();
+  batch.posted_unix_ms = now_unix_ms();
+  store_.post_batch(batch);
+  while (true) {
     if (stop.load()) {
-      batches_.erase(lease_id);
+      store_.remove_batch(batch.id);
       return std::nullopt;
     }
-    if (batches_[lease_id].worker_id.empty() && now_s() - batches_[lease_id].posted > unclaimed_seconds_) {
-      batches_.erase(lease_id);
+    std::optional<db::BatchRow> now;
+    try {
+      now = store_.batch(batch.id);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::Unavailable) throw;  // a database that is away: keep waiting
+    }
+    if (now && now->results_json) {
+      std::vector<measure::MeasureResult> results;
+      for (auto& r : nlohmann::json::parse(*now->results_json)) results.push_back(measure::result_from_json(r));
+      store_.remove_batch(batch.id);
+      return results;
+    }
+    if (now && now->worker_id.empty() && now_unix_ms() - batch.posted_unix_ms > unclaimed_seconds_ * 1e3) {
+      store_.remove_batch(batch.id);
       throw_error(ErrorKind::Unavailable, "no worker of target " + target_key + " took a batch within " +
                                               std::to_string(static_cast<int>(unclaimed_seconds_)) +
                                               " s: start `tiletune worker` on a machine of that target");
     }
-    done_.wait_for(lock, std::chrono::milliseconds(200));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  auto results = std::move(batches_[lease_id].results);
-  batches_.erase(lease_id);
-  return results;
 }
 
 std::optional<nlohmann::json> LeaseBoard::lease(const std::string& worker_id, const std::string& target_key) {
-  std::lock_guard lock(mu_);
-  double now = now_s();
-  for (auto& [id, b] : batches_) {
-    if (b.target_key != target_key || b.results) continue;
-    if (!b.worker_id.empty() && now < b.deadline) continue;  // held by a live lease
-    b.worker_id = worker_id;
-    b.deadline = now + lease_seconds_;
-    nlohmann::json out = b.task;
-    out["lease_id"] = id;
-    out["lease_seconds"] = lease_seconds_;
-    return out;
-  }
-  return std::nullopt;
+  auto b = store_.lease_batch(worker_id, target_key, now_unix_ms(), static_cast<std::int64_t>(lease_seconds_ * 1e3));
+  if (!b) return std::nullopt;
+  nlohmann::json out = nlohmann::json::parse(b->task_json);
+  out["lease_id"] = b->id;
+  out["lease_seconds"] = lease_seconds_;
+  return out;
 }
 
 void LeaseBoard::complete(const std::string& lease_id, const std::string& worker_id,
-                          std::vector<measure::MeasureResult> results) {
-  std::lock_guard lock(mu_);
-  auto it = batches_.find(lease_id);
-  if (it == batches_.end() || it->second.results)
-    throw_error(ErrorKind::NotFound, "no open lease '" + lease_id + "' (finished, or its job stopped)");
-  if (it->second.worker_id != worker_id)
-    throw_error(ErrorKind::Conflict, "lease '" + lease_id + "' ran out and now belongs to another worker");
-  it->second.results = std::move(results);
-  done_.notify_all();
+                          const std::vector<measure::MeasureResult>& results) {
+  nlohmann::json stored = nlohmann::json::array();
+  for (auto& r : results) stored.push_back(measure::result_to_json(r));
+  switch (store_.complete_batch(lease_id, worker_id, stored.dump())) {
+    case db::Completion::Accepted:
+      return;
+    case db::Completion::Unknown:
+      throw_error(ErrorKind::NotFound, "no open lease '" + lease_id + "' (finished, or its job stopped)");
+    case db::Completion::TakenOver:
+      throw_error(ErrorKind::Conflict, "lease '" + lease_id + "' ran out and now belongs to another worker");
+  }
 }
 
 std::vector<measure::MeasureResult> RemoteMeasurer::measure(const std::vector<ir::Schedule>& batch) {
@@ -68,7 +77,7 @@ std::vector<measure::MeasureResult> RemoteMeasurer::measure(const std::vector<ir
   for (auto& s : batch) configs.push_back(s.to_json_value());
   nlohmann::json task = {
       {"workload", db::workload_to_json(workload_)}, {"configs", configs}, {"measure", options_.to_json()}};
-  auto results = board_.run(target_key_, std::move(task), stop_);
+  auto results = board_.run(job_id_, target_key_, std::move(task), stop_);
   if (!results) throw_error(ErrorKind::Unavailable, "stopped while a remote worker was measuring");
   std::map<std::string, measure::MeasureResult> by_key;
   for (auto& r : *results) by_key[r.config_key] = r;

@@ -3,8 +3,10 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <random>
+#include <unistd.h>
 
 #include "ir/parse.hpp"
 #include "measure/measure.hpp"
@@ -28,6 +30,11 @@ std::string new_id() {
   return buf;
 }
 
+std::int64_t now_unix_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
 ir::Workload workload_of(const json& request) {
   std::string op = request.at("op").get<std::string>();
   std::string op_name = request.value("op_name", "");
@@ -43,7 +50,12 @@ std::string backend_of(const json& request) { return request.value("backend", co
 Service::Impl::Impl(ServiceOptions o)
     : options(std::move(o)),
       store(db::open_store(options.db_path)),
-      board(options.lease_seconds, options.unclaimed_seconds) {}
+      board(*store, options.lease_seconds, options.unclaimed_seconds) {
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  // The host and pid let a restarted daemon on this host see that a job's owner has died.
+  daemon_id = std::string(host) + ":" + std::to_string(::getpid()) + ":" + new_id();
+}
 
 codegen::TargetInfo Service::Impl::target_of(const json& req, bool* remote) {
   std::string backend_name = backend_of(req);
@@ -95,38 +107,27 @@ void Service::start() {
                                                                        : m.options.job_defaults.measure.cache_dir;
   if (int removed = measure::remove_orphans(cache))
     spdlog::info("event=cache_cleaned removed={} cache={}", removed, cache);
-  m.jobs_work.emplace(m.jobs_io.get_executor());
   m.control_work.emplace(m.control_io.get_executor());
   m.rate_timer.emplace(m.control_io);
+  m.heartbeat_timer.emplace(m.control_io);
   m.tick_rate();
-  // Oldest first: a restarted daemon resumes in the order jobs came.
-  auto pending = m.store->jobs("running", 100000);
-  auto queued = m.store->jobs("queued", 100000);
-  pending.insert(pending.end(), queued.begin(), queued.end());
-  std::sort(pending.begin(), pending.end(), [](auto& a, auto& b) { return a.created_unix_ms < b.created_unix_ms; });
-  for (auto& j : pending) {
-    if (j.state == "running") {
-      j.state = "queued";  // it was running when the last daemon died
-      m.store->update_job(j);
-    }
-    m.enqueue(j.id);
-  }
-  m.jobs_thread = std::thread([&m] { m.jobs_io.run(); });
+  m.tick_heartbeat();
+  m.jobs_thread = std::thread([&m] { m.run_jobs(); });
   m.control_thread = std::thread([&m] { m.control_io.run(); });
 }
 
 void Service::stop() {
   auto& m = *impl_;
   if (!m.started) return;
-  m.stopping = true;
-  m.jobs_work.reset();
-  m.control_work.reset();
-  // Handlers still queued run after the next start(); run_job skips jobs no longer queued.
-  m.jobs_io.stop();
+  {
+    std::lock_guard lock(m.wake_mu);
+    m.stopping = true;
+  }
+  m.wake.notify_all();
   if (m.jobs_thread.joinable()) m.jobs_thread.join();  // the running job ends after its batch
+  m.control_work.reset();
   m.control_io.stop();
   if (m.control_thread.joinable()) m.control_thread.join();
-  m.jobs_io.restart();
   m.control_io.restart();
   m.started = false;
 }

@@ -21,11 +21,16 @@ struct ServiceOptions {
   //! Jobs take turns: one runs at most this long (then its batch in flight ends) before the
   //! next queued job gets the executor; it goes on where it stopped at its next turn.
   double slice_seconds = 60;
+  //! A running job's claim lasts this long and is renewed a few times within it; a daemon that
+  //! dies stops renewing, and another daemon on the database takes the job over when it runs out.
+  double job_lease_seconds = 60;
+  double poll_seconds = 0.5;  //!< an idle daemon looks for jobs other daemons queued this often
 };
 
 //! The daemon's work, independent of HTTP: validates requests (every body against its schema in
 //! schemas/api.schema.json, op text through the parser), persists jobs in the database and runs
-//! them one at a time on a Boost.Asio executor (measurements must not overlap), answers lookups.
+//! them one at a time (measurements must not overlap); daemons on one database share its jobs.
+//! Answers lookups.
 //! Every failure is a tiletune::Error whose kind says what the caller did wrong; the HTTP layer
 //! maps kinds to statuses. Thread-safe.
 class Service {
@@ -33,10 +38,11 @@ class Service {
   explicit Service(ServiceOptions options);
   ~Service();  //!< stops: the job in flight finishes its batch and is queued again
 
-  //! Queues unfinished jobs of the database (a restart resumes them) and starts the runner.
+  //! Starts the runner: it takes the unfinished jobs of the database (a restart resumes them;
+  //! a dead daemon's are taken over when their claim runs out, at once when it ran here).
   void start();
   //! Graceful stop: no new jobs start; the running one stops after its batch in flight (its
-  //! records are stored) and goes back to "queued" for the next start. Idempotent.
+  //! records are stored) and goes back to "queued" for this or another daemon. Idempotent.
   void stop();
 
   //! POST /v1/tune: returns {"job": {...}, "created": bool}; identical active requests share a job.

@@ -7,7 +7,7 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <deque>
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -27,13 +27,11 @@ namespace tiletune::server {
 
 //! A random 16-hex-digit id (jobs, workers).
 std::string new_id();
+//! Wall-clock milliseconds: the time base of claims and leases every daemon on a database shares.
+std::int64_t now_unix_ms();
 
 //! A library op by name, else op text through the parser: the only way user text reaches code.
 ir::Workload workload_of(const nlohmann::json& request);
-
-//! A target row from outside: its key must hash its fingerprint and its traits must parse (now,
-//! not when a job searches it). Error(InvalidInput) otherwise.
-void check_target_row(const db::TargetRow& row);
 
 //! The backend a request names, or the default one.
 std::string backend_of(const nlohmann::json& request);
@@ -45,22 +43,23 @@ struct Service::Impl {
   std::mutex backends_mu;
   std::map<std::string, std::unique_ptr<codegen::Backend>> backends;
 
-  // Jobs run one at a time on their own thread (measurements must not overlap); timers and the
-  // measurement-rate gauge live on the control context.
-  boost::asio::io_context jobs_io, control_io;
-  std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> jobs_work, control_work;
+  // The job runner: one thread claims the job that has waited longest in the database (daemons on
+  // one database share its queue) and runs a turn of it, so this daemon's measurements never
+  // overlap. The control context holds the timers: the claim's heartbeat, the measurement rate.
+  std::string daemon_id;  //!< host:pid:random, the owner of the jobs this daemon runs
+  boost::asio::io_context control_io;
+  std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> control_work;
   std::thread jobs_thread, control_thread;
-  std::optional<boost::asio::steady_timer> rate_timer;
+  std::optional<boost::asio::steady_timer> rate_timer, heartbeat_timer;
   std::atomic<bool> stopping{false};
   std::atomic<bool> started{false};
+  std::mutex wake_mu;
+  std::condition_variable wake;  //!< a submitted job wakes an idle runner
   std::mutex cancel_mu;
   std::map<std::string, std::shared_ptr<std::atomic<bool>>> cancel_flags;
-  // The turns: job ids in the order the executor will run them, and how long each job has run
-  // so far (a "seconds" budget spans its turns; a restarted daemon starts it anew).
-  std::mutex queue_mu;
-  std::deque<std::string> queue;
-  std::map<std::string, double> spent_s;
-  bool in_turn = false;  //!< a job is running its turn (it has left `queue`)
+  std::mutex turn_mu;
+  std::string turn_job;                  //!< the job whose turn runs now ("" when idle)
+  std::atomic<bool> claim_lost{false};   //!< its claim was taken (cancelled, or another daemon has it)
 
   Metrics metrics;
 
@@ -69,14 +68,8 @@ struct Service::Impl {
   std::map<std::string, tuner::RecordKernel> kernel_cache;                 // workload + config + target key
   std::map<std::string, std::pair<std::int64_t, nlohmann::json>> answers;  // GET /v1/best by keys
 
-  // Remote workers.
+  // Remote workers' batches (the workers and batches are in the database).
   LeaseBoard board;
-  struct Worker {
-    std::string target_key, name;
-    std::int64_t last_seen_unix_ms = 0;
-  };
-  std::mutex workers_mu;
-  std::map<std::string, Worker> workers;
 
   explicit Impl(ServiceOptions o);
 
@@ -87,17 +80,28 @@ struct Service::Impl {
 
   // jobs.cpp
   std::shared_ptr<std::atomic<bool>> cancel_flag(const std::string& id);
-  void enqueue(const std::string& id);
-  //! Runs one turn of the job; true when it should queue again for its next turn.
-  bool run_job(const std::string& id);
+  //! The runner's loop: claims jobs and runs their turns until the service stops.
+  void run_jobs();
+  //! Runs one turn of a job this daemon has claimed, and stores where it ended.
+  void run_job(db::JobRow row);
+  //! Stores a job's state; false when its claim is lost (the write is then not made). Rides out
+  //! a database that is briefly away.
+  bool save_job(const db::JobRow& row);
+  //! Renews the claim of the job whose turn runs; a lost claim stops the turn after its batch.
+  void heartbeat();
+  //! Jobs of daemons on this host that have died are queued again at once (not after their
+  //! claim runs out).
+  void release_dead_owners();
   // models.cpp: a model job's turn (the scheduler over its tasks), and what tells one apart.
-  bool run_model_job(db::JobRow row, const nlohmann::json& request);
+  void run_model_job(db::JobRow row, const nlohmann::json& request);
   //! A job's stored request (parsed, possibly discarded) is a model job's.
   static bool is_model_request(const nlohmann::json& request);
-  //! How many jobs run before a queued one; nullopt when it is not waiting for a turn.
+  //! How many jobs run before a queued one (those running, those queued ahead); nullopt when it
+  //! is not waiting for a turn.
   std::optional<int> queue_position(const std::string& id);
   nlohmann::json job_json(const db::JobRow& j);
   void tick_rate();
+  void tick_heartbeat();
 
   // lookups.cpp
   nlohmann::json best_answer(const tuner::BestLookup& found, const ir::Workload& w, codegen::Backend& be);

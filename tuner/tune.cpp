@@ -6,8 +6,10 @@
 
 #include <chrono>
 #include <cmath>
+#include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "db/retry.hpp"
 #include "support/error.hpp"
 #include "support/version.hpp"
 #include "tuner/dataset.hpp"
@@ -153,10 +155,15 @@ TuneSummary tune(const ir::Workload& w, const codegen::TargetInfo& target, measu
     if (batch.empty()) break;  // the space is exhausted
     if (std::isfinite(progress.best_s)) measurer.expect_best(progress.best_s);
     auto results = measurer.measure(batch);
+    db::RecordBatch stored;
+    for (auto& r : results) stored.records.push_back(to_record(r, w, target.key, measurer.params_json()));
+    // The batch in one transaction; a database that is away gets it when it comes back.
+    db::retry_unavailable(options.store_patience_s, [&] { return store.merge(stored); }, [](const std::string& why) {
+      std::cerr << "tiletune: " << why << "; keeping the batch and retrying\n";
+    });
     std::vector<double> latency;
     for (auto& r : results) {
-      db::Record rec = to_record(r, w, target.key, measurer.params_json());
-      store.add_record(rec);
+      const db::Record& rec = stored.records[latency.size()];
       if (rec.config_key == naive_key) summary.naive = rec;
       measured.insert(r.config_key);
       latency.push_back(r.median_s());

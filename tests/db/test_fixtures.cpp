@@ -49,7 +49,7 @@ TEST_CASE("fixtures: a schema-version-1 database migrates with its records intac
   }
   REQUIRE(schema_version(path) == 1);
   auto store = db::open_sqlite_store(path);
-  CHECK(schema_version(path) == 4);
+  CHECK(schema_version(path) == 5);
   REQUIRE(store->workloads().size() == 1);
   db::WorkloadRow w = store->workloads().front();
   CHECK(w.op_text == "");  // written before op_text: the workload is rebuilt from its canonical text
@@ -78,6 +78,41 @@ TEST_CASE("fixtures: a schema-version-1 database migrates with its records intac
   job.target_key = targets[0].key;
   job.state = "queued";
   CHECK(store->put_job(job).id == "j1");
+  CHECK(store->integrity_check() == "ok");
+}
+
+TEST_CASE("fixtures: a schema-version-4 database migrates; the jobs its daemon left are claimed in turn") {
+  test::TempDir dir;
+  std::string path = dir.file("v4.db");
+  {
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+    char* error = nullptr;
+    int rc = sqlite3_exec(db, fixture("store_schema_v4.sql").c_str(), nullptr, nullptr, &error);
+    CHECK_MESSAGE(rc == SQLITE_OK, (error ? error : ""));
+    sqlite3_free(error);
+    sqlite3_close(db);
+  }
+  REQUIRE(schema_version(path) == 4);
+  auto store = db::open_sqlite_store(path);
+  CHECK(schema_version(path) == 5);
+  CHECK(store->jobs("", 10).size() == 3);
+  CHECK(store->history(store->workloads().at(0).key, store->targets().at(0).key).size() == 6);
+  // The job an old daemon left running has no claim: it is taken first (it waited longest),
+  // with its progress; then the queued one; never the finished one.
+  const std::int64_t now = 1800000000000;
+  auto first = store->claim_job("new-daemon", now, 60000);
+  REQUIRE(first);
+  CHECK(first->id == "a1");
+  CHECK(first->done == 3);
+  CHECK(first->best_s == doctest::Approx(1.5e-7));
+  auto second = store->claim_job("new-daemon", now, 60000);
+  REQUIRE(second);
+  CHECK(second->id == "b2");
+  CHECK_FALSE(store->claim_job("new-daemon", now, 60000));
+  // Workers and batches have their tables.
+  store->put_worker({"w1", "box", store->targets().at(0).key, now, now});
+  CHECK(store->workers().size() == 1);
   CHECK(store->integrity_check() == "ok");
 }
 

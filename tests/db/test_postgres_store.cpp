@@ -144,7 +144,13 @@ TEST_CASE("postgres store: models keep their bytes; jobs of one request are shar
   b->put_model({"xgb", kTarget.key, 3, 43, "{}", "newer", 0});
   CHECK(a->model("xgb", kTarget.key)->blob == "newer");
 
-  JobRow j{"job1", "req", "{}", kWorkload.key, kTarget.key, "queued"};
+  JobRow j;
+  j.id = "job1";
+  j.request_key = "req";
+  j.request_json = "{}";
+  j.workload_key = kWorkload.key;
+  j.target_key = kTarget.key;
+  j.state = "queued";
   CHECK(a->put_job(j).id == "job1");
   j.id = "job2";
   CHECK(b->put_job(j).id == "job1");  // the same request while job1 is active
