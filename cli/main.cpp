@@ -173,6 +173,12 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.5, 86400.0))
       ->capture_default_str();
   serve_cmd
+      ->add_option("--job-lease", service.job_lease_seconds,
+                   "a running job's claim lasts this long (renewed while it runs); a dead daemon's jobs go to "
+                   "another daemon on the database when it runs out")
+      ->check(CLI::Range(1.0, 86400.0))
+      ->capture_default_str();
+  serve_cmd
       ->add_option("--slice-seconds", service.slice_seconds,
                    "jobs take turns: one runs at most this long before the next queued job's turn")
       ->check(CLI::Range(0.1, 86400.0))

@@ -544,6 +544,10 @@ class PostgresStore final : public Store {
     write([&] { exec("DELETE FROM batches WHERE id = $1", Params(id)); });
   }
 
+  void remove_job_batches(const std::string& job_id) override {
+    write([&] { exec("DELETE FROM batches WHERE job_id = $1", Params(job_id)); });
+  }
+
   std::optional<JobRow> job(const std::string& id) override {
     return read([&]() -> std::optional<JobRow> {
       Rows r = exec((std::string("SELECT ") + kJobColumns + " FROM jobs WHERE id = $1").c_str(), Params(id));

@@ -575,6 +575,13 @@ class SqliteStore final : public Store {
     tx.commit();
   }
 
+  void remove_job_batches(const std::string& job_id) override {
+    std::lock_guard lock(mu_);
+    WriteTransaction tx(db());
+    Statement(db(), "DELETE FROM batches WHERE job_id = ?").bind(job_id).step();
+    tx.commit();
+  }
+
   std::int64_t change_stamp() override {
     std::lock_guard lock(mu_);
     Statement st(db(), "PRAGMA data_version");  // moves with other connections' commits

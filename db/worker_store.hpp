@@ -50,6 +50,9 @@ class WorkerStore {
   virtual std::optional<BatchRow> batch(const std::string& id) = 0;
   //! Withdraws a batch (its results taken, or its job stopped waiting).
   virtual void remove_batch(const std::string& id) = 0;
+  //! Withdraws every batch of a job: those a dead daemon's turn left are measured anew by the
+  //! daemon that takes the job over, not by a worker for nobody.
+  virtual void remove_job_batches(const std::string& job_id) = 0;
 };
 
 }  // namespace tiletune::db

@@ -30,9 +30,12 @@ start)
     sed -i '1i local all tiletune_pw scram-sha-256' "$dir/data/pg_hba.conf"
     fresh=1
   fi
-  # Throwaway data: no fsync. Enough connections for the parallel tests' daemons.
+  # Throwaway data: no fsync, unless TILETUNE_PG_DURABLE=1 (benchmarks of write rates). Enough
+  # connections for the parallel tests' daemons.
+  durability="-c fsync=off -c full_page_writes=off"
+  [ "${TILETUNE_PG_DURABLE:-0}" != 1 ] || durability=""
   "${as[@]}" "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
-    -o "-k $dir -c listen_addresses='' -c fsync=off -c full_page_writes=off -c max_connections=300" start > /dev/null ||
+    -o "-k $dir -c listen_addresses='' $durability -c max_connections=300" start > /dev/null ||
     { cat "$dir/server.log" >&2; exit 1; }
   if [ "${fresh:-0}" = 1 ]; then
     "$bindir/psql" -q -h "$dir" -U tiletune -d postgres -c "CREATE ROLE tiletune_pw LOGIN CREATEDB PASSWORD 'secret'" \

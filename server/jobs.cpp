@@ -32,6 +32,7 @@ json Service::Impl::job_json(const db::JobRow& j) {
               {"error", j.error},
               {"workload_key", j.workload_key},
               {"target_key", j.target_key},
+              {"owner", j.owner},
               {"created_unix_ms", j.created_unix_ms},
               {"updated_unix_ms", j.updated_unix_ms}};
   json req = json::parse(j.request_json, nullptr, false);
@@ -190,6 +191,7 @@ void Service::Impl::run_job(db::JobRow row) {
           std::this_thread::sleep_for(std::chrono::milliseconds(100));
         stop_now = true;
       });
+      store->remove_job_batches(row.id);  // a dead daemon's turn may have left one
       RemoteMeasurer measurer(board, row.id, target.key, tuner::workload_row(w), o.measure, stop_now);
       try {
         summary = tuner::tune(w, target, measurer, *store, o, on_progress);

@@ -142,6 +142,10 @@ void check_batches(Store& a, Store& b) {
   a.remove_batch("L1");
   CHECK_FALSE(b.batch("L1"));
   CHECK(a.complete_batch("L1", "w3", "[]") == Completion::Unknown);
+  // A job taken over drops the batches its dead owner posted.
+  b.remove_job_batches("j1");
+  CHECK_FALSE(a.batch("L2"));
+  CHECK(a.batch("L3"));
 }
 
 void check_merge(Store& store) {

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "client/client.hpp"
+#include "daemon_process.hpp"
 #include "codegen/backend.hpp"
 #include "db/store.hpp"
 #include "helpers.hpp"
@@ -19,82 +20,11 @@
 #include "tuner/tune.hpp"
 
 using namespace tiletune;
+using test::DaemonProcess;
 using test::TempDir;
+using test::wait_for;
 
 namespace {
-
-//! `tiletune serve` in a child process; its output goes to a file the test reads for the port.
-class DaemonProcess {
- public:
-  DaemonProcess(const std::string& db, const std::string& log, const char* lease_seconds = "120") : log_(log) {
-    std::string exe = std::string(TILETUNE_BINARY_DIR) + "/tiletune";
-    pid_ = fork();
-    REQUIRE(pid_ >= 0);
-    if (pid_ == 0) {
-      int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      dup2(fd, 1);
-      dup2(fd, 2);
-      execl(exe.c_str(), exe.c_str(), "serve", "--db", db.c_str(), "--listen", "127.0.0.1:0", "--token", "tok",
-            "--cache", test::kernel_cache().c_str(), "--min-time", "0.002", "--timeout", "5", "--batch", "4",
-            "--lease-seconds", lease_seconds, static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    // Wait for "listening on http://127.0.0.1:PORT" (LibTorch makes the start take a second).
-    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (std::chrono::steady_clock::now() < end && port_ == 0) {
-      std::ifstream in(log);
-      std::string line;
-      while (std::getline(in, line)) {
-        auto at = line.find("listening on http://127.0.0.1:");
-        if (at != std::string::npos) port_ = std::stoi(line.substr(at + 30));
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    REQUIRE(port_ > 0);
-  }
-  ~DaemonProcess() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
-  void kill_hard() {
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-  //! SIGTERM, then the exit status (or -1 if it did not exit within the time).
-  int terminate(double timeout_s) {
-    kill(pid_, SIGTERM);
-    auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-    int status = 0;
-    while (std::chrono::steady_clock::now() < end) {
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return -1;
-  }
-
- private:
-  std::string log_;
-  pid_t pid_ = -1;
-  int port_ = 0;
-};
-
-client::Job wait_for(client::Client& c, const std::string& id, std::function<bool(const client::Job&)> until,
-                     double timeout_s) {
-  auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-  client::Job j = c.job(id);
-  while (!until(j) && std::chrono::steady_clock::now() < end) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    j = c.job(id);
-  }
-  return j;
-}
 
 std::int64_t count_records(const std::string& db) {
   auto store = db::open_sqlite_store(db);
