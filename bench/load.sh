@@ -3,7 +3,8 @@
 # 8 concurrent clients (bench/load_bench.cpp) while 1,000 idle keep-alive and 200 half-open
 # connections are held open, and the latency of a new connection's request.
 # Usage: bench/load.sh [seconds] [idle] [half-open] [db]   (db: an SQLite file or a postgresql://
-# URL of an empty database; a temporary SQLite file by default)
+# URL of an empty database; a temporary SQLite file by default). TILETUNE_LOAD_SERVE_ARGS adds
+# options to the daemon (such as "--threads 1": the tuning job's kernels leave a core to lookups)
 set -eu
 cd "$(dirname "$0")/.."
 secs="${1:-10}"
@@ -12,7 +13,7 @@ half_open="${3:-200}"
 dir=$(mktemp -d)
 db="${4:-$dir/load.db}"
 trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -rf "$dir"' EXIT
-build/tiletune serve --db "$db" --listen 127.0.0.1:0 --token bench > "$dir/log" 2>&1 &
+build/tiletune serve --db "$db" --listen 127.0.0.1:0 --token bench ${TILETUNE_LOAD_SERVE_ARGS:-} > "$dir/log" 2>&1 &
 pid=$!
 until grep -q "listening on" "$dir/log"; do sleep 0.2; done
 url=$(grep -o 'http://127.0.0.1:[0-9]*' "$dir/log" | head -1)

@@ -30,6 +30,7 @@ common=(--db "$url" --token t --cache "$dir/cache" --min-time 0.002 --timeout 5 
 start_daemon() {
   local n=$1 host=${2:-}
   local cmd=(build/tiletune serve --listen 127.0.0.1:0 --job-lease 10 "${common[@]}")
+  : > "$dir/d$n.log"
   if [ -n "$host" ]; then
     unshare --uts sh -c "hostname $host && exec ${cmd[*]}" > "$dir/d$n.log" 2>&1 &
   else
@@ -68,8 +69,16 @@ kill_when_running() {
   until [ -n "$(sql "SELECT id FROM jobs WHERE state = 'running' AND done > 0 AND owner LIKE '%:$pid:%'")" ]; do
     sleep 0.2
   done
-  kill -9 "$pid"
-  echo "SIGKILLed daemon $n (pid $pid) while it ran job $(sql "SELECT id FROM jobs WHERE owner LIKE '%:$pid:%'")"
+  local job
+  job=$(sql "SELECT id FROM jobs WHERE owner LIKE '%:$pid:%'")
+  kill -9 "$pid" 2> /dev/null
+  wait "$pid" 2> /dev/null || true
+  local killed=$(date +%s.%N)
+  until [ -n "$(sql "SELECT id FROM jobs WHERE id = '$job' AND (state <> 'running' OR owner NOT LIKE '%:$pid:%')")" ]; do
+    sleep 0.1
+  done
+  echo "SIGKILLed daemon $n (pid $pid) while it ran job $job; another daemon had it" \
+    "$(python3 -c "import time; print(round(time.time() - $killed, 1))") s later"
 }
 kill_when_running 1
 kill_when_running 4
@@ -99,7 +108,7 @@ until [ "$(curl -sf -H "$auth" "${urls[2]}/v1/jobs/$id" | python3 -c 'import jso
 done
 after=$(sql "SELECT COUNT(*) FROM records WHERE workload_key = (SELECT workload_key FROM jobs WHERE id = '$id')")
 echo "the job is done with $after records (48 wanted); the daemons that stayed up: $(for n in 2 3; do kill -0 ${pids[$n]} && echo -n "$n "; done)"
-grep -h "database_away\|keeping the batch" "$dir"/d2.log | head -3 || true
+grep -h "database_away\|keeping the batch" "$dir"/d[23].log | head -3 || true
 [ "$after" = 48 ]
 build/tiletune db check --db "$url"
 echo "team.sh: ok"

@@ -18,8 +18,8 @@ struct ProcessResult {
 
 //! Runs argv[0] (searched in PATH) in its own process group, no shell involved. On timeout
 //! the whole group is killed with SIGKILL. Throws Error(Io) only if the process cannot start.
-//! `niceness` > 0 lowers the child's CPU priority (builds: throughput work that must not delay
-//! a daemon's answers or a measurement).
+//! `niceness` > 0 lowers the child's CPU priority and runs it under SCHED_IDLE (builds:
+//! throughput work that must not delay a daemon's answers or a measurement).
 ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s, size_t max_output = 1 << 20,
                           int niceness = 0);
 

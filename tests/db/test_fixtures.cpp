@@ -33,20 +33,24 @@ std::int64_t schema_version(const std::string& path) {
   return v;
 }
 
+//! A database file in `dir` made by a fixture's SQL dump.
+std::string database_from(const test::TempDir& dir, const std::string& dump) {
+  std::string path = dir.file(dump + ".db");
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  char* error = nullptr;
+  int rc = sqlite3_exec(db, fixture(dump).c_str(), nullptr, nullptr, &error);
+  CHECK_MESSAGE(rc == SQLITE_OK, (error ? error : ""));
+  sqlite3_free(error);
+  sqlite3_close(db);
+  return path;
+}
+
 }  // namespace
 
 TEST_CASE("fixtures: a schema-version-1 database migrates with its records intact") {
   test::TempDir dir;
-  std::string path = dir.file("v1.db");
-  {
-    sqlite3* db = nullptr;
-    REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-    char* error = nullptr;
-    int rc = sqlite3_exec(db, fixture("store_schema_v1.sql").c_str(), nullptr, nullptr, &error);
-    CHECK_MESSAGE(rc == SQLITE_OK, (error ? error : ""));
-    sqlite3_free(error);
-    sqlite3_close(db);
-  }
+  std::string path = database_from(dir, "store_schema_v1.sql");
   REQUIRE(schema_version(path) == 1);
   auto store = db::open_sqlite_store(path);
   CHECK(schema_version(path) == 5);
@@ -83,16 +87,7 @@ TEST_CASE("fixtures: a schema-version-1 database migrates with its records intac
 
 TEST_CASE("fixtures: a schema-version-4 database migrates; the jobs its daemon left are claimed in turn") {
   test::TempDir dir;
-  std::string path = dir.file("v4.db");
-  {
-    sqlite3* db = nullptr;
-    REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-    char* error = nullptr;
-    int rc = sqlite3_exec(db, fixture("store_schema_v4.sql").c_str(), nullptr, nullptr, &error);
-    CHECK_MESSAGE(rc == SQLITE_OK, (error ? error : ""));
-    sqlite3_free(error);
-    sqlite3_close(db);
-  }
+  std::string path = database_from(dir, "store_schema_v4.sql");
   REQUIRE(schema_version(path) == 4);
   auto store = db::open_sqlite_store(path);
   CHECK(schema_version(path) == 5);
