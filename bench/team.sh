@@ -77,7 +77,7 @@ kill_when_running() {
   until [ -n "$(sql "SELECT id FROM jobs WHERE id = '$job' AND (state <> 'running' OR owner NOT LIKE '%:$pid:%')")" ]; do
     sleep 0.1
   done
-  echo "SIGKILLed daemon $n (pid $pid) while it ran job $job; another daemon had it" \
+  echo "SIGKILLed daemon $n (pid $pid) while it ran job $job; it was queued again or taken over" \
     "$(python3 -c "import time; print(round(time.time() - $killed, 1))") s later"
 }
 kill_when_running 1

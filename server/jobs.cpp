@@ -73,6 +73,11 @@ bool Service::Impl::save_job(const db::JobRow& row) {
 }
 
 void Service::Impl::heartbeat() {
+  try {
+    release_dead_owners();
+  } catch (const std::exception& e) {
+    spdlog::warn("event=release_failed error=\"{}\"", e.what());
+  }
   std::string id;
   {
     std::lock_guard lock(turn_mu);
@@ -107,14 +112,9 @@ void Service::Impl::release_dead_owners() {
 
 void Service::Impl::run_jobs() {
   const auto lease_ms = static_cast<std::int64_t>(options.job_lease_seconds * 1e3);
-  auto last_release = std::chrono::steady_clock::now() - std::chrono::hours(1);
   while (!stopping) {
     std::optional<db::JobRow> row;
     try {
-      if (std::chrono::steady_clock::now() - last_release > std::chrono::seconds(2)) {
-        release_dead_owners();
-        last_release = std::chrono::steady_clock::now();
-      }
       row = store->claim_job(daemon_id, now_unix_ms(), lease_ms);
     } catch (const std::exception& e) {
       spdlog::error("event=claim_failed error=\"{}\"", e.what());  // the database is away: try again
@@ -237,7 +237,7 @@ void Service::Impl::tick_rate() {
 
 void Service::Impl::tick_heartbeat() {
   heartbeat_timer->expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-      std::chrono::duration<double>(options.job_lease_seconds / 4)));
+      std::chrono::duration<double>(std::min(options.job_lease_seconds / 4, 2.0))));
   heartbeat_timer->async_wait([this](const boost::system::error_code& ec) {
     if (ec) return;
     heartbeat();

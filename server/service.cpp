@@ -111,6 +111,7 @@ void Service::start() {
   m.rate_timer.emplace(m.control_io);
   m.heartbeat_timer.emplace(m.control_io);
   m.tick_rate();
+  m.heartbeat();  // a job this host's dead daemon left is queued before the runner looks
   m.tick_heartbeat();
   m.jobs_thread = std::thread([&m] { m.run_jobs(); });
   m.control_thread = std::thread([&m] { m.control_io.run(); });

@@ -87,7 +87,8 @@ struct Service::Impl {
   //! Stores a job's state; false when its claim is lost (the write is then not made). Rides out
   //! a database that is briefly away.
   bool save_job(const db::JobRow& row);
-  //! Renews the claim of the job whose turn runs; a lost claim stops the turn after its batch.
+  //! Renews the claim of the job whose turn runs (a lost claim stops the turn after its batch)
+  //! and releases the jobs of dead daemons of this host.
   void heartbeat();
   //! Jobs of daemons on this host that have died are queued again at once (not after their
   //! claim runs out).
