@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "db/schema_steps.hpp"
 #include "db/store.hpp"
 #include "db/store_url.hpp"
 #include "support/error.hpp"
@@ -83,31 +84,8 @@ const char* const kMigrations[] = {
     CREATE INDEX jobs_by_request ON jobs (request_key, state);
     CREATE INDEX jobs_by_created ON jobs (created_unix_ms);
     )sql",
-    // 2: the daemon's state shared by daemons on one database (SQLite's version 5).
-    R"sql(
-    ALTER TABLE jobs ADD COLUMN owner TEXT NOT NULL DEFAULT '';
-    ALTER TABLE jobs ADD COLUMN lease_until_unix_ms BIGINT NOT NULL DEFAULT 0;
-    ALTER TABLE jobs ADD COLUMN spent_s DOUBLE PRECISION NOT NULL DEFAULT 0;
-    CREATE INDEX jobs_by_turn ON jobs (state, updated_unix_ms);
-    CREATE TABLE workers (
-      id                 TEXT PRIMARY KEY,
-      name               TEXT NOT NULL,
-      target_key         TEXT NOT NULL,
-      registered_unix_ms BIGINT NOT NULL,
-      last_seen_unix_ms  BIGINT NOT NULL
-    );
-    CREATE TABLE batches (
-      id               TEXT PRIMARY KEY,
-      job_id           TEXT NOT NULL,
-      target_key       TEXT NOT NULL,
-      task_json        TEXT NOT NULL,
-      worker_id        TEXT NOT NULL,
-      deadline_unix_ms BIGINT NOT NULL,
-      posted_unix_ms   BIGINT NOT NULL,
-      results_json     TEXT
-    );
-    CREATE INDEX batches_by_target ON batches (target_key, posted_unix_ms);
-    )sql",
+    // 2: the daemon's state shared by daemons on one database (db/schema_steps.hpp).
+    kDaemonStateStep,
 };
 constexpr std::int64_t kSchemaVersion = sizeof kMigrations / sizeof kMigrations[0];
 // Held while migrating, so that daemons starting together migrate once. It is taken before the
@@ -117,11 +95,6 @@ constexpr const char* kMigrationUnlock = "SELECT pg_advisory_unlock(7466218)";
 // Every write transaction notifies this channel; every store listens, so its change stamp
 // moves with any connection's commits without asking the server.
 constexpr const char* kChangeChannel = "tiletune_changes";
-
-std::int64_t now_unix_ms() {
-  using namespace std::chrono;
-  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
-}
 
 struct ClearResult {
   void operator()(PGresult* r) const { PQclear(r); }

@@ -1,5 +1,7 @@
-// Record <-> the exported JSON form (schemas/record.schema.json), and Record::median_s.
+// Record <-> the exported JSON form (schemas/record.schema.json), Record::median_s, the check
+// every store applies to a record, and the stores' clock.
 #include <algorithm>
+#include <chrono>
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -9,6 +11,11 @@
 namespace tiletune::db {
 
 using nlohmann::json;
+
+std::int64_t now_unix_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
 
 void check_record(const Record& r) {
   if (r.ok() && r.times_s.empty())

@@ -46,6 +46,7 @@ std::int64_t RecordStore::count_records(const std::string& workload_key, const s
 }
 
 MergeCounts RecordStore::merge(const RecordBatch& batch) {
+  for (auto& r : batch.records) check_record(r);  // before anything is written
   for (auto& w : batch.workloads) put_workload(w);
   for (auto& t : batch.targets) put_target(t);
   MergeCounts counts;

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
+#include "db/schema_steps.hpp"
 #include "db/store.hpp"
 #include "support/error.hpp"
 
@@ -85,39 +86,10 @@ const char* const kMigrations[] = {
     R"sql(
     ALTER TABLE targets ADD COLUMN traits_json TEXT NOT NULL DEFAULT '';
     )sql",
-    // 5: the daemon's state shared by daemons on one database: who runs a job and until when,
-    // the time its turns took; remote workers and the batches they lease.
-    R"sql(
-    ALTER TABLE jobs ADD COLUMN owner TEXT NOT NULL DEFAULT '';
-    ALTER TABLE jobs ADD COLUMN lease_until_unix_ms INTEGER NOT NULL DEFAULT 0;
-    ALTER TABLE jobs ADD COLUMN spent_s REAL NOT NULL DEFAULT 0;
-    CREATE INDEX jobs_by_turn ON jobs (state, updated_unix_ms);
-    CREATE TABLE workers (
-      id                 TEXT PRIMARY KEY,
-      name               TEXT NOT NULL,
-      target_key         TEXT NOT NULL,
-      registered_unix_ms INTEGER NOT NULL,
-      last_seen_unix_ms  INTEGER NOT NULL
-    );
-    CREATE TABLE batches (
-      id               TEXT PRIMARY KEY,
-      job_id           TEXT NOT NULL,
-      target_key       TEXT NOT NULL,
-      task_json        TEXT NOT NULL,
-      worker_id        TEXT NOT NULL,
-      deadline_unix_ms INTEGER NOT NULL,
-      posted_unix_ms   INTEGER NOT NULL,
-      results_json     TEXT
-    );
-    CREATE INDEX batches_by_target ON batches (target_key, posted_unix_ms);
-    )sql",
+    // 5: the daemon's state shared by daemons on one database (db/schema_steps.hpp).
+    kDaemonStateStep,
 };
 constexpr std::int64_t kSchemaVersion = sizeof kMigrations / sizeof kMigrations[0];
-
-std::int64_t now_unix_ms() {
-  using namespace std::chrono;
-  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
-}
 
 [[noreturn]] void fail(sqlite3* db, const std::string& what) {
   throw_error(ErrorKind::Database, what + ": " + (db ? sqlite3_errmsg(db) : "out of memory"));
@@ -433,21 +405,14 @@ class SqliteStore final : public Store {
   std::optional<JobRow> claim_job(const std::string& owner, std::int64_t now, std::int64_t lease_ms) override {
     std::lock_guard lock(mu_);
     WriteTransaction tx(db());  // BEGIN IMMEDIATE: one claimant at a time across processes
-    std::string id;
-    {
-      Statement st(db(),
-                   "SELECT id FROM jobs WHERE state = 'queued' OR (state = 'running' AND lease_until_unix_ms < ?) "
-                   "ORDER BY updated_unix_ms, id LIMIT 1");
-      if (!st.bind(now).step()) return std::nullopt;
-      id = st.text(0);
-    }
-    Statement(db(),
-              "UPDATE jobs SET state = 'running', owner = ?, lease_until_unix_ms = ?, updated_unix_ms = ? WHERE id = ?")
-        .bind(owner, now + lease_ms, now, id)
-        .step();
-    Statement st(db(), ("SELECT " + kJobColumns + " FROM jobs WHERE id = ?").c_str());
-    st.bind(id).step();
+    Statement st(db(), ("UPDATE jobs SET state = 'running', owner = ?, lease_until_unix_ms = ?, updated_unix_ms = ? "
+                        "WHERE id = (SELECT id FROM jobs WHERE state = 'queued' OR (state = 'running' AND "
+                        "lease_until_unix_ms < ?) ORDER BY updated_unix_ms, id LIMIT 1) RETURNING " +
+                        kJobColumns)
+                           .c_str());
+    if (!st.bind(owner, now + lease_ms, now, now).step()) return std::nullopt;
     JobRow out = read_job(st);
+    st.step();  // the statement completes before the commit
     tx.commit();
     return out;
   }
@@ -535,18 +500,14 @@ class SqliteStore final : public Store {
                                       std::int64_t lease_ms) override {
     std::lock_guard lock(mu_);
     WriteTransaction tx(db());
-    std::string id;
-    {
-      Statement st(db(),
-                   "SELECT id FROM batches WHERE target_key = ? AND results_json IS NULL AND "
-                   "(worker_id = '' OR deadline_unix_ms < ?) ORDER BY posted_unix_ms, id LIMIT 1");
-      if (!st.bind(target_key, now).step()) return std::nullopt;
-      id = st.text(0);
-    }
-    Statement(db(), "UPDATE batches SET worker_id = ?, deadline_unix_ms = ? WHERE id = ?")
-        .bind(worker_id, now + lease_ms, id)
-        .step();
-    auto out = read_batch(id);
+    Statement st(db(), ("UPDATE batches SET worker_id = ?, deadline_unix_ms = ? WHERE id = (SELECT id FROM batches "
+                        "WHERE target_key = ? AND results_json IS NULL AND (worker_id = '' OR deadline_unix_ms < ?) "
+                        "ORDER BY posted_unix_ms, id LIMIT 1) RETURNING " +
+                        kBatchColumns)
+                           .c_str());
+    if (!st.bind(worker_id, now + lease_ms, target_key, now).step()) return std::nullopt;
+    BatchRow out = read_batch(st);
+    st.step();
     tx.commit();
     return out;
   }
@@ -555,7 +516,7 @@ class SqliteStore final : public Store {
                             const std::string& results_json) override {
     std::lock_guard lock(mu_);
     WriteTransaction tx(db());
-    auto b = read_batch(id);
+    auto b = find_batch(id);
     if (!b || b->results_json) return Completion::Unknown;
     if (b->worker_id != worker_id) return Completion::TakenOver;
     Statement(db(), "UPDATE batches SET results_json = ? WHERE id = ?").bind(results_json, id).step();
@@ -565,7 +526,7 @@ class SqliteStore final : public Store {
 
   std::optional<BatchRow> batch(const std::string& id) override {
     std::lock_guard lock(mu_);
-    return read_batch(id);
+    return find_batch(id);
   }
 
   void remove_batch(const std::string& id) override {
@@ -662,14 +623,17 @@ class SqliteStore final : public Store {
     return j;
   }
 
-  std::optional<BatchRow> read_batch(const std::string& id) {
-    Statement st(db(),
-                 "SELECT id, job_id, target_key, task_json, worker_id, deadline_unix_ms, posted_unix_ms, results_json "
-                 "FROM batches WHERE id = ?");
-    if (!st.bind(id).step()) return std::nullopt;
+  static inline const std::string kBatchColumns =
+      "id, job_id, target_key, task_json, worker_id, deadline_unix_ms, posted_unix_ms, results_json";
+  static BatchRow read_batch(const Statement& st) {
     BatchRow b{st.text(0), st.text(1), st.text(2), st.text(3), st.text(4), st.integer(5), st.integer(6), std::nullopt};
     if (!st.is_null(7)) b.results_json = st.text(7);
     return b;
+  }
+  std::optional<BatchRow> find_batch(const std::string& id) {
+    Statement st(db(), ("SELECT " + kBatchColumns + " FROM batches WHERE id = ?").c_str());
+    if (!st.bind(id).step()) return std::nullopt;
+    return read_batch(st);
   }
 
   template <class... Args>

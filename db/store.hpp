@@ -95,8 +95,8 @@ class RecordStore {
   //! workload or target is not stored.
   virtual std::int64_t add_record(const Record& r) = 0;
   //! Stores a batch: its workloads and targets (insert or ignore), then each record whose config
-  //! the store does not have yet (ids are the store's own). A database-backed store writes it in
-  //! one transaction: all or nothing.
+  //! the store does not have yet (ids are the store's own). Every record passes check_record
+  //! before anything is written; a database-backed store writes it in one transaction.
   virtual MergeCounts merge(const RecordBatch& batch);
   //! Records matching the query, at most query.limit.
   virtual std::vector<Record> records(const RecordQuery& query) = 0;
@@ -145,6 +145,10 @@ std::unique_ptr<RecordStore> make_memory_record_store();
 
 //! Error(InvalidInput) for a record no store may hold (a success without times).
 void check_record(const Record& r);
+
+//! Wall-clock milliseconds since 1970: the time stamps every store writes, and the time base of
+//! the claims and leases that the daemons and workers on one database share.
+std::int64_t now_unix_ms();
 
 // The exported JSON forms (schemas/record.schema.json, schemas/api.schema.json WorkloadRow and
 // TargetRow); the *_from_json functions throw Error(InvalidInput) naming what is wrong.

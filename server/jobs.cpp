@@ -23,7 +23,7 @@ namespace tiletune::server {
 using nlohmann::json;
 namespace asio = boost::asio;
 
-json Service::Impl::job_json(const db::JobRow& j) {
+json Service::Impl::job_json(const db::JobRow& j, const QueuePositions& positions) {
   json out = {{"id", j.id},
               {"state", j.state},
               {"done", j.done},
@@ -37,26 +37,23 @@ json Service::Impl::job_json(const db::JobRow& j) {
               {"updated_unix_ms", j.updated_unix_ms}};
   json req = json::parse(j.request_json, nullptr, false);
   if (!req.is_discarded()) out["request"] = req;
-  if (j.state == "queued")
-    if (auto position = queue_position(j.id)) out["queue_position"] = *position;
+  if (auto it = positions.find(j.id); it != positions.end()) out["queue_position"] = it->second;
   return out;
 }
 
-std::optional<int> Service::Impl::queue_position(const std::string& id) {
+json Service::Impl::job_json(const db::JobRow& j) {
+  return job_json(j, j.state == "queued" ? queue_positions() : QueuePositions{});
+}
+
+Service::Impl::QueuePositions Service::Impl::queue_positions() {
   // Turns go by how long a job has waited: the order claim_job takes them in.
   auto queued = store->jobs("queued", 100000);
   std::sort(queued.begin(), queued.end(),
             [](auto& a, auto& b) { return std::tie(a.updated_unix_ms, a.id) < std::tie(b.updated_unix_ms, b.id); });
-  auto it = std::find_if(queued.begin(), queued.end(), [&](auto& j) { return j.id == id; });
-  if (it == queued.end()) return std::nullopt;
-  return static_cast<int>(it - queued.begin() + store->jobs("running", 100000).size());
-}
-
-std::shared_ptr<std::atomic<bool>> Service::Impl::cancel_flag(const std::string& id) {
-  std::lock_guard lock(cancel_mu);
-  auto& f = cancel_flags[id];
-  if (!f) f = std::make_shared<std::atomic<bool>>(false);
-  return f;
+  const int running = static_cast<int>(store->jobs("running", 100000).size());
+  QueuePositions out;
+  for (size_t i = 0; i < queued.size(); ++i) out[queued[i].id] = running + static_cast<int>(i);
+  return out;
 }
 
 bool Service::Impl::save_job(const db::JobRow& row) {
@@ -65,11 +62,13 @@ bool Service::Impl::save_job(const db::JobRow& row) {
                                     [&](const std::string& why) {
                                       spdlog::warn("event=database_away job={} error=\"{}\"", row.id, why);
                                     });
-  if (!held) {
-    claim_lost = true;
-    spdlog::warn("event=claim_lost job={} (cancelled, or taken over by another daemon)", row.id);
-  }
+  if (!held) lose_claim(row.id);
   return held;
+}
+
+void Service::Impl::lose_claim(const std::string& id) {
+  claim_lost = true;
+  spdlog::warn("event=claim_lost job={} (cancelled, or taken over by another daemon)", id);
 }
 
 void Service::Impl::heartbeat() {
@@ -85,10 +84,7 @@ void Service::Impl::heartbeat() {
   }
   if (id.empty()) return;
   try {
-    if (!store->renew_job(id, daemon_id, now_unix_ms(), static_cast<std::int64_t>(options.job_lease_seconds * 1e3))) {
-      claim_lost = true;
-      spdlog::warn("event=claim_lost job={} (cancelled, or taken over by another daemon)", id);
-    }
+    if (!store->renew_job(id, daemon_id, db::now_unix_ms(), job_lease_ms)) lose_claim(id);
   } catch (const std::exception& e) {
     // The database is away: the claim holds until it runs out, and renewing goes on.
     spdlog::warn("event=heartbeat_failed job={} error=\"{}\"", id, e.what());
@@ -96,9 +92,7 @@ void Service::Impl::heartbeat() {
 }
 
 void Service::Impl::release_dead_owners() {
-  char host[256] = {0};
-  gethostname(host, sizeof host - 1);
-  const std::string prefix = std::string(host) + ":";
+  const std::string prefix = host + ":";
   for (auto& j : store->jobs("running", 100000)) {
     if (j.owner.rfind(prefix, 0) != 0) continue;
     long pid = std::strtol(j.owner.c_str() + prefix.size(), nullptr, 10);
@@ -111,11 +105,10 @@ void Service::Impl::release_dead_owners() {
 }
 
 void Service::Impl::run_jobs() {
-  const auto lease_ms = static_cast<std::int64_t>(options.job_lease_seconds * 1e3);
   while (!stopping) {
     std::optional<db::JobRow> row;
     try {
-      row = store->claim_job(daemon_id, now_unix_ms(), lease_ms);
+      row = store->claim_job(daemon_id, db::now_unix_ms(), job_lease_ms);
     } catch (const std::exception& e) {
       spdlog::error("event=claim_failed error=\"{}\"", e.what());  // the database is away: try again
     }
@@ -136,19 +129,14 @@ void Service::Impl::run_jobs() {
       // (here or on another daemon); the daemon keeps serving.
       spdlog::error("event=job_error job={} error=\"{}\"", row->id, e.what());
     }
-    {
-      std::lock_guard lock(turn_mu);
-      turn_job.clear();
-    }
-    std::lock_guard lock(cancel_mu);
-    cancel_flags.erase(row->id);
+    std::lock_guard lock(turn_mu);
+    turn_job.clear();
   }
 }
 
 void Service::Impl::run_job(db::JobRow row) {
   if (json request = json::parse(row.request_json, nullptr, false); is_model_request(request))
     return run_model_job(row, request);
-  auto cancel = cancel_flag(row.id);
   std::atomic<bool> stop_now{false};
   try {
     json req = json::parse(row.request_json);
@@ -165,7 +153,7 @@ void Service::Impl::run_job(db::JobRow row) {
     o.strategy = req.value("strategy", o.strategy);
     const auto turn_start = std::chrono::steady_clock::now();
     o.models = store.get();
-    // A cancel, a stop of the service or a lost claim end it after the batch in flight.
+    // A stop of the service or a lost claim (a cancel releases it) end it after the batch in flight.
     o.cancel = &stop_now;
     std::int64_t last_id = 0;  // records after this one are this job's, for the metrics
     if (auto before = store->history(w.key, target.key); !before.empty()) last_id = before.back().id;
@@ -179,15 +167,15 @@ void Service::Impl::run_job(db::JobRow row) {
         metrics.count_measurement(r.error_class);
         last_id = r.id;
       }
-      if (cancel->load() || stopping.load() || claim_lost.load()) stop_now = true;
+      if (stopping.load() || claim_lost.load()) stop_now = true;
     };
-    // Remote batches wait for a worker: a cancel, a stop or a lost claim must also end that wait.
+    // Remote batches wait for a worker: a stop or a lost claim must also end that wait.
     std::atomic<bool> abandon{false};
     std::thread watch;
     std::optional<tuner::TuneSummary> summary;
     if (remote) {
       watch = std::thread([&] {
-        while (!abandon && !cancel->load() && !stopping.load() && !claim_lost.load())
+        while (!abandon && !stopping.load() && !claim_lost.load())
           std::this_thread::sleep_for(std::chrono::milliseconds(100));
         stop_now = true;
       });
@@ -208,10 +196,8 @@ void Service::Impl::run_job(db::JobRow row) {
           tuner::tune(w, backend(req.contains("target") ? target.backend : backend_of(req)), *store, o, on_progress);
     }
     row.spent_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - turn_start).count();
-    if (summary->stopped && (stopping || claim_lost) && !cancel->load()) {
+    if (summary->stopped && stopping) {
       row.state = "queued";  // resumes where it stopped, here at the next start or on another daemon
-    } else if (cancel->load() && summary->stopped) {
-      row.state = "cancelled";
     } else if (summary->stopped && (budget <= 0 || row.spent_s < budget)) {
       row.state = "queued";  // its turn ended: the next job's turn, then this one goes on
     } else {
@@ -220,10 +206,11 @@ void Service::Impl::run_job(db::JobRow row) {
     }
   } catch (const std::exception& e) {
     // Stopped while a remote worker measured: nothing of that batch was stored.
-    row.state = cancel->load() ? "cancelled" : (stopping.load() || claim_lost.load()) ? "queued" : "failed";
+    row.state = stopping.load() ? "queued" : "failed";
     if (row.state == "failed") row.error = e.what();
   }
-  save_job(row);
+  // A lost claim writes nothing: the job is cancelled, or another daemon runs it now.
+  if (!claim_lost) save_job(row);
 }
 
 void Service::Impl::tick_rate() {
@@ -286,7 +273,8 @@ json Service::jobs(const std::string& state, int limit) {
   if (!states.count(state))
     throw_error(ErrorKind::InvalidInput, "state must be one of queued, running, done, failed, cancelled");
   json out = json::array();
-  for (auto& j : impl_->store->jobs(state, std::clamp(limit, 1, 1000))) out.push_back(impl_->job_json(j));
+  auto positions = impl_->queue_positions();  // once for the page, not per job
+  for (auto& j : impl_->store->jobs(state, std::clamp(limit, 1, 1000))) out.push_back(impl_->job_json(j, positions));
   return {{"jobs", out}};
 }
 
@@ -295,9 +283,8 @@ json Service::cancel(const std::string& id) {
   if (!j) throw_error(ErrorKind::NotFound, "no job '" + id + "'");
   if (j->state != "queued" && j->state != "running")
     throw_error(ErrorKind::Conflict, "job '" + id + "' is already " + j->state);
-  // Cancelled here; a running job's owner (this daemon or another) finds its claim gone and
-  // stops after the batch in flight, whose records are kept.
-  impl_->cancel_flag(id)->store(true);
+  // Cancelled here; a running job's owner (this daemon or another) finds its claim gone at its
+  // next write or renewal and stops after the batch in flight, whose records are kept.
   if (!impl_->store->set_job_state_if(id, "queued", "cancelled"))
     impl_->store->set_job_state_if(id, "running", "cancelled");
   return job(id);

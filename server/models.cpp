@@ -115,7 +115,6 @@ json Service::model(const std::string& id) {
 }
 
 void Service::Impl::run_model_job(db::JobRow row, const json& request) {
-  auto cancel = cancel_flag(row.id);
   bool turn_over = false;
   std::atomic<bool> stop_now{false};
   try {
@@ -124,7 +123,7 @@ void Service::Impl::run_model_job(db::JobRow row, const json& request) {
     tuner::TuneOptions o = options.job_defaults;
     o.strategy = request.value("strategy", o.strategy);
     o.models = store.get();
-    o.cancel = &stop_now;  // a cancel, a stop or the end of the turn: after the round in flight
+    o.cancel = &stop_now;  // a stop, a lost claim (a cancel releases it) or the end of the turn
     o.max_seconds = options.slice_seconds;
     tuner::TaskScheduleOptions so;
     so.trials = request.at("trials").get<int>();
@@ -137,16 +136,14 @@ void Service::Impl::run_model_job(db::JobRow row, const json& request) {
       save_job(row);
       double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - turn_start).count();
       if (elapsed >= options.slice_seconds && p.trials < so.trials) turn_over = true;
-      if (cancel->load() || stopping.load() || claim_lost.load() || turn_over) stop_now = true;
+      if (stopping.load() || claim_lost.load() || turn_over) stop_now = true;
     });
     int used = 0;
     for (auto& s : status) used += s.trials;
     row.done = used;
     double estimate = tuner::estimated_latency(tasks, status);
     if (std::isfinite(estimate)) row.best_s = estimate;
-    if (cancel->load()) {
-      row.state = "cancelled";
-    } else if (stopping.load() || claim_lost.load()) {
+    if (stopping.load()) {
       row.state = "queued";  // resumes where it stopped, here at the next start or on another daemon
     } else if (turn_over) {
       row.state = "queued";  // the next job's turn, then this one goes on
@@ -155,11 +152,11 @@ void Service::Impl::run_model_job(db::JobRow row, const json& request) {
       if (!std::isfinite(estimate)) row.error = "a task has no kernel that passed the correctness check";
     }
   } catch (const std::exception& e) {
-    row.state = cancel->load() ? "cancelled" : (stopping.load() || claim_lost.load()) ? "queued" : "failed";
+    row.state = stopping.load() ? "queued" : "failed";
     if (row.state == "failed") row.error = e.what();
     spdlog::warn("event=model_job_error job={} error=\"{}\"", row.id, e.what());
   }
-  save_job(row);
+  if (!claim_lost) save_job(row);  // a lost claim writes nothing
 }
 
 bool Service::Impl::is_model_request(const json& request) {

@@ -13,14 +13,14 @@ std::optional<std::vector<measure::MeasureResult>> LeaseBoard::run(const std::st
                                                                    const std::string& target_key, nlohmann::json task,
                                                                    const std::atomic<bool>& stop) {
   db::BatchRow batch;
+  batch.posted_unix_ms = db::now_unix_ms();
   // Ids sort by posting time, so workers take batches oldest first whichever daemon posted them.
   char id[40];
-  std::snprintf(id, sizeof id, "L%013lld%s", static_cast<long long>(now_unix_ms()), new_id().c_str());
+  std::snprintf(id, sizeof id, "L%013lld%s", static_cast<long long>(batch.posted_unix_ms), new_id().c_str());
   batch.id = id;
   batch.job_id = job_id;
   batch.target_key = target_key;
   batch.task_json = task.dump();
-  batch.posted_unix_ms = now_unix_ms();
   store_.post_batch(batch);
   while (true) {
     if (stop.load()) {
@@ -39,7 +39,7 @@ std::optional<std::vector<measure::MeasureResult>> LeaseBoard::run(const std::st
       store_.remove_batch(batch.id);
       return results;
     }
-    if (now && now->worker_id.empty() && now_unix_ms() - batch.posted_unix_ms > unclaimed_seconds_ * 1e3) {
+    if (now && now->worker_id.empty() && db::now_unix_ms() - batch.posted_unix_ms > unclaimed_seconds_ * 1e3) {
       store_.remove_batch(batch.id);
       throw_error(ErrorKind::Unavailable, "no worker of target " + target_key + " took a batch within " +
                                               std::to_string(static_cast<int>(unclaimed_seconds_)) +
@@ -50,7 +50,7 @@ std::optional<std::vector<measure::MeasureResult>> LeaseBoard::run(const std::st
 }
 
 std::optional<nlohmann::json> LeaseBoard::lease(const std::string& worker_id, const std::string& target_key) {
-  auto b = store_.lease_batch(worker_id, target_key, now_unix_ms(), static_cast<std::int64_t>(lease_seconds_ * 1e3));
+  auto b = store_.lease_batch(worker_id, target_key, db::now_unix_ms(), static_cast<std::int64_t>(lease_seconds_ * 1e3));
   if (!b) return std::nullopt;
   nlohmann::json out = nlohmann::json::parse(b->task_json);
   out["lease_id"] = b->id;

@@ -3,7 +3,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <random>
 #include <unistd.h>
@@ -30,11 +29,6 @@ std::string new_id() {
   return buf;
 }
 
-std::int64_t now_unix_ms() {
-  using namespace std::chrono;
-  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
-}
-
 ir::Workload workload_of(const json& request) {
   std::string op = request.at("op").get<std::string>();
   std::string op_name = request.value("op_name", "");
@@ -51,10 +45,12 @@ Service::Impl::Impl(ServiceOptions o)
     : options(std::move(o)),
       store(db::open_store(options.db_path)),
       board(*store, options.lease_seconds, options.unclaimed_seconds) {
-  char host[256] = {0};
-  gethostname(host, sizeof host - 1);
+  job_lease_ms = static_cast<std::int64_t>(options.job_lease_seconds * 1e3);
+  char name[256] = {0};
+  gethostname(name, sizeof name - 1);
+  host = name;
   // The host and pid let a restarted daemon on this host see that a job's owner has died.
-  daemon_id = std::string(host) + ":" + std::to_string(::getpid()) + ":" + new_id();
+  daemon_id = host + ":" + std::to_string(::getpid()) + ":" + new_id();
 }
 
 codegen::TargetInfo Service::Impl::target_of(const json& req, bool* remote) {

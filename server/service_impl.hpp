@@ -27,8 +27,6 @@ namespace tiletune::server {
 
 //! A random 16-hex-digit id (jobs, workers).
 std::string new_id();
-//! Wall-clock milliseconds: the time base of claims and leases every daemon on a database shares.
-std::int64_t now_unix_ms();
 
 //! A library op by name, else op text through the parser: the only way user text reaches code.
 ir::Workload workload_of(const nlohmann::json& request);
@@ -46,7 +44,9 @@ struct Service::Impl {
   // The job runner: one thread claims the job that has waited longest in the database (daemons on
   // one database share its queue) and runs a turn of it, so this daemon's measurements never
   // overlap. The control context holds the timers: the claim's heartbeat, the measurement rate.
+  std::string host;       //!< this machine's name
   std::string daemon_id;  //!< host:pid:random, the owner of the jobs this daemon runs
+  std::int64_t job_lease_ms = 0;
   boost::asio::io_context control_io;
   std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> control_work;
   std::thread jobs_thread, control_thread;
@@ -55,11 +55,9 @@ struct Service::Impl {
   std::atomic<bool> started{false};
   std::mutex wake_mu;
   std::condition_variable wake;  //!< a submitted job wakes an idle runner
-  std::mutex cancel_mu;
-  std::map<std::string, std::shared_ptr<std::atomic<bool>>> cancel_flags;
   std::mutex turn_mu;
   std::string turn_job;                  //!< the job whose turn runs now ("" when idle)
-  std::atomic<bool> claim_lost{false};   //!< its claim was taken (cancelled, or another daemon has it)
+  std::atomic<bool> claim_lost{false};  //!< its claim is gone (cancelled, or another daemon has it)
 
   Metrics metrics;
 
@@ -79,7 +77,6 @@ struct Service::Impl {
   codegen::Backend& backend(const std::string& name);
 
   // jobs.cpp
-  std::shared_ptr<std::atomic<bool>> cancel_flag(const std::string& id);
   //! The runner's loop: claims jobs and runs their turns until the service stops.
   void run_jobs();
   //! Runs one turn of a job this daemon has claimed, and stores where it ended.
@@ -87,6 +84,8 @@ struct Service::Impl {
   //! Stores a job's state; false when its claim is lost (the write is then not made). Rides out
   //! a database that is briefly away.
   bool save_job(const db::JobRow& row);
+  //! The turn's claim is gone: the turn stops after its batch in flight and writes nothing more.
+  void lose_claim(const std::string& id);
   //! Renews the claim of the job whose turn runs (a lost claim stops the turn after its batch)
   //! and releases the jobs of dead daemons of this host.
   void heartbeat();
@@ -97,10 +96,13 @@ struct Service::Impl {
   void run_model_job(db::JobRow row, const nlohmann::json& request);
   //! A job's stored request (parsed, possibly discarded) is a model job's.
   static bool is_model_request(const nlohmann::json& request);
-  //! How many jobs run before a queued one (those running, those queued ahead); nullopt when it
-  //! is not waiting for a turn.
-  std::optional<int> queue_position(const std::string& id);
-  nlohmann::json job_json(const db::JobRow& j);
+  //! Per queued job, how many jobs run before it: those running on any daemon of the database,
+  //! and those queued ahead of it.
+  using QueuePositions = std::map<std::string, int>;
+  QueuePositions queue_positions();
+  //! A job's API form (schema Job); a queued one with its position among `positions`.
+  nlohmann::json job_json(const db::JobRow& j, const QueuePositions& positions);
+  nlohmann::json job_json(const db::JobRow& j);  //!< positions looked up when it is queued
   void tick_rate();
   void tick_heartbeat();
 

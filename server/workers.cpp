@@ -18,7 +18,7 @@ json Service::register_worker(const json& registration) {
   tuner::check_target_row(row);  // now, not when a job searches it
   impl_->store->put_target(row);
   std::string id = "w" + new_id();
-  std::int64_t now = now_unix_ms();
+  std::int64_t now = db::now_unix_ms();
   // In the database: a restarted daemon, or another daemon on it, knows the worker.
   impl_->store->put_worker({id, registration["name"].get<std::string>(), row.key, now, now});
   spdlog::info("event=worker_registered worker={} name={} target={}", id, registration["name"].get<std::string>(),
@@ -28,7 +28,7 @@ json Service::register_worker(const json& registration) {
 
 std::optional<json> Service::lease(const std::string& worker_id) {
   auto worker = impl_->store->worker(worker_id);
-  if (!worker || !impl_->store->touch_worker(worker_id, now_unix_ms()))
+  if (!worker || !impl_->store->touch_worker(worker_id, db::now_unix_ms()))
     throw_error(ErrorKind::NotFound, "no worker '" + worker_id + "': register it (POST /v1/workers)");
   return impl_->board.lease(worker_id, worker->target_key);
 }

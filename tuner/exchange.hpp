@@ -14,7 +14,8 @@ void check_target_row(const db::TargetRow& row);
 //! Checks a batch before anything of it is written: every workload goes through the parser (its
 //! key must be its text's), every target through check_target_row, every record's config must be
 //! readable with its key derived from it, and every record's workload and target must be in the
-//! batch or in `destination`. Error(InvalidInput) naming the first problem.
+//! batch or in `destination`. Error(InvalidInput) naming the first problem. (Store::merge checks
+//! each record's own content, such as a success without times, before it writes any.)
 void check_batch(const db::RecordBatch& batch, db::RecordStore& destination);
 
 //! Everything `from` holds (the records of one target when `target_key` is not empty), with the

@@ -53,9 +53,7 @@ db::Record to_record(const measure::MeasureResult& r, const ir::Workload& w, con
   rec.error_message = r.error_message;
   rec.measure_params_json = measure_params_json;
   rec.tool_version = kToolVersion;
-  rec.created_unix_ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count();
+  rec.created_unix_ms = db::now_unix_ms();
   return rec;
 }
 
@@ -162,9 +160,9 @@ TuneSummary tune(const ir::Workload& w, const codegen::TargetInfo& target, measu
       std::cerr << "tiletune: " << why << "; keeping the batch and retrying\n";
     });
     std::vector<double> latency;
-    for (auto& r : results) {
-      const db::Record& rec = stored.records[latency.size()];
-      if (rec.config_key == naive_key) summary.naive = rec;
+    for (size_t i = 0; i < results.size(); ++i) {
+      const measure::MeasureResult& r = results[i];
+      if (r.config_key == naive_key) summary.naive = stored.records[i];
       measured.insert(r.config_key);
       latency.push_back(r.median_s());
       ++summary.measured;

@@ -94,6 +94,30 @@ TEST_CASE("team: daemons and a CLI on one PostgreSQL share the queue; a SIGKILLe
   auto check = cli({"db", "check", "--db", pg.url()});
   CHECK_MESSAGE(check.ok(), check.output);
   CHECK(check.output.find("integrity: ok") != std::string::npos);
+
+  // A cancel through one daemon stops the job another daemon runs: its claim is gone, so it
+  // stops after the batch in flight and writes nothing more.
+  std::string long_id = cc.tune("matmul", "M=40,N=40,K=40", 400, "random").id;
+  nlohmann::json running;
+  for (int i = 0; i < 1200; ++i) {
+    running = cb.call("GET", "/v1/jobs/" + long_id);
+    if (running["state"] == "running" && running["done"].get<int>() > 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  REQUIRE(running["state"] == "running");
+  const bool on_b = running["owner"].get<std::string>().find(":" + std::to_string(b.pid()) + ":") != std::string::npos;
+  client::Client& other = on_b ? cc : cb;
+  CHECK(other.cancel(long_id).state == "cancelled");
+  auto long_key = store->job(long_id)->workload_key;
+  auto records_of_long = [&] { return db::open_store(pg.url())->count(db::RecordQuery{long_key, ""}); };
+  std::this_thread::sleep_for(std::chrono::seconds(5));  // the owner's next write or renewal (2 s), and its batch
+  std::int64_t settled = records_of_long();
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  CHECK(records_of_long() == settled);  // it stopped
+  auto cancelled = store->job(long_id);
+  CHECK(cancelled->state == "cancelled");
+  CHECK(cancelled->owner.empty());
+  CHECK(cancelled->done < 400);
 }
 
 TEST_CASE("team: PostgreSQL stopped in the middle of a job: 503 meanwhile, and the job completes when it returns "
@@ -179,6 +203,17 @@ TEST_CASE("team: db push merges a machine's records into the team's, pull brings
   auto check = cli({"db", "check", "--db", other});
   CHECK_MESSAGE(check.ok(), check.output);
   CHECK(check.output.find("6 records") != std::string::npos);
+  // A database whose logical checks fail: db check says what and exits 5.
+  db::JobRow odd;
+  odd.id = "odd";
+  odd.request_key = "odd";
+  odd.request_json = "{}";
+  odd.state = "queued";
+  team->put_job(odd);
+  REQUIRE(team->set_job_state_if("odd", "queued", "misplaced"));
+  auto failing = cli({"db", "check", "--db", pg.url()});
+  CHECK(failing.exit_code == 5);
+  CHECK_MESSAGE(failing.output.find("1 jobs in an unknown state") != std::string::npos, failing.output);
   // Bad places: exit 2 for the same database twice, 3 for a missing file, 4 for no server, 5 for
   // refused credentials.
   CHECK(cli({"db", "push", "--from", local, "--to", local}).exit_code == 2);
