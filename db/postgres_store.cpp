@@ -1,17 +1,12 @@
-// The PostgreSQL store: the same three interfaces as the SQLite store, for a team's database that
-// several daemons, CLIs and workers write at once. One connection per store, used by one thread
-// at a time; a lost connection is reopened and the interrupted call run again once (every call is
-// idempotent: inserts ignore what is stored, updates set values). A server that cannot be reached
+// The PostgreSQL store: the same interfaces as the SQLite store, in SQL, for a team's database that
+// several daemons, CLIs and workers write at once. One connection per store (db/postgres_connection):
+// a lost connection is reopened and the interrupted call run again once, so every call here is
+// idempotent (inserts ignore what is stored, updates set values). A server that cannot be reached
 // is Error(Unavailable): exit 4 on the CLI, 503 over REST, and the tuner retries its writes.
-#include <libpq-fe.h>
-
-#include <chrono>
-#include <cstdlib>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
-#include <thread>
 
+#include "db/postgres_connection.hpp"
 #include "db/schema_steps.hpp"
 #include "db/store.hpp"
 #include "db/store_url.hpp"
@@ -92,103 +87,6 @@ constexpr std::int64_t kSchemaVersion = sizeof kMigrations / sizeof kMigrations[
 // transaction begins: a transaction's start is where it sees catalog changes committed by others.
 constexpr const char* kMigrationLock = "SELECT pg_advisory_lock(7466218)";
 constexpr const char* kMigrationUnlock = "SELECT pg_advisory_unlock(7466218)";
-// Every write transaction notifies this channel; every store listens, so its change stamp
-// moves with any connection's commits without asking the server.
-constexpr const char* kChangeChannel = "tiletune_changes";
-
-struct ClearResult {
-  void operator()(PGresult* r) const { PQclear(r); }
-};
-using ResultPtr = std::unique_ptr<PGresult, ClearResult>;
-struct FinishConn {
-  void operator()(PGconn* c) const { PQfinish(c); }
-};
-using ConnPtr = std::unique_ptr<PGconn, FinishConn>;
-
-//! A bytea parameter (sent in binary).
-struct Bytes {
-  const std::string& bytes;
-};
-
-//! Positional parameters ($1, $2, ...) of one statement, as text (bytea as binary); a null
-//! optional is SQL NULL.
-class Params {
- public:
-  template <class... Args>
-  explicit Params(const Args&... args) {
-    (add(args), ...);
-  }
-  int size() const { return static_cast<int>(values_.size()); }
-  std::vector<const char*> pointers() const {
-    std::vector<const char*> p;
-    for (auto& v : values_) p.push_back(v ? v->c_str() : nullptr);
-    return p;
-  }
-  const int* lengths() const { return lengths_.data(); }
-  const int* formats() const { return formats_.data(); }
-
- private:
-  void push(std::optional<std::string> v, int format) {
-    lengths_.push_back(v ? static_cast<int>(v->size()) : 0);
-    formats_.push_back(format);
-    values_.push_back(std::move(v));
-  }
-  void add(const std::string& s) { push(s, 0); }
-  void add(const char* s) { push(std::string(s), 0); }
-  void add(std::int64_t v) { push(std::to_string(v), 0); }
-  void add(int v) { push(std::to_string(v), 0); }
-  void add(double v) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.17g", v);
-    push(std::string(buf), 0);
-  }
-  void add(const std::optional<double>& v) {
-    if (v)
-      add(*v);
-    else
-      push(std::nullopt, 0);
-  }
-  void add(const std::optional<std::string>& v) { push(v, 0); }
-  void add(const Bytes& b) { push(b.bytes, 1); }
-
-  std::vector<std::optional<std::string>> values_;
-  std::vector<int> lengths_, formats_;
-};
-
-//! The rows of a statement's result; columns by 0-based index.
-class Rows {
- public:
-  explicit Rows(ResultPtr r) : r_(std::move(r)) {}
-  int size() const { return PQntuples(r_.get()); }
-  bool is_null(int row, int col) const { return PQgetisnull(r_.get(), row, col); }
-  std::string text(int row, int col) const {
-    return std::string(PQgetvalue(r_.get(), row, col), static_cast<std::size_t>(PQgetlength(r_.get(), row, col)));
-  }
-  std::int64_t integer(int row, int col) const { return std::strtoll(PQgetvalue(r_.get(), row, col), nullptr, 10); }
-  double real(int row, int col) const { return std::strtod(PQgetvalue(r_.get(), row, col), nullptr); }
-  std::string bytes(int row, int col) const {
-    std::size_t n = 0;
-    unsigned char* raw = PQunescapeBytea(reinterpret_cast<const unsigned char*>(PQgetvalue(r_.get(), row, col)), &n);
-    if (!raw) throw_error(ErrorKind::Database, "cannot decode a bytea column");
-    std::string out(reinterpret_cast<const char*>(raw), n);
-    PQfreemem(raw);
-    return out;
-  }
-  //! Rows changed by an INSERT, UPDATE or DELETE.
-  std::int64_t affected() const { return std::strtoll(PQcmdTuples(r_.get()), nullptr, 10); }
-
- private:
-  ResultPtr r_;
-};
-
-//! Why a statement failed, sorted by what the store does about it.
-enum class Failure { Connection, Retry, Other };
-
-//! A failed statement: carries the SQLSTATE so that callers can tell a foreign key from the rest.
-struct StatementError {
-  Failure failure;
-  std::string sqlstate, message;
-};
 
 // Column lists, in the order the readers expect.
 const char* const kRecordColumns =
@@ -247,11 +145,7 @@ WorkerRow read_worker(const Rows& rows, int i) {
 
 class PostgresStore final : public Store {
  public:
-  PostgresStore(const std::string& url, bool create) : url_(url), where_(describe_store_url(url)) {
-    std::lock_guard lock(mu_);
-    connect();
-    migrate(create);
-  }
+  PostgresStore(const std::string& url, bool create) : db_(url, describe_store_url(url)) { migrate(create); }
 
   void put_workload(const WorkloadRow& w) override {
     write([&] { insert_workload(w); });
@@ -541,12 +435,7 @@ class PostgresStore final : public Store {
     });
   }
 
-  std::int64_t change_stamp() override {
-    std::lock_guard lock(mu_);
-    // Notifications that have arrived are read without a round trip to the server.
-    if (conn_ && PQconsumeInput(conn_.get())) drain_notifications();
-    return (connects_ << 40) + changes_;
-  }
+  std::int64_t change_stamp() override { return db_.change_stamp(); }
 
   std::string integrity_check() override {
     return read([&] {
@@ -570,65 +459,6 @@ class PostgresStore final : public Store {
   }
 
  private:
-  //! Opens the connection and listens for changes. Error(Unavailable) when the server cannot be
-  //! reached, Error(Database) when it refuses us (credentials, no such database).
-  void connect() {
-    conn_.reset();
-    // The URL's own parameters come after these defaults and override them.
-    const char* keys[] = {"connect_timeout", "application_name", "dbname", nullptr};
-    const char* values[] = {"10", "tiletune", url_.c_str(), nullptr};
-    ConnPtr c(PQconnectdbParams(keys, values, /*expand_dbname=*/1));
-    if (!c) throw_error(ErrorKind::Internal, "libpq could not allocate a connection");
-    if (PQstatus(c.get()) != CONNECTION_OK) {
-      std::string why = PQerrorMessage(c.get());
-      while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
-      throw_error(connect_failure_kind(why), "cannot connect to " + where_ + ": " + why);
-    }
-    conn_ = std::move(c);
-    ++connects_;
-    // Notices (such as "relation already exists, skipping") are not errors: keep them off stderr.
-    PQsetNoticeProcessor(
-        conn_.get(), [](void*, const char*) {}, nullptr);
-    run_statement((std::string("LISTEN ") + kChangeChannel).c_str(), Params());
-  }
-
-  //! A refusal by the server (password, role or database) is the caller's to fix; anything else
-  //! (no route, refused, timed out, shutting down) may pass.
-  static ErrorKind connect_failure_kind(const std::string& why) {
-    for (const char* refusal : {"authentication failed", "password", "does not exist", "no pg_hba.conf entry",
-                                "permission denied", "invalid", "unsupported"})
-      if (why.find(refusal) != std::string::npos) return ErrorKind::Database;
-    return ErrorKind::Unavailable;
-  }
-
-  void drain_notifications() {
-    while (PGnotify* n = PQnotifies(conn_.get())) {
-      ++changes_;
-      PQfreemem(n);
-    }
-  }
-
-  //! Runs one statement on the open connection (several, without parameters, when `script`);
-  //! throws StatementError on failure.
-  Rows run_statement(const char* sql, const Params& p, bool script = false) {
-    auto values = p.pointers();
-    ResultPtr r(script ? PQexec(conn_.get(), sql)
-                       : PQexecParams(conn_.get(), sql, p.size(), nullptr, values.data(), p.lengths(), p.formats(), 0));
-    ExecStatusType status = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
-    if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) return Rows(std::move(r));
-    std::string sqlstate =
-        r && PQresultErrorField(r.get(), PG_DIAG_SQLSTATE) ? PQresultErrorField(r.get(), PG_DIAG_SQLSTATE) : "";
-    std::string message = r ? PQresultErrorMessage(r.get()) : PQerrorMessage(conn_.get());
-    while (!message.empty() && message.back() == '\n') message.pop_back();
-    Failure f = Failure::Other;
-    // Class 08: connection exceptions; 57P0x: the server is shutting down or starting.
-    if (PQstatus(conn_.get()) == CONNECTION_BAD || sqlstate.rfind("08", 0) == 0 || sqlstate.rfind("57P", 0) == 0)
-      f = Failure::Connection;
-    else if (sqlstate == "40001" || sqlstate == "40P01")  // serialization failure, deadlock
-      f = Failure::Retry;
-    throw StatementError{f, sqlstate, message};
-  }
-
   // Inserts inside write().
   void insert_workload(const WorkloadRow& w) {
     exec("INSERT INTO workloads (key, op_name, canonical_text, sizes_json, op_text, created) "
@@ -671,61 +501,15 @@ class PostgresStore final : public Store {
     return {st.integer(0, 0), false};
   }
 
-  //! A statement inside read() or write().
-  Rows exec(const char* sql, const Params& p) { return run_statement(sql, p); }
-
-  //! Runs `body` (statements through exec) in a transaction when `transaction`, under the
-  //! connection's lock. A lost connection is reopened and the body run once more; a deadlock or
-  //! serialization failure is retried a few times. Everything else is Error(Database).
-  template <class F>
-  auto run(bool transaction, F&& body) -> decltype(body()) {
-    std::lock_guard lock(mu_);
-    for (int attempt = 0;; ++attempt) {
-      try {
-        if (!conn_ || PQstatus(conn_.get()) != CONNECTION_OK) connect();
-        if (!transaction) return body();
-        run_statement("BEGIN", Params());
-        try {
-          if constexpr (std::is_void_v<decltype(body())>) {
-            body();
-            commit();
-            return;
-          } else {
-            auto out = body();
-            commit();
-            return out;
-          }
-        } catch (...) {
-          if (PQstatus(conn_.get()) == CONNECTION_OK) {
-            ResultPtr rb(PQexec(conn_.get(), "ROLLBACK"));
-          }
-          throw;
-        }
-      } catch (const StatementError& e) {
-        if (e.failure == Failure::Connection && attempt == 0) continue;  // reconnect and run it again
-        if (e.failure == Failure::Retry && attempt < 5) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(10 << attempt));
-          continue;
-        }
-        throw_error(e.failure == Failure::Connection ? ErrorKind::Unavailable : ErrorKind::Database,
-                    where_ + ": " + e.message);
-      }
-    }
-  }
+  // Statements inside read() and write(), on the store's one connection.
+  Rows exec(const char* sql, const Params& p) { return db_.exec(sql, p); }
   template <class F>
   auto read(F&& body) -> decltype(body()) {
-    return run(false, std::forward<F>(body));
+    return db_.read(std::forward<F>(body));
   }
   template <class F>
   auto write(F&& body) -> decltype(body()) {
-    return run(true, std::forward<F>(body));
-  }
-
-  void commit() {
-    run_statement((std::string("NOTIFY ") + kChangeChannel).c_str(), Params());
-    run_statement("COMMIT", Params());
-    ++changes_;  // our own commit, whether or not its notification has been read yet
-    drain_notifications();
+    return db_.write(std::forward<F>(body));
   }
 
   std::optional<std::int64_t> stored_version() {
@@ -734,58 +518,51 @@ class PostgresStore final : public Store {
         Params());
     if (!meta.size()) return std::nullopt;
     Rows v = exec("SELECT value FROM schema_meta WHERE key = 'schema_version'", Params());
-    if (!v.size()) throw_error(ErrorKind::Database, where_ + " has no schema version");
+    if (!v.size()) throw_error(ErrorKind::Database, db_.where() + " has no schema version");
     return v.integer(0, 0);
   }
 
-  // Called from the constructor, under the lock: statements run directly.
+  // Called from the constructor, before the store is shared: statements run directly.
   void migrate(bool create) {
     try {
       if (stored_version() == kSchemaVersion) return;  // the common case takes no lock
-      run_statement(kMigrationLock, Params());
-      run_statement("BEGIN", Params());
+      exec(kMigrationLock, Params());
+      db_.begin();
       auto version = stored_version();
       if (!version) {
-        if (!create) throw_error(ErrorKind::NotFound, where_ + " holds no tiletune database (tune something first)");
+        if (!create) throw_error(ErrorKind::NotFound, db_.where() + " holds no tiletune database (tune something first)");
         Rows other = exec(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() "
             "AND table_name IN ('workloads', 'targets', 'records', 'models', 'jobs') LIMIT 1",
             Params());
         if (other.size())
-          throw_error(ErrorKind::Database, where_ + " is not a tiletune database (it has table '" + other.text(0, 0) +
+          throw_error(ErrorKind::Database, db_.where() + " is not a tiletune database (it has table '" + other.text(0, 0) +
                                                "' and no schema_meta)");
         exec("CREATE TABLE schema_meta (key TEXT PRIMARY KEY, value BIGINT NOT NULL)", Params());
         exec("INSERT INTO schema_meta VALUES ('schema_version', 0)", Params());
         version = 0;
       }
       if (*version > kSchemaVersion)
-        throw_error(ErrorKind::Database, where_ + " has schema version " + std::to_string(*version) +
+        throw_error(ErrorKind::Database, db_.where() + " has schema version " + std::to_string(*version) +
                                              " but this tiletune supports up to version " +
                                              std::to_string(kSchemaVersion) + ": upgrade tiletune");
       for (auto v = *version; v < kSchemaVersion; ++v) {
-        run_statement(kMigrations[v], Params(), /*script=*/true);
+        db_.exec_script(kMigrations[v]);
         exec("UPDATE schema_meta SET value = $1 WHERE key = 'schema_version'", Params(v + 1));
       }
-      commit();
-      run_statement(kMigrationUnlock, Params());
+      db_.commit();
+      exec(kMigrationUnlock, Params());
     } catch (...) {
-      if (conn_ && PQstatus(conn_.get()) == CONNECTION_OK) {
-        ResultPtr rb(PQexec(conn_.get(), "ROLLBACK"));  // a no-op outside a transaction
-        ResultPtr unlock(PQexec(conn_.get(), kMigrationUnlock));
-      }
+      db_.abort(kMigrationUnlock);
       try {
         throw;
       } catch (const StatementError& e) {
-        throw_error(e.failure == Failure::Connection ? ErrorKind::Unavailable : ErrorKind::Database,
-                    "migrating " + where_ + ": " + e.message);
+        db_.fail(e, "migrating");
       }
     }
   }
 
-  const std::string url_, where_;
-  ConnPtr conn_;
-  std::int64_t connects_ = 0, changes_ = 0;
-  std::mutex mu_;
+  PgConnection db_;
 };
 
 }  // namespace
