@@ -345,9 +345,12 @@ class Emitter {
         cond += (cond.empty() ? "" : " && ") + std::string("tt_in(") + index_at(e.indices[d], p) + ", " + n + ")";
     }
     if (cond.empty() && row_start.empty()) return load;
+    std::int64_t stride = vec ? vector_coeff(e) : 0;
     std::string inside = row_start.empty() ? load
-                                           : "tt_load_pad(&" + addr + ", " + row_start + ", " +
-                                                 std::to_string(buf.shape.back()) + ", " + pad + ")";
+                         : stride == 1     ? "tt_load_pad(&" + addr + ", " + row_start + ", " +
+                                             std::to_string(buf.shape.back()) + ", " + pad + ")"
+                                           : "tt_load_rows_pad(&" + addr + ", " + std::to_string(stride) + ", " +
+                                             row_start + ", " + std::to_string(buf.shape.back()) + ", " + pad + ")";
     if (cond.empty()) return inside;
     return "(" + cond + " ? " + inside + " : " + (vec ? "tt_splat(" + pad + ")" : pad) + ")";
   }
@@ -396,10 +399,14 @@ class Emitter {
       case Expr::Kind::Access: {
         if (!acc_value.empty() && e.name == st_->name) return acc_value;
         std::string addr = element(e.name, e.indices, p);
-        std::string load = !vec               ? addr
-                           : !vector_coeff(e) ? "tt_splat(" + addr + ")"
-                           : partial_.empty() ? "tt_load(&" + addr + ")"
-                                              : "tt_load_n(&" + addr + ", " + partial_ + ")";
+        std::int64_t stride = vec ? vector_coeff(e) : 0;  // > 1: a strided window's row (ir::strided_row_reads)
+        std::string load = !vec          ? addr
+                           : !stride     ? "tt_splat(" + addr + ")"
+                           : stride == 1 ? (partial_.empty() ? "tt_load(&" + addr + ")"
+                                                             : "tt_load_n(&" + addr + ", " + partial_ + ")")
+                           : partial_.empty()
+                               ? "tt_load_rows(&" + addr + ", " + std::to_string(stride) + ")"
+                               : "tt_load_rows_n(&" + addr + ", " + std::to_string(stride) + ", " + partial_ + ")";
         if (guarded_) load = guarded_load(e, p, vec, addr, load);
         auto it = blk.load_names.find(load);
         if (it != blk.load_names.end()) return it->second;
@@ -762,7 +769,7 @@ class Emitter {
     }
     outside_ = ir::reads_outside(w_, sn.stage, {&sn.body, sn.epilogue >= 0 ? &sn.epilogue_body : nullptr});
     strided_vector_ =
-        out_stride_ != 1 || (!sn.vector_axis.empty() && !ir::strided_reads(sn.body, sn.vector_axis).empty());
+        out_stride_ != 1 || (!sn.vector_axis.empty() && !ir::panel_reads(sn.body, sn.vector_axis).empty());
     const auto& stmt = w_.op.stmts[sn.stage];
     std::string text = stmt.tensor + "[";
     for (size_t i = 0; i < stmt.lhs_vars.size(); ++i) text += (i ? ", " : "") + stmt.lhs_vars[i];

@@ -67,6 +67,40 @@ static inline tt_vf tt_load_pad(const float* p, std::int64_t i, std::int64_t n, 
   tt_vf v; for (int j = 0; j < TT_LANES; ++j) v[j] = tt_in(i + j, n) ? p[j] : pad; return v;
 }
 #endif
+// Rows of a strided window, vectorized along the output (I[..., 2 * x + s] along x): lane j
+// reads p[j * s]. Stride 2 is two loads and one shuffle, and the second load stops at the last
+// lane's element, so that no load passes the row's end; other strides go lane by lane.
+// tt_load_rows_n reads the first n lanes (the others are 0), tt_load_rows_pad the lanes inside
+// a row of n floats from index i on (the others are `pad`).
+#if TT_LANES == 16
+static inline tt_vf tt_even_lanes(tt_vf a, tt_vf b) {
+  return __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+}
+#elif TT_LANES == 8
+static inline tt_vf tt_even_lanes(tt_vf a, tt_vf b) { return __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14); }
+#elif TT_LANES == 4
+static inline tt_vf tt_even_lanes(tt_vf a, tt_vf b) { return __builtin_shufflevector(a, b, 0, 2, 4, 6); }
+#else
+static inline tt_vf tt_even_lanes(tt_vf a, tt_vf b) {
+  tt_vf v; for (int j = 0; j < TT_LANES; ++j) v[j] = 2 * j < TT_LANES ? a[2 * j] : b[2 * j - TT_LANES]; return v;
+}
+#endif
+static inline tt_vf tt_load_rows(const float* p, std::int64_t s) {
+  if (s == 2) return tt_even_lanes(tt_load(p), tt_load_n(p + TT_LANES, TT_LANES - 1));
+  return tt_load_s(p, s);
+}
+static inline tt_vf tt_load_rows_n(const float* p, std::int64_t s, std::int64_t n) {
+  if (s == 2) {
+    std::int64_t used = 2 * n - 1;  // elements from p on that the n lanes read
+    return tt_even_lanes(tt_load_n(p, used < TT_LANES ? used : TT_LANES),
+                         tt_load_n(p + TT_LANES, used > TT_LANES ? used - TT_LANES : 0));
+  }
+  tt_vf v = tt_vf{}; for (int j = 0; j < n; ++j) v[j] = p[j * s]; return v;
+}
+static inline tt_vf tt_load_rows_pad(const float* p, std::int64_t s, std::int64_t i, std::int64_t n, float pad) {
+  if (s == 2) return tt_even_lanes(tt_load_pad(p, i, n, pad), tt_load_pad(p + TT_LANES, i + TT_LANES, n, pad));
+  tt_vf v; for (int j = 0; j < TT_LANES; ++j) v[j] = tt_in(i + j * s, n) ? p[j * s] : pad; return v;
+}
 static inline float tt_max(float a, float b) { return a > b ? a : b; }
 static inline float tt_min(float a, float b) { return a < b ? a : b; }
 static inline float tt_exp(float x) { return std::exp(x); }

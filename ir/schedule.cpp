@@ -156,6 +156,33 @@ std::vector<std::string> strided_reads(const Expr& body, const std::string& axis
 
 bool unit_stride_or_invariant(const Expr& body, const std::string& axis) { return strided_reads(body, axis).empty(); }
 
+std::vector<std::string> strided_row_reads(const Expr& body, const std::string& axis) {
+  std::vector<const Expr*> acc;
+  collect_accesses(body, acc);
+  std::vector<std::string> out;
+  for (auto& tensor : strided_reads(body, axis)) {
+    bool rows = true;
+    for (const Expr* a : acc) {
+      if (a->name != tensor) continue;
+      for (size_t d = 0; d < a->indices.size(); ++d) {
+        std::int64_t c = a->indices[d].coeff_of(axis);
+        rows &= d + 1 < a->indices.size() ? c == 0 : c == 0 || c >= 2;
+      }
+    }
+    if (rows) out.push_back(tensor);
+  }
+  return out;
+}
+
+std::vector<std::string> panel_reads(const Expr& body, const std::string& axis) {
+  auto out = strided_reads(body, axis);
+  auto rows = strided_row_reads(body, axis);
+  out.erase(std::remove_if(out.begin(), out.end(),
+                           [&](const std::string& t) { return std::find(rows.begin(), rows.end(), t) != rows.end(); }),
+            out.end());
+  return out;
+}
+
 std::string vector_panels_problem(const Expr& body, const std::string& tensor, const std::string& axis) {
   std::vector<const Expr*> acc;
   collect_accesses(body, acc);

@@ -81,6 +81,13 @@ bool unit_stride_or_invariant(const Expr& body, const std::string& axis);
 //! The tensors `body` reads neither unit-stride nor invariantly along `axis`: on a CPU a
 //! spatial axis is still vectorized when these are inputs packed into panels along it.
 std::vector<std::string> strided_reads(const Expr& body, const std::string& axis);
+//! The tensors of strided_reads that `body` reads along `axis` only in their last dimension,
+//! at a constant stride of 2 or more (I[..., 2 * x + s - 1] of a strided convolution or
+//! pooling window): a CPU loads their vectors strided, two loads and a shuffle at stride 2,
+//! with no panels.
+std::vector<std::string> strided_row_reads(const Expr& body, const std::string& axis);
+//! strided_reads less strided_row_reads: what a CPU packs into panels to vectorize `axis`.
+std::vector<std::string> panel_reads(const Expr& body, const std::string& axis);
 //! Why panels of `tensor` along `axis` cannot feed vectors along `axis`; "" if they can:
 //! every access indexes each dimension by one plain axis, and `axis` indexes exactly one
 //! (not A[i, i], whose lanes move along two dimensions).

@@ -148,7 +148,11 @@ std::string check_stage(const Workload& w, const Schedule& s, const TargetTraits
       return "the innermost tile of '" + ss.vectorize + "' must be a multiple of " + std::to_string(t.vector_lanes) +
              " lanes";
     Expr body = effective_body(w, s, st.rhs);
+    // A CPU loads the rows of a strided window (stride 2 or more in the last dimension only)
+    // strided, without panels; any other strided read needs its panels.
+    auto rows = vector_reduce || t.groups() ? std::vector<std::string>{} : strided_row_reads(body, ss.vectorize);
     for (auto& tensor : strided_reads(body, ss.vectorize)) {
+      if (std::find(rows.begin(), rows.end(), tensor) != rows.end()) continue;
       if (vector_reduce || t.groups() || std::find(ss.pack.begin(), ss.pack.end(), tensor) == ss.pack.end())
         return "'" + tensor + "' is read strided along '" + ss.vectorize + "'" +
                (vector_reduce || t.groups() ? ", which cannot be vectorized"

@@ -78,10 +78,14 @@ std::vector<ir::Schedule> Space::seeds() const {
   for (auto& v : vector_axes(0))
     if (spatial(v)) axes.push_back(v);
   // A contraction (two or more inputs multiplied) gets the recipe on any such axis; a
-  // reduction of one input only when it reduces into its contiguous axis (a row reduction
-  // such as softmax's max gets the row recipe instead).
-  auto contiguous = ir::vectorizable_axes(w_, 0);
-  bool into_contiguous = !contiguous.empty() && spatial(contiguous.front());
+  // reduction of one input only when it reduces into vectors of its output's last axis that
+  // load without panels (a pooling window, also a strided one; a row reduction such as
+  // softmax's max gets the row recipe instead).
+  std::string last_lhs;
+  for (auto& a : st.axes)
+    if (!a.reduce) last_lhs = a.name;
+  bool into_contiguous = std::find(axes.begin(), axes.end(), last_lhs) != axes.end() &&
+                         ir::panel_reads(st.rhs, last_lhs).empty();
   if (!st.is_reduction() || axes.empty() || (!into_contiguous && inputs_of(0).size() < 2)) return otherwise();
   for (auto& v : axes) gemm_seeds(v, out);
   return out;
@@ -89,7 +93,7 @@ std::vector<ir::Schedule> Space::seeds() const {
 
 void Space::gemm_seeds(const std::string& v, std::vector<ir::Schedule>& out) const {
   const ir::Stage& st = w_.stages[0];
-  const auto needed = ir::strided_reads(st.rhs, v);  // packs vectorizing v needs (see vector_axes)
+  const auto needed = ir::panel_reads(st.rhs, v);  // packs vectorizing v needs (see vector_axes)
   const ir::Axis* vec = nullptr;
   std::string last_lhs;
   for (auto& a : st.axes) {

@@ -158,8 +158,8 @@ std::vector<std::string> Space::vector_axes(int stage) const {
   auto axes = ir::vectorizable_axes(w_, stage);
   if (t_.groups()) return axes;
   for (auto& a : st.axes) {
-    auto strided = ir::strided_reads(st.rhs, a.name);
-    if (a.reduce || strided.empty()) continue;
+    if (a.reduce || ir::strided_reads(st.rhs, a.name).empty()) continue;
+    auto strided = ir::panel_reads(st.rhs, a.name);  // strided rows of windows need no panels
     if (std::all_of(strided.begin(), strided.end(), [&](const std::string& t) {
           return w_.buffers[w_.buffer_index(t)].role == ir::Buffer::Role::Input &&
                  ir::vector_panels_problem(st.rhs, t, a.name).empty();
@@ -175,7 +175,7 @@ void Space::sample_loops(ir::StageSchedule& ss, int stage, Rng& rng) const {
   ss.tile.clear();
   auto axes = vector_axes(stage);
   ss.vectorize = (t_.vector_lanes > 1 && !axes.empty() && flip(ir::knobs::vectorize, rng)) ? pick(axes, rng) : "";
-  ss.pack = ss.vectorize.empty() ? std::vector<std::string>{} : ir::strided_reads(st.rhs, ss.vectorize);
+  ss.pack = ss.vectorize.empty() ? std::vector<std::string>{} : ir::panel_reads(st.rhs, ss.vectorize);
   bool vec_reduce = false;
   for (auto& a : st.axes)
     if (a.name == ss.vectorize) vec_reduce = a.reduce;
@@ -227,7 +227,7 @@ std::vector<std::string> Space::inputs_of(int stage) const {
 void Space::sample_packs(ir::Schedule& s, int stage, Rng& rng) const {
   auto& pack = s.stages[stage].pack;
   pack.clear();
-  if (!s.stages[stage].vectorize.empty()) pack = ir::strided_reads(w_.stages[stage].rhs, s.stages[stage].vectorize);
+  if (!s.stages[stage].vectorize.empty()) pack = ir::panel_reads(w_.stages[stage].rhs, s.stages[stage].vectorize);
   for (auto& name : inputs_of(stage)) {
     if (std::find(pack.begin(), pack.end(), name) != pack.end() || !flip(ir::knobs::pack, rng)) continue;
     pack.push_back(name);

@@ -211,19 +211,21 @@ TEST_CASE("cpu kernels: padded inputs read their pad value outside the tensor, n
   auto be = cpu();
   TempDir dir;
   int lanes = be->target().traits.vector_lanes;
-  // Every schedule of each op: the naive one, and one tiled along x in vectors whose tiles
-  // reach past the borders (and past the ends: W is no multiple of the lanes).
+  // Every schedule of each op: the naive one, and ones tiled along x in vectors whose tiles
+  // reach past the borders (and past the ends: W is no multiple of the lanes): two vectors,
+  // and one vector by two rows of y. Strided windows (stride 2) load their rows strided.
   auto schedules = [&](const ir::Workload& w, const std::string& vector_axis) {
     std::vector<ir::Schedule> out{ir::naive_schedule(w)};
     if (lanes < 2) return out;
-    ir::Schedule s = ir::naive_schedule(w);
-    auto& st = s.stages[0];
-    st.tile[vector_axis] = {2 * lanes};
-    st.vectorize = vector_axis;
-    // Strided reads along x (stride 2) cannot be vectorized unpacked: tiled in scalars then.
-    if (ir::check_schedule(w, s, be->target().traits) != "") st.vectorize.clear();
-    REQUIRE(ir::check_schedule(w, s, be->target().traits) == "");
-    out.push_back(s);
+    for (int vectors : {2, 1}) {
+      ir::Schedule s = ir::naive_schedule(w);
+      auto& st = s.stages[0];
+      st.tile[vector_axis] = {vectors * lanes};
+      if (vectors == 1) st.tile["y"] = {2};
+      st.vectorize = vector_axis;
+      REQUIRE(ir::check_schedule(w, s, be->target().traits) == "");
+      out.push_back(s);
+    }
     return out;
   };
   struct Case {
@@ -237,6 +239,8 @@ TEST_CASE("cpu kernels: padded inputs read their pad value outside the tensor, n
            {"conv2d_s2p1", "N=1,C=3,H=9,W=20,K=4,R=3,S=3", 1, 1, 3, 4, 9, 20, 3, 3, 2},
            {"depthwise_conv2d_p1", "N=1,C=3,H=5,W=23,R=3,S=3", 1, 3, 1, 1, 5, 23, 3, 3, 1},
            {"depthwise_conv2d_s2p1", "N=2,C=2,H=8,W=17,R=3,S=3", 2, 2, 1, 1, 8, 17, 3, 3, 2},
+           {"depthwise_conv2d_s2p1", "N=1,C=2,H=5,W=83,R=3,S=3", 1, 2, 1, 1, 5, 83, 3, 3, 2},  // interior vectors
+           {"depthwise_conv2d_s2p1", "N=1,C=1,H=1,W=1,R=3,S=3", 1, 1, 1, 1, 1, 1, 3, 3, 2},
            {"grouped_conv2d_p1", "N=1,G=2,CG=3,KG=2,H=5,W=13,R=3,S=3", 1, 2, 3, 2, 5, 13, 3, 3, 1}}) {
     CAPTURE(c.op);
     CAPTURE(c.sizes);
@@ -259,21 +263,25 @@ TEST_CASE("cpu kernels: padded inputs read their pad value outside the tensor, n
     }
   }
   {  // max pooling pads with -inf: a window at the corner takes the max of its 4 inside points
-    auto w = library_workload("max_pool2d_p1", "N=1,C=2,H=7,W=10");  // -> 4 x 5
-    for (auto& s : schedules(w, "x")) {
-      Tensors t = run_in_process(*be, w, s, dir);
-      std::vector<double> want(2 * 4 * 5, -INFINITY);
-      for (int ch = 0; ch < 2; ++ch)
-        for (int y = 0; y < 4; ++y)
-          for (int x = 0; x < 5; ++x)
-            for (int r = 0; r < 3; ++r)
-              for (int s2 = 0; s2 < 3; ++s2) {
-                int iy = 2 * y + r - 1, ix = 2 * x + s2 - 1;
-                if (iy >= 0 && iy < 7 && ix >= 0 && ix < 10)
-                  want[(ch * 4 + y) * 5 + x] =
-                      std::max(want[(ch * 4 + y) * 5 + x], double(t[0][(ch * 7 + iy) * 10 + ix]));
-              }
-      check_close(t[1], want, 0);
+    for (auto [H, W] : {std::pair{7, 10}, std::pair{3, 101}}) {  // -> 4 x 5, 2 x 51
+      CAPTURE(W);
+      auto w = library_workload("max_pool2d_p1", "N=1,C=2,H=" + std::to_string(H) + ",W=" + std::to_string(W));
+      int OH = (H - 1) / 2 + 1, OW = (W - 1) / 2 + 1;
+      for (auto& s : schedules(w, "x")) {
+        Tensors t = run_in_process(*be, w, s, dir);
+        std::vector<double> want(2 * OH * OW, -INFINITY);
+        for (int ch = 0; ch < 2; ++ch)
+          for (int y = 0; y < OH; ++y)
+            for (int x = 0; x < OW; ++x)
+              for (int r = 0; r < 3; ++r)
+                for (int s2 = 0; s2 < 3; ++s2) {
+                  int iy = 2 * y + r - 1, ix = 2 * x + s2 - 1;
+                  if (iy >= 0 && iy < H && ix >= 0 && ix < W)
+                    want[(ch * OH + y) * OW + x] =
+                        std::max(want[(ch * OH + y) * OW + x], double(t[0][(ch * H + iy) * W + ix]));
+                }
+        check_close(t[1], want, 0);
+      }
     }
   }
 }

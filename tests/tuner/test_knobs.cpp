@@ -128,7 +128,7 @@ TEST_CASE("knobs: a mutated config keeps the packs its vectorized axes require")
       for (size_t st = 0; st < s.stages.size(); ++st) {
         const auto& ss = s.stages[st];
         if (ss.vectorize.empty()) continue;
-        for (auto& tensor : ir::strided_reads(w.stages[st].rhs, ss.vectorize)) {
+        for (auto& tensor : ir::panel_reads(w.stages[st].rhs, ss.vectorize)) {
           CAPTURE(s.to_json());
           CHECK(std::find(ss.pack.begin(), ss.pack.end(), tensor) != ss.pack.end());
           ++vectorized_strided;
