@@ -180,16 +180,20 @@ int main(int argc, char** argv) {
       auto ours = [&] { kernel->run(tensors.data(), workspace.p, 0); };
       auto dnnl = bench::onednn_call(w, tensors, threads);
       auto blas = bench::openblas_call(w, tensors, threads);
-      // Rounds of (pause, 2 warm-up calls, 5 timed calls) per implementation, the
+      // Rounds of (pause, warm-up calls for 20 ms, 5 timed calls) per implementation, the
       // implementations alternating: each library's idle threads (OpenBLAS spins for a while)
-      // settle before the next one runs.
+      // settle before the next one runs, and each is timed with its threads awake and its data
+      // in cache, as in a network's back-to-back layers (two warm-up calls timed kernels of
+      // 70 us while OpenMP's threads were still waking: a fifth slower than the tuner measured).
       bool mem = memory_bound(c.op);
       std::function<void()> copy = mem ? vendor::copy_call(w.io_bytes() / 2, threads) : nullptr;
       std::vector<double> t_ours, t_dnnl, t_blas, t_copy;
       auto timed = [&](const std::function<void()>& f, std::vector<double>& out) {
         if (!f) return;
         std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
+        auto warm = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
         f(), f();
+        while (std::chrono::steady_clock::now() < warm) f();
         for (int i = 0; i < 5; ++i) out.push_back(seconds(f));
       };
       for (int r = 0; r < reps; ++r) {

@@ -262,9 +262,14 @@ class Emitter {
       src_strides[k] = src_stride;
       src_stride *= buf.shape[k];
     }
+    // Panels across the contiguous dimension (B[n, k] along n) are filled by transposing
+    // square tiles of lanes in registers; the last dimension then gets no loop of its own here.
+    const size_t last = buf.shape.size() - 1;
+    const std::int64_t lanes = traits_.vector_lanes;
+    const bool transpose = static_cast<int>(last) != pack.dim && lanes > 1 && pack.block % lanes == 0;
     std::vector<std::string> opened;
     for (size_t k = 0; k < buf.shape.size(); ++k) {
-      if (static_cast<int>(k) == pack.dim) continue;
+      if (static_cast<int>(k) == pack.dim || (transpose && k == last)) continue;
       idx[k] = fresh("i" + std::to_string(k));
       line(d++, "for (std::int64_t " + idx[k] + " = 0; " + idx[k] + " < " + std::to_string(buf.shape[k]) + "; ++" +
                     idx[k] + ") {");
@@ -273,7 +278,7 @@ class Emitter {
     }
     for (size_t k = buf.shape.size(); k-- > 0;) {
       if (static_cast<int>(k) == pack.dim) continue;
-      dst_lin.add(idx[k], dst_stride);
+      if (!idx[k].empty()) dst_lin.add(idx[k], dst_stride);
       dst_stride *= buf.shape[k];
     }
     std::string j = fresh("j");
@@ -285,7 +290,32 @@ class Emitter {
     line(d, "float* __restrict " + to + " = " + dst + " + " + dst_lin.str() + ";");
     line(d, "const float* __restrict " + from + " = " + src + " + " + src_lin.str() + " + " + first + " * " +
                 pack_stride + ";");
-    if (buf.shape[pack.dim] % pack.block == 0) {
+    if (transpose) {
+      // to[k][j] = from[j][k] over the row (k < n) and the panel (j < block): whole tiles,
+      // then the row's last columns one by one; a panel cut by the tensor's end is zero-padded.
+      std::int64_t n = buf.shape[last];
+      std::string k = fresh("k"), kk = fresh("kk"), jj = fresh("jj");
+      std::string ln = std::to_string(lanes), ns = std::to_string(n);
+      auto scalar = [&](int at, const std::string& from_k, bool guard) {
+        line(at, "for (std::int64_t " + k + " = " + from_k + "; " + k + " < " + ns + "; ++" + k + ")");
+        line(at + 1, "for (std::int64_t " + j + " = 0; " + j + " < " + blk + "; ++" + j + ") " + to + "[" + k + " * " +
+                         blk + " + " + j + "] = " + (guard ? first + " + " + j + " < " + extent + " ? " : "") + from +
+                         "[" + j + " * " + pack_stride + " + " + k + "]" + (guard ? " : 0.0f;" : ";"));
+      };
+      bool cut = buf.shape[pack.dim] % pack.block != 0;
+      int at = d;
+      if (cut) line(at++, "if (" + first + " + " + blk + " <= " + extent + ") {");
+      line(at, "for (std::int64_t " + kk + " = 0; " + kk + " + " + ln + " <= " + ns + "; " + kk + " += " + ln + ")");
+      line(at + 1, "for (std::int64_t " + jj + " = 0; " + jj + " < " + blk + "; " + jj + " += " + ln + ")");
+      line(at + 2, "tt_transpose_tile(" + from + " + " + jj + " * " + pack_stride + " + " + kk + ", " + pack_stride + ", " +
+                       to + " + " + kk + " * " + blk + " + " + jj + ", " + blk + ");");
+      if (n % lanes != 0) scalar(at, std::to_string(n - n % lanes), false);
+      if (cut) {
+        line(d, "} else {");
+        scalar(d + 1, "0", true);
+        line(d, "}");
+      }
+    } else if (buf.shape[pack.dim] % pack.block == 0) {
       line(d, "for (std::int64_t " + j + " = 0; " + j + " < " + blk + "; ++" + j + ") " + to + "[" + j + "] = " + from +
                   "[" + j + " * " + pack_stride + "];");
     } else {

@@ -361,20 +361,28 @@ TEST_CASE("cpu kernels: an axis the output and an input are strided along is vec
     Tensors ref = run_in_process(*be, w, ir::naive_schedule(w), dir);
     check_close(fast[2], std::vector<double>(ref[2].begin(), ref[2].end()), 1e-4);
   }
-  // C = A * B^T: n is strided in B, which must be packed for it.
-  auto nt = ir::bind(
-      ir::parse_op("op mm_nt(A: f32[M, K], B: f32[N, K]) -> C: f32[M, N] {\n  C[m, n] += A[m, k] * B[n, k]\n}"),
-      ir::parse_sizes("M=7,N=37,K=11"));
+  // C = A * B^T: n is strided in B, which must be packed for it. B's panels run across its
+  // contiguous k, so they are filled by transposing tiles of lanes x lanes: K = 11 is less than
+  // a tile on AVX-512 (all by the scalar tail), 2 * lanes + 3 has whole tiles and a tail; N
+  // leaves a cut panel (zero-padded) in both.
+  const ir::OpDef mm_nt =
+      ir::parse_op("op mm_nt(A: f32[M, K], B: f32[N, K]) -> C: f32[M, N] {\n  C[m, n] += A[m, k] * B[n, k]\n}");
+  auto nt = ir::bind(mm_nt, ir::parse_sizes("M=7,N=37,K=11"));
   auto s = ir::Schedule::from_json(
       R"({"version":1,"stages":[{"stage":"C","tile":{"m":[6,3],"n":[32],"k":[5]},"order":["n.0","m.0","k.0","m.1"],)"
       R"("vectorize":"n","unroll":0,"parallel":1}]})");
   s.stages[0].tile["n"] = {2 * lanes};
   CHECK(ir::check_schedule(nt, s, traits) == "stage C: 'B' is read strided along 'n': vectorizing it needs 'B' packed");
   s.stages[0].pack = {"B"};
-  REQUIRE(ir::check_schedule(nt, s, traits) == "");
-  Tensors fast = run_in_process(*be, nt, s, dir);
-  Tensors ref = run_in_process(*be, nt, ir::naive_schedule(nt), dir);
-  check_close(fast[2], std::vector<double>(ref[2].begin(), ref[2].end()), 1e-4);
+  for (std::string sizes : {std::string("M=7,N=37,K=11"), "M=5,N=" + std::to_string(4 * lanes + 3) + ",K=" + std::to_string(2 * lanes + 3)}) {
+    CAPTURE(sizes);
+    auto wt = ir::bind(mm_nt, ir::parse_sizes(sizes));
+    REQUIRE(ir::check_schedule(wt, s, traits) == "");
+    CHECK(be->emit(wt, ir::lower(wt, s, traits), s.to_json()).find("tt_transpose_tile(") != std::string::npos);
+    Tensors fast = run_in_process(*be, wt, s, dir);
+    Tensors ref = run_in_process(*be, wt, ir::naive_schedule(wt), dir);
+    check_close(fast[2], std::vector<double>(ref[2].begin(), ref[2].end()), 1e-4);
+  }
   // Panels run along one dimension: a read whose lanes move along two is not vectorized.
   auto diag =
       ir::bind(ir::parse_op("op diag(A: f32[N, N]) -> y: f32[N] {\n  y[i] = A[i, i]\n}"), ir::parse_sizes("N=32"));

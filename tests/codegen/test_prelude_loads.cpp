@@ -1,8 +1,8 @@
 // The CPU prelude's strided row loads (tt_load_rows*: the rows of a strided window vectorized
-// along the output) at every SIMD width and instruction set the kernels are built for: each
-// lane reads what it names, masked lanes read 0 or the pad value, and no load touches memory
-// past the row's end or before its start (the row sits against PROT_NONE pages, so such a read
-// would crash the harness).
+// along the output) and its in-register transpose (tt_transpose_tile, for packs), at every SIMD
+// width and instruction set the kernels are built for: each lane reads what it names, masked
+// lanes read 0 or the pad value, and no load touches memory past the row's end or before its
+// start (the row sits against PROT_NONE pages, so such a read would crash the harness).
 #include <doctest/doctest.h>
 
 #include <fstream>
@@ -66,6 +66,16 @@ int main() {
         }
       }
     }
+  // A tile of lanes x lanes transposed between rows of other strides (packing B of A * B^T).
+  {
+    const long fs = TT_LANES + 3, ts = TT_LANES + 5;
+    static float from[TT_LANES * (TT_LANES + 3)], to[TT_LANES * (TT_LANES + 5)];
+    for (long k = 0; k < TT_LANES * fs; ++k) from[k] = (float)k;
+    tt_transpose_tile(from, fs, to, ts);
+    for (int i = 0; i < TT_LANES; ++i)
+      for (int j = 0; j < TT_LANES; ++j, ++checks)
+        if (to[j * ts + i] != from[i * fs + j]) return fail("transpose", fs, i, ts, j, to[j * ts + i], from[i * fs + j]);
+  }
   std::printf("ok %ld\n", checks);
   return 0;
 }
@@ -73,7 +83,7 @@ int main() {
 
 }  // namespace
 
-TEST_CASE("prelude: strided row loads read their lanes and nothing past the row, at every width") {
+TEST_CASE("prelude: strided row loads read their lanes and nothing past the row, tiles transpose, at every width") {
   test::TempDir dir;
   struct Build {
     int lanes;

@@ -87,6 +87,27 @@ TEST_CASE("measure: a candidate far slower than the best known is timed by its c
   CHECK(again[0].times_s.size() >= 3);
 }
 
+TEST_CASE("measure: a candidate whose first run alone is far slower is judged by a warm run and repeated") {
+  auto w = library_workload("matmul", "M=64,N=64,K=64");
+  // unroll 3: the first call in the measuring process spins for 200 ms (a cold start, or a core
+  // taken away by a build), the calls after it are the plain kernel.
+  FaultyBackend be([](const std::string& config) {
+    return ir::Schedule::from_json(config).stages[0].unroll == 3 ? "slow_first" : "";
+  });
+  auto o = quick_options();
+  o.min_seconds = 0;
+  measure::Measurer m(be, w, o);
+  auto naive = ir::naive_schedule(w);
+  auto plain = m.measure({naive});
+  REQUIRE(plain[0].ok());
+  m.expect_best(plain[0].median_s());  // the slow first run is far over 4x this
+  naive.stages[0].unroll = 3;
+  auto cold = m.measure({naive});
+  REQUIRE(cold[0].ok());
+  CHECK(cold[0].times_s.size() >= 3);
+  CHECK(cold[0].median_s() < 0.1);
+}
+
 TEST_CASE("measure: a naive kernel slower than the timeout is timed by its reference run") {
   auto w = library_workload("matmul", "M=512,N=512,K=512");
   auto be = codegen::make_backend("cpu");
