@@ -56,6 +56,8 @@ int run_show(const CommonOptions& c, const std::string& config_json, bool naive,
 //! your compiler"): sources, a C header, manifest.json, and with `static_lib` libtiletune_kernels.a.
 int run_export(const CommonOptions& c, const std::string& suite, const std::string& out, bool static_lib);
 int run_ops();
+//! Writes the dashboard's pages for the database `c.db` as one self-contained HTML file.
+int run_report(const CommonOptions& c, const std::string& out);
 //! Measures given configs (JSON, one per argument), stores the records and prints them.
 int run_measure(const CommonOptions& c, const tuner::TuneOptions& t, const std::vector<std::string>& configs);
 

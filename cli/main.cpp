@@ -215,6 +215,13 @@ int main(int argc, char** argv) {
   }
   eval_cmd->add_flag("--json", json, "print the metrics as JSON lines");
 
+  auto* report_cmd = app.add_subcommand(
+      "report", "write the dashboard's pages (workloads, knobs, models) for a database as one self-contained HTML file");
+  std::string report_out;
+  report_cmd->add_option("--db", common.db, "database of measurements (SQLite file or postgresql:// URL)")
+      ->capture_default_str();
+  report_cmd->add_option("--html", report_out, "the file to write")->required();
+
   auto* db_cmd = app.add_subcommand("db", "check a database; move records between databases (SQLite, PostgreSQL)");
   db_cmd->require_subcommand(1);
   std::string db_where, db_from, db_to, db_target;
@@ -263,6 +270,7 @@ int main(int argc, char** argv) {
       if (!worker_token_file.empty()) worker.token = cli::read_token(worker_token_file);
       return cli::run_worker(common, worker);
     }
+    if (*report_cmd) return cli::run_report(common, report_out);
     if (*db_check_cmd) return cli::run_db_check(db_where);
     if (*db_push_cmd || *db_pull_cmd) return cli::run_db_copy(db_from, db_to, db_target);
     if (*train_cmd) return cli::run_model_train(common, kinds, model_seed);

@@ -12,7 +12,10 @@ packages=(g++ make cmake pkg-config libsqlite3-dev nlohmann-json3-dev doctest-de
           libonnx-dev libprotobuf-dev libonnx-testdata     # ONNX import (models/) and its test models
           libpq-dev postgresql                             # PostgreSQL stores (db/postgres_store.cpp) and the server their tests start
           libdnnl-dev libopenblas-dev                      # oneDNN for --compare-vendor and the benchmarks (vendor/, bench/)
-          clang)                                           # the fuzzers (scripts/fuzz.sh: libFuzzer, ASan)
+          clang                                            # the fuzzers (scripts/fuzz.sh: libFuzzer, ASan)
+          chromium)                                        # the dashboard's browser test (tests/browser/)
+# Node.js runs the browser test's driver (playwright-core from npm); any Node.js 20 on PATH will do.
+command -v node > /dev/null && command -v npm > /dev/null || packages+=(nodejs npm)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -28,4 +31,9 @@ fi
 jobs=$(nproc 2>/dev/null || echo 2)
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo > build.log 2>&1 || { cat build.log; exit 1; }
 cmake --build build -j "$jobs" >> build.log 2>&1 || { tail -50 build.log; exit 1; }
+# The browser test's driver, pinned by tests/browser/package-lock.json (it downloads no browser:
+# the test drives Debian's chromium).
+if [ ! -d tests/browser/node_modules/playwright-core ]; then
+  npm ci --prefix tests/browser --no-audit --no-fund --loglevel=error >> build.log 2>&1 || { tail -20 build.log; exit 1; }
+fi
 echo "setup: built build/tiletune"

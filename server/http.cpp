@@ -26,6 +26,7 @@
 
 #include "server/http_status.hpp"
 #include "server/schemas.hpp"
+#include "server/web_files.hpp"
 #include "support/error.hpp"
 
 namespace tiletune::server {
@@ -311,6 +312,33 @@ class Api {
     route("POST", R"(/v1/leases/([^/]+))", "lease_results", Access::Write, [this](const Request& req, Response& res) {
       reply(res, service_.complete_lease(req.matches[1], parse_body(req)));
     });
+    // The dashboard: its page and scripts are open (they hold no data, and a browser loads
+    // them before it has a token); what they draw comes from the read routes below.
+    route("GET", "/", "dashboard_page", Access::Open,
+          [](auto&, auto& res) { res = {200, web_file("index.html"), "text/html; charset=utf-8"}; });
+    route("GET", R"(/ui/([A-Za-z0-9_./-]+))", "dashboard_file", Access::Open, [](const Request& req, Response& res) {
+      const std::string& name = req.matches[1];
+      if (name.find("..") != std::string::npos) throw_error(ErrorKind::NotFound, "no file '" + name + "'");
+      res = {200, web_file(name), web_content_type(name)};
+    });
+    route(
+        "GET", "/v1/dashboard", "dashboard", Access::Read,
+        [this](auto&, auto& res) { reply(res, service_.dashboard()); }, /*slow=*/true);
+    route(
+        "GET", "/v1/dashboard/workload", "dashboard_workload", Access::Read,
+        [this](const Request& req, Response& res) {
+          if (!req.has_param("workload") || !req.has_param("target"))
+            throw_error(ErrorKind::InvalidInput, "GET /v1/dashboard/workload needs ?workload=KEY&target=KEY");
+          dashboard::WorkloadQuery q;
+          q.workload = req.param("workload");
+          q.target = req.param("target");
+          q.x = req.param("x");
+          q.y = req.param("y");
+          q.filters = dashboard::parse_filters(req.param("filter"));
+          q.max_points = static_cast<int>(std::clamp<std::int64_t>(int_param(req, "points", 4000), 1, 100000));
+          reply(res, service_.dashboard_workload(q));
+        },
+        /*slow=*/true);
     route("GET", "/v1/ops", "ops", Access::Read, [this](auto&, auto& res) { reply(res, service_.ops()); });
     route("GET", "/v1/targets", "targets", Access::Read, [this](auto&, auto& res) { reply(res, service_.targets()); });
   }

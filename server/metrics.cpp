@@ -74,4 +74,9 @@ std::string Metrics::render(const std::map<std::string, int>& jobs_by_state) con
   return out;
 }
 
+double Metrics::measurements_per_second() const {
+  std::lock_guard lock(mu_);
+  return measurements_per_second_;
+}
+
 }  // namespace tiletune::server

@@ -16,6 +16,7 @@ class Metrics {
   void count_measurement(const std::string& error_class);
   //! Updates the measurement rate over the `seconds` since the last call.
   void tick(double seconds);
+  double measurements_per_second() const;
   void observe_request(const std::string& route, int status, double seconds);
   //! The Prometheus text exposition, with the jobs of the database by state.
   std::string render(const std::map<std::string, int>& jobs_by_state) const;

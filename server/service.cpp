@@ -135,6 +135,17 @@ json Service::ops() {
   return {{"ops", out}};
 }
 
+json Service::dashboard() {
+  json out = dashboard::overview(*impl_->store);
+  out["jobs"] = jobs("", 50)["jobs"];
+  out["measurements_per_second"] = impl_->metrics.measurements_per_second();
+  return out;
+}
+
+json Service::dashboard_workload(const dashboard::WorkloadQuery& query) {
+  return dashboard::workload(*impl_->store, query);
+}
+
 json Service::targets() {
   json out = json::array();
   for (auto& t : impl_->store->targets())

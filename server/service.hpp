@@ -6,6 +6,7 @@
 #include <string>
 
 #include "codegen/backend.hpp"
+#include "server/dashboard.hpp"
 #include "tuner/tune.hpp"
 
 namespace tiletune::server {
@@ -77,6 +78,11 @@ class Service {
 
   nlohmann::json ops();
   nlohmann::json targets();
+  //! GET /v1/dashboard: dashboard::overview of the database, with the newest jobs and this
+  //! daemon's measurement rate.
+  nlohmann::json dashboard();
+  //! GET /v1/dashboard/workload: dashboard::workload.
+  nlohmann::json dashboard_workload(const dashboard::WorkloadQuery& query);
   //! Prometheus text exposition: jobs by state, measurements, errors by class, requests.
   std::string metrics();
   //! Called by the HTTP layer per request, for the latency histogram.

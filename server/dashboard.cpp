@@ -1,0 +1,444 @@
+// The dashboard's aggregates (see dashboard.hpp): one pass over a workload's records.
+#include "server/dashboard.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <unordered_map>
+
+#include "support/error.hpp"
+#include "tuner/dataset.hpp"
+
+namespace tiletune::server::dashboard {
+
+using nlohmann::json;
+
+namespace {
+
+//! Records read per query while scanning a workload: few round trips, bounded memory per page.
+constexpr int kPage = 5000;
+//! The fastest records are always drawn as points, however many are thinned out.
+constexpr int kFastestKept = 100;
+constexpr int kTop = 10;
+//! A knob with more distinct values than this is left out of the knob table and heatmap
+//! (outer tile levels can take hundreds: nothing a person reads as a cell).
+constexpr size_t kMostValues = 24;
+
+double spread_of(std::vector<double> t) {
+  if (t.size() < 2) return 0;
+  std::sort(t.begin(), t.end());
+  auto at = [&](double q) { return t[static_cast<size_t>(q * static_cast<double>(t.size() - 1))]; };
+  double median = at(0.5);
+  return median > 0 ? (at(0.75) - at(0.25)) / median : 0;
+}
+
+//! Numbers by value (a tile of 2 before one of 16), other values as text, numbers first.
+bool natural_less(const std::string& a, const std::string& b) {
+  auto number = [](const std::string& s, double& v) {
+    char* end = nullptr;
+    v = std::strtod(s.c_str(), &end);
+    return !s.empty() && end == s.c_str() + s.size();
+  };
+  double x, y;
+  bool nx = number(a, x), ny = number(b, y);
+  if (nx && ny) return x < y || (x == y && a < b);
+  if (nx != ny) return nx;
+  return a < b;
+}
+
+double gflops(double flops, double seconds) { return seconds > 0 ? flops / seconds / 1e9 : 0; }
+
+//! One record as the pages draw it; knobs are (knob id, value id) pairs of its Scan.
+struct Row {
+  std::int64_t trial;
+  double median_s;  // +inf for a failure
+  double spread;
+  std::string error, config_key;
+  std::vector<std::pair<int, int>> knobs;
+};
+
+//! A workload's records on a target, parsed once, with the knob names and values interned.
+struct Scan {
+  std::mutex mu;
+  std::int64_t last_id = 0;
+  std::vector<Row> rows;
+  std::vector<std::string> knob_names;
+  std::unordered_map<std::string, int> knob_index;
+  std::vector<std::vector<std::string>> values;
+  std::vector<std::unordered_map<std::string, int>> value_index;
+
+  void reset() {
+    last_id = 0;
+    rows.clear();
+    knob_names.clear();
+    knob_index.clear();
+    values.clear();
+    value_index.clear();
+  }
+
+  //! Appends a page of records, their configs parsed on two threads (the most of a first scan).
+  void add(const std::vector<db::Record>& page) {
+    std::vector<std::map<std::string, std::string>> knobs(page.size());
+    auto parse = [&](size_t from, size_t to) {
+      for (size_t i = from; i < to; ++i) knobs[i] = knob_values(page[i].config_json);
+    };
+    auto half = std::async(std::launch::async, parse, page.size() / 2, page.size());
+    parse(0, page.size() / 2);
+    half.get();
+    for (size_t i = 0; i < page.size(); ++i) add(page[i], knobs[i]);
+  }
+
+  void add(const db::Record& r, const std::map<std::string, std::string>& knobs) {
+    Row row{static_cast<std::int64_t>(rows.size()) + 1, r.median_s(), spread_of(r.times_s), r.error_class,
+            r.config_key, {}};
+    for (auto& [k, v] : knobs) {
+      auto [ki, fresh] = knob_index.emplace(k, static_cast<int>(knob_names.size()));
+      if (fresh) {
+        knob_names.push_back(k);
+        values.emplace_back();
+        value_index.emplace_back();
+      }
+      auto& index = value_index[ki->second];
+      auto [vi, new_value] = index.emplace(v, static_cast<int>(values[ki->second].size()));
+      if (new_value) values[ki->second].push_back(v);
+      row.knobs.push_back({ki->second, vi->second});
+    }
+    rows.push_back(std::move(row));
+    last_id = r.id;
+  }
+};
+
+//! Scans of the workloads looked at last, per store (the daemon's, a report's).
+std::shared_ptr<Scan> cached_scan(db::Store& store, const std::string& workload, const std::string& target) {
+  constexpr size_t kKept = 4;
+  static std::mutex mu;
+  static std::vector<std::pair<std::string, std::shared_ptr<Scan>>> kept;  // most recent last
+  std::string key = std::to_string(reinterpret_cast<std::uintptr_t>(&store)) + "/" + workload + "/" + target;
+  std::lock_guard lock(mu);
+  auto it = std::find_if(kept.begin(), kept.end(), [&](auto& e) { return e.first == key; });
+  std::shared_ptr<Scan> scan = it == kept.end() ? std::make_shared<Scan>() : it->second;
+  if (it != kept.end()) kept.erase(it);
+  kept.push_back({key, scan});
+  if (kept.size() > kKept) kept.erase(kept.begin());
+  return scan;
+}
+
+json target_json(const db::TargetRow& t) {
+  json fp = json::parse(t.fingerprint_json, nullptr, false);
+  return {{"key", t.key}, {"backend", t.backend}, {"family", t.family}, {"fingerprint", fp.is_discarded() ? json() : fp}};
+}
+
+}  // namespace
+
+std::map<std::string, std::string> knob_values(const std::string& config_json) {
+  std::map<std::string, std::string> out;
+  json c = json::parse(config_json, nullptr, false);
+  if (!c.is_object()) return out;
+  if (c.contains("fuse_rows")) out["fuse_rows"] = c["fuse_rows"].dump();
+  if (!c.contains("stages") || !c["stages"].is_array()) return out;
+  for (auto& st : c["stages"]) {
+    if (!st.is_object()) continue;
+    std::string name = st.value("stage", std::string("?"));
+    for (auto& [key, value] : st.items()) {
+      if (key == "stage" || key == "order") continue;
+      if (key == "tile" && value.is_object()) {
+        for (auto& [axis, sizes] : value.items()) {
+          out[name + ".tile." + axis] = sizes.dump();
+          if (sizes.is_array() && !sizes.empty()) out[name + ".reg." + axis] = sizes.back().dump();
+        }
+      } else if (value.is_string()) {
+        out[name + "." + key] = value.get<std::string>();
+      } else if (value.is_array()) {
+        std::vector<std::string> items;
+        for (auto& v : value) items.push_back(v.is_string() ? v.get<std::string>() : v.dump());
+        std::sort(items.begin(), items.end());  // a pack of {A, B} is one value, whatever its order
+        std::string joined;
+        for (auto& i : items) joined += (joined.empty() ? "" : "+") + i;
+        out[name + "." + key] = joined.empty() ? "none" : joined;
+      } else {
+        out[name + "." + key] = value.dump();
+      }
+    }
+  }
+  return out;
+}
+
+std::map<std::string, std::string> parse_filters(const std::string& text) {
+  std::map<std::string, std::string> out;
+  for (size_t at = 0; at < text.size();) {
+    size_t end = std::min(text.find(';', at), text.size());
+    std::string item = text.substr(at, end - at);
+    size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw_error(ErrorKind::InvalidInput, "filter '" + item + "' is not KNOB=VALUE (knobs are listed in \"knobs\")");
+    out[item.substr(0, eq)] = item.substr(eq + 1);
+    at = end + 1;
+  }
+  return out;
+}
+
+json overview(db::Store& store) {
+  json out = {{"workloads", json::array()}, {"targets", json::array()}};
+  std::int64_t now = db::now_unix_ms();
+  std::int64_t last_minute = 0, records = 0;
+  json by_class = json::object();
+  for (auto& t : store.targets()) out["targets"].push_back(target_json(t));
+  for (auto& t : store.targets())
+    for (auto& w : store.workloads()) {
+      db::RecordQuery q;
+      q.workload_key = w.key;
+      q.target_key = t.key;
+      std::int64_t n = store.count(q);
+      if (n == 0) continue;
+      records += n;
+      db::RecordQuery ok = q;
+      ok.ok_only = true;
+      std::int64_t good = store.count(ok);
+      ok.fastest_first = true;
+      ok.limit = 1;
+      auto best = store.records(ok);
+      double flops = tuner::workload_from_row(w).flops();
+      json row = {{"workload", w.key}, {"op_name", w.op_name}, {"sizes", json::parse(w.sizes_json, nullptr, false)},
+                  {"target", t.key},   {"backend", t.backend}, {"records", n},
+                  {"failures", n - good}};
+      if (!best.empty()) {
+        row["best_s"] = best[0].median_s();
+        row["best_gflops"] = gflops(flops, best[0].median_s());
+      }
+      // The newest records: the measurement rate and when the workload was last tuned.
+      db::RecordQuery newest = q;
+      newest.after_id = 0;
+      newest.limit = kPage;
+      std::int64_t last_ms = 0;
+      for (;;) {
+        auto page = store.records(newest);
+        for (auto& r : page) {
+          last_ms = std::max(last_ms, r.created_unix_ms);
+          if (r.created_unix_ms >= now - 60'000) ++last_minute;
+          if (!r.ok()) by_class[r.error_class] = by_class.value(r.error_class, 0) + 1;
+        }
+        if (static_cast<int>(page.size()) < newest.limit) break;
+        newest.after_id = page.back().id;
+      }
+      row["last_unix_ms"] = last_ms;
+      out["workloads"].push_back(row);
+    }
+  out["records"] = records;
+  out["failures_by_class"] = by_class;
+  out["measurements_last_minute"] = last_minute;
+  return out;
+}
+
+json workload(db::Store& store, const WorkloadQuery& query) {
+  auto wrow = store.workload(query.workload);
+  if (!wrow) throw_error(ErrorKind::NotFound, "no workload '" + query.workload + "' (GET /v1/dashboard lists them)");
+  auto trow = store.target(query.target);
+  if (!trow) throw_error(ErrorKind::NotFound, "no target '" + query.target + "' (GET /v1/targets lists them)");
+  const double flops = tuner::workload_from_row(*wrow).flops();
+
+  // The scan of the workload's records, kept between calls: only records newer than the last
+  // one seen are read and parsed again (parsing 100,000 configs took most of a second).
+  std::shared_ptr<Scan> scan = cached_scan(store, query.workload, query.target);
+  std::lock_guard scan_lock(scan->mu);
+  db::RecordQuery q;
+  q.workload_key = query.workload;
+  q.target_key = query.target;
+  q.limit = kPage;
+  if (!scan->rows.empty()) {
+    // Still the same records (another database may sit at the same path or address)?
+    db::RecordQuery last = q;
+    last.limit = 1;
+    last.config_key = scan->rows.back().config_key;
+    auto found = store.records(last);
+    if (found.empty() || found[0].id != scan->last_id || store.count(q) < static_cast<std::int64_t>(scan->rows.size()))
+      scan->reset();
+  }
+  q.after_id = scan->last_id;
+  for (;;) {
+    auto page = store.records(q);
+    scan->add(page);
+    if (static_cast<int>(page.size()) < q.limit) break;
+    q.after_id = page.back().id;
+  }
+  const std::int64_t trials = static_cast<std::int64_t>(scan->rows.size());
+
+  // The filters as (knob, value) ids; a value no record has lets nothing through.
+  std::vector<std::pair<int, int>> wanted;
+  bool none = false;
+  for (auto& [k, v] : query.filters) {
+    auto ki = scan->knob_index.find(k);
+    if (ki == scan->knob_index.end()) {
+      none = true;
+      continue;
+    }
+    auto vi = scan->value_index[ki->second].find(v);
+    if (vi == scan->value_index[ki->second].end()) none = true;
+    else wanted.push_back({ki->second, vi->second});
+  }
+  std::vector<const Row*> seen_rows;  // the records the filters let through, in trial order
+  json failures = json::object();
+  for (const Row& r : scan->rows) {
+    if (none) break;
+    bool keep = std::all_of(wanted.begin(), wanted.end(), [&](const std::pair<int, int>& f) {
+      return std::find(r.knobs.begin(), r.knobs.end(), f) != r.knobs.end();
+    });
+    if (!keep) continue;
+    if (!r.error.empty()) failures[r.error] = failures.value(r.error, 0) + 1;
+    seen_rows.push_back(&r);
+  }
+  auto& seen = seen_rows;
+  // Best so far: a step wherever it improves, and the last trial.
+  json progress = json::array();
+  double best = INFINITY;
+  for (const Row* s : seen)
+    if (s->median_s < best) {
+      best = s->median_s;
+      progress.push_back({s->trial, best});
+    }
+  if (!seen.empty() && std::isfinite(best) && progress.back()[0] != seen.back()->trial)
+    progress.push_back({seen.back()->trial, best});
+
+  // Points: every measurement up to max_points, else an even thinning plus the fastest.
+  std::vector<size_t> by_speed(seen.size());
+  for (size_t i = 0; i < seen.size(); ++i) by_speed[i] = i;
+  std::stable_sort(by_speed.begin(), by_speed.end(),
+                   [&](size_t a, size_t b) { return seen[a]->median_s < seen[b]->median_s; });
+  std::vector<bool> drawn(seen.size(), seen.size() <= static_cast<size_t>(std::max(query.max_points, 1)));
+  if (!drawn.empty() && !drawn[0]) {
+    size_t stride = (seen.size() + query.max_points - kFastestKept - 1) / std::max(query.max_points - kFastestKept, 1);
+    for (size_t i = 0; i < seen.size(); i += std::max<size_t>(stride, 1)) drawn[i] = true;
+    for (size_t i = 0; i < by_speed.size() && i < static_cast<size_t>(kFastestKept); ++i) drawn[by_speed[i]] = true;
+  }
+  json points = {{"trial", json::array()},  {"median_s", json::array()},   {"spread", json::array()},
+                 {"error", json::array()},  {"config_key", json::array()}};
+  for (size_t i = 0; i < seen.size(); ++i) {
+    if (!drawn[i]) continue;
+    const Row& s = *seen[i];
+    points["trial"].push_back(s.trial);
+    points["median_s"].push_back(std::isfinite(s.median_s) ? json(s.median_s) : json());
+    points["spread"].push_back(s.spread);
+    points["error"].push_back(s.error);
+    points["config_key"].push_back(s.config_key);
+  }
+
+  json top = json::array();
+  for (size_t i = 0; i < by_speed.size() && static_cast<int>(top.size()) < kTop; ++i) {
+    const Row& s = *seen[by_speed[i]];
+    if (!std::isfinite(s.median_s)) break;
+    db::RecordQuery one = q;
+    one.after_id = 0;
+    one.limit = 1;
+    one.config_key = s.config_key;
+    auto found = store.records(one);
+    top.push_back({{"rank", top.size() + 1},
+                   {"trial", s.trial},
+                   {"config_key", s.config_key},
+                   {"config", found.empty() ? json() : json::parse(found[0].config_json)},
+                   {"median_s", s.median_s},
+                   {"gflops", gflops(flops, s.median_s)},
+                   {"spread", s.spread}});
+  }
+
+  // Knobs: the best GFLOP/s at each value, and how much it matters: log2 of the best over the
+  // worst of those bests (1 = the right value doubles the best speed found).
+  std::vector<std::vector<std::pair<double, std::int64_t>>> by_value(scan->knob_names.size());  // (best, n)
+  for (size_t k = 0; k < by_value.size(); ++k) by_value[k].resize(scan->values[k].size());
+  for (const Row* s : seen)
+    for (auto [k, v] : s->knobs) {
+      auto& cell = by_value[k][v];
+      cell.second++;
+      if (std::isfinite(s->median_s)) cell.first = std::max(cell.first, gflops(flops, s->median_s));
+    }
+  std::map<std::string, std::map<std::string, std::pair<double, std::int64_t>>> values;  // knob -> value -> (best, n)
+  for (size_t k = 0; k < by_value.size(); ++k)
+    for (size_t v = 0; v < by_value[k].size(); ++v)
+      if (by_value[k][v].second > 0) values[scan->knob_names[k]][scan->values[k][v]] = by_value[k][v];
+  json knobs = json::array();
+  for (auto& [k, vs] : values) {
+    if (vs.size() > kMostValues) continue;
+    double hi = 0, lo = INFINITY;
+    json list = json::array();
+    std::vector<std::pair<std::string, std::pair<double, std::int64_t>>> sorted(vs.begin(), vs.end());
+    std::sort(sorted.begin(), sorted.end(), [](auto& a, auto& b) { return natural_less(a.first, b.first); });
+    for (auto& [v, cell] : sorted) {
+      list.push_back({{"value", v}, {"best_gflops", cell.first}, {"count", cell.second}});
+      hi = std::max(hi, cell.first);
+      if (cell.first > 0) lo = std::min(lo, cell.first);
+    }
+    double importance = vs.size() > 1 && hi > 0 && std::isfinite(lo) ? std::log2(hi / lo) : 0;
+    knobs.push_back({{"name", k}, {"importance", importance}, {"values", list}});
+  }
+  std::stable_sort(knobs.begin(), knobs.end(), [](const json& a, const json& b) {
+    return a["importance"].get<double>() > b["importance"].get<double>();
+  });
+
+  // The heatmap: the best GFLOP/s over the values of two knobs (the two that matter most).
+  auto listed = [&](const std::string& k) {
+    return std::any_of(knobs.begin(), knobs.end(), [&](const json& j) { return j["name"] == k; });
+  };
+  std::string x = query.x, y = query.y;
+  for (auto& kj : knobs) {
+    std::string k = kj["name"];
+    if (kj["importance"].get<double>() <= 0 && kj["values"].size() < 2) continue;
+    if (x.empty() && k != y) x = k;
+    else if (y.empty() && k != x) y = k;
+  }
+  json heatmap = {{"x", x}, {"y", y}, {"xs", json::array()}, {"ys", json::array()}, {"cells", json::array()}};
+  if (!x.empty() && !y.empty() && listed(x) && listed(y)) {
+    std::map<std::pair<std::string, std::string>, std::pair<double, std::int64_t>> cells;
+    std::set<std::string> xs, ys;
+    const int xk = scan->knob_index.at(x), yk = scan->knob_index.at(y);
+    for (const Row* s : seen) {
+      int xv_id = -1, yv_id = -1;
+      for (auto [k, v] : s->knobs) {
+        if (k == xk) xv_id = v;
+        if (k == yk) yv_id = v;
+      }
+      if (xv_id < 0 || yv_id < 0) continue;
+      const std::string &a = scan->values[xk][xv_id], &b = scan->values[yk][yv_id];
+      xs.insert(a);
+      ys.insert(b);
+      auto& cell = cells[{a, b}];
+      cell.second++;
+      if (std::isfinite(s->median_s)) cell.first = std::max(cell.first, gflops(flops, s->median_s));
+    }
+    std::vector<std::string> xv(xs.begin(), xs.end()), yv(ys.begin(), ys.end());
+    std::sort(xv.begin(), xv.end(), natural_less);
+    std::sort(yv.begin(), yv.end(), natural_less);
+    auto index = [](const std::vector<std::string>& v, const std::string& s) {
+      return std::find(v.begin(), v.end(), s) - v.begin();
+    };
+    heatmap["xs"] = xv;
+    heatmap["ys"] = yv;
+    for (auto& [key, cell] : cells)
+      heatmap["cells"].push_back({index(xv, key.first), index(yv, key.second), cell.first, cell.second});
+  } else if (!query.x.empty() || !query.y.empty()) {
+    throw_error(ErrorKind::InvalidInput, "heatmap knobs '" + query.x + "' and '" + query.y +
+                                             "' are not both knobs of this workload's records (see \"knobs\")");
+  }
+
+  json filters = json::object();
+  for (auto& [k, v] : query.filters) filters[k] = v;
+  return {{"workload",
+           {{"key", wrow->key},
+            {"op_name", wrow->op_name},
+            {"sizes", json::parse(wrow->sizes_json, nullptr, false)},
+            {"op_text", wrow->op_text},
+            {"flops", flops}}},
+          {"target", target_json(*trow)},
+          {"records", trials},
+          {"shown", seen.size()},
+          {"failures_by_class", failures},
+          {"filters", filters},
+          {"progress", progress},
+          {"points", points},
+          {"top", top},
+          {"knobs", knobs},
+          {"heatmap", heatmap}};
+}
+
+}  // namespace tiletune::server::dashboard
