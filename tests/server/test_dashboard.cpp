@@ -86,6 +86,12 @@ Filled fill(db::Store& store, int n) {
   return f;
 }
 
+//! fill() on a database file of its own, closed afterwards (a daemon or the CLI opens it next).
+Filled fill_file(const std::string& path, int n) {
+  auto store = db::open_store(path);
+  return fill(*store, n);
+}
+
 }  // namespace
 
 TEST_CASE("dashboard: a workload's line, points, top configs, knobs and heatmap follow its records") {
@@ -217,10 +223,7 @@ TEST_CASE("dashboard database: written for the browser test when TT_DASHBOARD_DB
 TEST_CASE("dashboard: tiletune report --html writes the pages as one file that needs no daemon") {
   test::TempDir dir;
   std::string db = dir.file("r.db");
-  Filled f = [&] {
-    auto store = db::open_store(db);
-    return fill(*store, 60);
-  }();
+  Filled f = fill_file(db, 60);
   std::string bin = std::string(TILETUNE_BINARY_DIR) + "/tiletune", out = dir.file("report.html");
   auto written = run_process({bin, "report", "--db", db, "--html", out}, 120);
   REQUIRE_MESSAGE(written.ok(), written.output);
@@ -251,10 +254,7 @@ TEST_CASE("dashboard: tiletune report --html writes the pages as one file that n
 TEST_CASE("dashboard: the routes answer what the schemas say, follow the token rules and refuse bad queries") {
   test::TempDir dir;
   std::string db = dir.file("h.db");
-  Filled f = [&] {
-    auto store = db::open_store(db);
-    return fill(*store, 80);
-  }();
+  Filled f = fill_file(db, 80);
   test::InProcessDaemon d(db, {"tok", false, 1 << 20, false});
   auto none = d.client(""), good = d.client();
   const json api = test::schema("api.schema.json");
