@@ -52,6 +52,8 @@ int run_report(const CommonOptions& c, const std::string& out) {
       // No correct kernel, or a target whose backend this machine lacks: the page says so.
     }
   }
+  for (auto& t : overview["targets"])
+    answers["/v1/dashboard/model?target=" + t["key"].get<std::string>()] = service.dashboard_model(t["key"], "", "");
   for (auto& j : overview["jobs"])
     if (j.contains("request") && j["request"].contains("tasks"))
       answers["/v1/models/" + j["id"].get<std::string>()] = service.model(j["id"]);

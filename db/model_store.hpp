@@ -25,6 +25,9 @@ class ModelStore {
   //! Stores a model, replacing the one of the same kind and target.
   virtual void put_model(const ModelRow& m) = 0;
   virtual std::optional<ModelRow> model(const std::string& kind, const std::string& target_key) = 0;
+  //! Every model stored for the target, oldest first, without their blobs: what each retrain
+  //! was trained on and its held-out metrics.
+  virtual std::vector<ModelRow> model_history(const std::string& target_key) = 0;
 };
 
 }  // namespace tiletune::db

@@ -81,6 +81,8 @@ const char* const kMigrations[] = {
     )sql",
     // 2: the daemon's state shared by daemons on one database (db/schema_steps.hpp).
     kDaemonStateStep,
+    // 3: every stored model's metrics (db/schema_steps.hpp).
+    kModelHistoryStep,
 };
 constexpr std::int64_t kSchemaVersion = sizeof kMigrations / sizeof kMigrations[0];
 // Held while migrating, so that daemons starting together migrate once. It is taken before the
@@ -243,6 +245,11 @@ class PostgresStore final : public Store {
             "metrics_json = excluded.metrics_json, blob = excluded.blob, created_unix_ms = excluded.created_unix_ms",
             Params(m.kind, m.target_key, m.feature_version, m.records, m.metrics_json, Bytes{m.blob},
                    m.created_unix_ms ? m.created_unix_ms : now_unix_ms()));
+        exec(
+            "INSERT INTO model_history (kind, target_key, feature_version, records, metrics_json, created_unix_ms) "
+            "VALUES ($1, $2, $3, $4, $5, $6)",
+            Params(m.kind, m.target_key, m.feature_version, m.records, m.metrics_json,
+                   m.created_unix_ms ? m.created_unix_ms : now_unix_ms()));
       } catch (const StatementError& e) {
         if (e.sqlstate == "23503")
           throw_error(ErrorKind::Database, "put_model: target '" + m.target_key + "' is not in the database");
@@ -260,6 +267,20 @@ class PostgresStore final : public Store {
       if (!r.size()) return std::nullopt;
       return ModelRow{r.text(0, 0),  r.text(0, 1),   static_cast<int>(r.integer(0, 2)), r.integer(0, 3), r.text(0, 4),
                       r.bytes(0, 5), r.integer(0, 6)};
+    });
+  }
+
+  std::vector<ModelRow> model_history(const std::string& target_key) override {
+    return read([&] {
+      Rows r = exec(
+          "SELECT kind, target_key, feature_version, records, metrics_json, created_unix_ms "
+          "FROM model_history WHERE target_key = $1 ORDER BY created_unix_ms, ctid",
+          Params(target_key));
+      std::vector<ModelRow> out;
+      for (int i = 0; i < r.size(); ++i)
+        out.push_back({r.text(i, 0), r.text(i, 1), static_cast<int>(r.integer(i, 2)), r.integer(i, 3), r.text(i, 4), "",
+                       r.integer(i, 5)});
+      return out;
     });
   }
 

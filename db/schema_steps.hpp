@@ -31,4 +31,21 @@ inline constexpr const char* kDaemonStateStep = R"sql(
     CREATE INDEX batches_by_target ON batches (target_key, posted_unix_ms);
     )sql";
 
+//! Every stored model's training and held-out metrics, not only the latest per kind and target:
+//! the dashboard draws how a target's model improved retrain after retrain. SQLite's step 6,
+//! PostgreSQL's 3; the models stored before it become the first entries.
+inline constexpr const char* kModelHistoryStep = R"sql(
+    CREATE TABLE model_history (
+      kind            TEXT NOT NULL,
+      target_key      TEXT NOT NULL,
+      feature_version INTEGER NOT NULL,
+      records         BIGINT NOT NULL,
+      metrics_json    TEXT NOT NULL,
+      created_unix_ms BIGINT NOT NULL
+    );
+    CREATE INDEX model_history_by_target ON model_history (target_key, created_unix_ms);
+    INSERT INTO model_history (kind, target_key, feature_version, records, metrics_json, created_unix_ms)
+      SELECT kind, target_key, feature_version, records, metrics_json, created_unix_ms FROM models;
+    )sql";
+
 }  // namespace tiletune::db

@@ -92,6 +92,8 @@ const char* const kMigrations[] = {
     )sql",
     // 5: the daemon's state shared by daemons on one database (db/schema_steps.hpp).
     kDaemonStateStep,
+    // 6: every stored model's metrics (db/schema_steps.hpp).
+    kModelHistoryStep,
 };
 constexpr std::int64_t kSchemaVersion = sizeof kMigrations / sizeof kMigrations[0];
 
@@ -230,6 +232,12 @@ class SqliteStore final : public Store {
           .bind(m.kind, m.target_key, m.feature_version, m.records, m.metrics_json, Blob{m.blob},
                 m.created_unix_ms ? m.created_unix_ms : now_unix_ms())
           .step();
+      Statement(db(),
+                "INSERT INTO model_history (kind, target_key, feature_version, records, metrics_json, "
+                "created_unix_ms) VALUES (?, ?, ?, ?, ?, ?)")
+          .bind(m.kind, m.target_key, m.feature_version, m.records, m.metrics_json,
+                m.created_unix_ms ? m.created_unix_ms : now_unix_ms())
+          .step();
     } catch (const Error&) {
       if (sqlite3_extended_errcode(db()) == SQLITE_CONSTRAINT_FOREIGNKEY)
         throw_error(ErrorKind::Database, "put_model: target '" + m.target_key + "' is not in the database");
@@ -246,6 +254,19 @@ class SqliteStore final : public Store {
     if (!st.bind(kind, target_key).step()) return std::nullopt;
     return ModelRow{st.text(0), st.text(1),   static_cast<int>(st.integer(2)), st.integer(3), st.text(4),
                     st.blob(5), st.integer(6)};
+  }
+
+  std::vector<ModelRow> model_history(const std::string& target_key) override {
+    std::lock_guard lock(mu_);
+    Statement st(db(),
+                 "SELECT kind, target_key, feature_version, records, metrics_json, created_unix_ms "
+                 "FROM model_history WHERE target_key = ? ORDER BY created_unix_ms, rowid");
+    st.bind(target_key);
+    std::vector<ModelRow> out;
+    while (st.step())
+      out.push_back({st.text(0), st.text(1), static_cast<int>(st.integer(2)), st.integer(3), st.text(4), "",
+                     st.integer(5)});
+    return out;
   }
 
   JobRow put_job(const JobRow& j) override {

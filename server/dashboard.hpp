@@ -31,6 +31,14 @@ struct WorkloadQuery {
 //! Error(NotFound) for an unknown workload or target.
 nlohmann::json workload(db::Store& store, const WorkloadQuery& query);
 
+//! The target's cost model of `kind` ("" for the kind trained last): its held-out metrics after
+//! each retrain (the model history), and for one workload (`workload`, or the target's workload
+//! with most records) up to `max_points` of its measured records with the model's score for
+//! each, and how well those scores rank them. A model that cannot load (another feature
+//! version) is reported with why. Schema: DashboardModel. Error(NotFound): unknown target.
+nlohmann::json model_view(db::Store& store, const std::string& target, const std::string& kind,
+                          const std::string& workload, int max_points = 500);
+
 //! The knobs of a config as flat names: "STAGE.KNOB" (vectorize, unroll, parallel, prefetch,
 //! pack, inline, fuse_epilogue), "STAGE.tile.AXIS" (all levels), "STAGE.reg.AXIS" (the
 //! register block) and "fuse_rows"; absent knobs are left out.

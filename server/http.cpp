@@ -339,6 +339,13 @@ class Api {
           reply(res, service_.dashboard_workload(q));
         },
         /*slow=*/true);
+    route(
+        "GET", "/v1/dashboard/model", "dashboard_model", Access::Read,
+        [this](const Request& req, Response& res) {
+          if (!req.has_param("target")) throw_error(ErrorKind::InvalidInput, "GET /v1/dashboard/model needs ?target=KEY");
+          reply(res, service_.dashboard_model(req.param("target"), req.param("kind"), req.param("workload")));
+        },
+        /*slow=*/true);
     route("GET", "/v1/ops", "ops", Access::Read, [this](auto&, auto& res) { reply(res, service_.ops()); });
     route("GET", "/v1/targets", "targets", Access::Read, [this](auto&, auto& res) { reply(res, service_.targets()); });
   }

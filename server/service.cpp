@@ -146,6 +146,10 @@ json Service::dashboard_workload(const dashboard::WorkloadQuery& query) {
   return dashboard::workload(*impl_->store, query);
 }
 
+json Service::dashboard_model(const std::string& target, const std::string& kind, const std::string& workload) {
+  return dashboard::model_view(*impl_->store, target, kind, workload);
+}
+
 json Service::targets() {
   json out = json::array();
   for (auto& t : impl_->store->targets())

@@ -83,6 +83,8 @@ class Service {
   nlohmann::json dashboard();
   //! GET /v1/dashboard/workload: dashboard::workload.
   nlohmann::json dashboard_workload(const dashboard::WorkloadQuery& query);
+  //! GET /v1/dashboard/model: dashboard::model_view.
+  nlohmann::json dashboard_model(const std::string& target, const std::string& kind, const std::string& workload);
   //! Prometheus text exposition: jobs by state, measurements, errors by class, requests.
   std::string metrics();
   //! Called by the HTTP layer per request, for the latency histogram.

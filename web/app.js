@@ -91,11 +91,12 @@ async function overview() {
         <td class="num">${ms(w.best_s)}</td><td class="num">${num(w.best_gflops)}</td></tr>`).join("")}</table>
     </section>
     <section><h2>Targets</h2>
-      <table id="targets"><tr><th>target</th><th>backend</th><th class="num">workloads</th><th class="num">records</th><th>fingerprint</th></tr>
+      <table id="targets"><tr><th>target</th><th>backend</th><th class="num">workloads</th><th class="num">records</th><th>fingerprint</th><th></th></tr>
       ${d.targets.map((t) => {
         const rows = d.workloads.filter((w) => w.target === t.key);
         return `<tr><td>${short(t.key)}</td><td>${esc(t.backend)}</td><td class="num">${rows.length}</td>
-          <td class="num">${rows.reduce((a, w) => a + w.records, 0)}</td><td class="muted">${fingerprint(t.fingerprint)}</td></tr>`;
+          <td class="num">${rows.reduce((a, w) => a + w.records, 0)}</td><td class="muted">${fingerprint(t.fingerprint)}</td>
+          <td><a href="#/cm/${t.key}">cost model</a></td></tr>`;
       }).join("")}</table>
     </section>`;
   if (!report && jobs.some((j) => j.state === "running" || j.state === "queued")) timer = setTimeout(route, 2000);
@@ -243,6 +244,51 @@ async function model(id) {
   if (!report && (d.state === "running" || d.state === "queued")) timer = setTimeout(route, 3000);
 }
 
+// ---- The cost model of a target: predicted against measured, held-out metrics per retrain.
+async function costModel(tkey, params) {
+  const d = await get("/v1/dashboard/model?" + q({ target: tkey, kind: params.get("kind") || "", workload: params.get("workload") || "" }));
+  tt.data.model = d;
+  const splits = ["held-out sizes", "held-out ops"];
+  view.innerHTML = `
+    <h1>Cost model <span class="muted">${esc(d.kind || "none")} · target ${esc(d.target.backend)} ${short(d.target.key)}</span></h1>
+    ${d.model == null ? `<p class="muted" id="no-model">No model is stored for this target: <code>tiletune model train --db …</code> trains one.</p>`
+      : d.model.unusable ? `<p class="error">The stored model cannot be used: ${esc(d.model.unusable)}</p>`
+      : `<p>trained on ${d.model.records} records</p>`}
+    <div class="charts">
+      <section><h2>Predicted against measured${d.workload ? `: ${esc(d.workload.op_name)} ${esc(sizes(d.workload.sizes))}` : ""}</h2>
+        <div id="predicted"></div>
+        <p id="ranking">${d.ranking ? `on these ${d.ranking.samples} records: pairwise accuracy ${num(d.ranking.pairwise_accuracy, 3)},
+          Spearman ${num(d.ranking.spearman, 3)}, top-1 ${num(d.ranking.top1, 3)}` : ""}</p></section>
+      <section><h2>Held-out metrics after each retrain</h2><div id="history-chart"></div>
+        ${d.history.some((h) => splits.some((s) => (h.metrics || {})[s])) ? "" : `<p class="muted" id="no-held-out">no held-out metrics yet:
+          they need records of several sizes of an op (held-out sizes) or of several ops (held-out ops)</p>`}</section>
+    </div>
+    <section><h2>Retrains</h2><table id="history"><tr><th>#</th><th>kind</th><th class="num">records</th>
+      ${splits.map((s) => `<th class="num">${s}: pairwise</th><th class="num">Spearman</th>`).join("")}</tr>
+      ${d.history.map((h, i) => `<tr><td>${i + 1}</td><td>${esc(h.kind)}</td><td class="num">${h.records}</td>${splits.map((s) => {
+        const m = (h.metrics || {})[s] || {};
+        return `<td class="num">${num(m.pairwise_accuracy, 3)}</td><td class="num">${num(m.spearman, 3)}</td>`;
+      }).join("")}</tr>`).join("")}</table></section>`;
+  if (d.points && d.points.score.length) {
+    // uPlot wants x ascending: the points sorted by score.
+    const order = d.points.score.map((_, i) => i).sort((a, b) => d.points.score[a] - d.points.score[b]);
+    chart("predicted", document.getElementById("predicted"), {
+      scales: { x: { time: false } },
+      series: [{ label: "score" }, { label: "GFLOP/s", stroke: "#3a7bd5", paths: () => null, points: { show: true, size: 5, fill: "#3a7bd5" } }],
+      axes: [{ label: "model's score" }, { label: "measured GFLOP/s" }],
+    }, [order.map((i) => d.points.score[i]), order.map((i) => d.points.gflops[i])]);
+  }
+  const mine = d.history.filter((h) => h.kind === d.kind);
+  if (mine.length) {
+    chart("history", document.getElementById("history-chart"), {
+      scales: { x: { time: false } },
+      series: [{ label: "retrain" },
+        ...splits.map((s, i) => ({ label: s, stroke: i ? "#d5703a" : "#3a7bd5", width: 2, points: { show: true } }))],
+      axes: [{ label: "retrain" }, { label: "pairwise accuracy" }],
+    }, [mine.map((_, i) => i + 1), ...splits.map((s) => mine.map((h) => ((h.metrics || {})[s] || {}).pairwise_accuracy ?? null))]);
+  }
+}
+
 async function route() {
   clearTimeout(timer);
   tt.charts = {};
@@ -252,6 +298,7 @@ async function route() {
   try {
     if (parts[0] === "w" && parts.length === 3) await workload(parts[1], parts[2], params);
     else if (parts[0] === "model" && parts.length === 2) await model(parts[1]);
+    else if (parts[0] === "cm" && parts.length === 2) await costModel(parts[1], params);
     else await overview();
     tt.ready = location.hash;
   } catch (e) {

@@ -77,6 +77,8 @@ const step = (what) => console.log("- " + what);
 try {
   const filled = spawnSync(tests, ["-tc=*dashboard database*"], { env: { ...process.env, TT_DASHBOARD_DB: db, TT_DASHBOARD_RECORDS: "400" }, encoding: "utf8" });
   assert.equal(filled.status, 0, filled.stdout + filled.stderr);
+  const trained = spawnSync(tiletune, ["model", "train", "--db", db, "--kind", "xgb"], { encoding: "utf8" });
+  assert.equal(trained.status, 0, trained.stdout + trained.stderr);
   const base = await daemon();
   const overview = await api(base, "/v1/dashboard");
   assert.equal(overview.workloads.length, 1);
@@ -152,6 +154,19 @@ try {
   const w2 = await api(base, `/v1/dashboard/workload?workload=${wkey}&target=${tkey}&x=${encodeURIComponent(other)}&y=${encodeURIComponent(w.heatmap.y)}`);
   assert.equal(await page.locator("#heatmap td.cell:not(.empty)").count(), w2.heatmap.cells.length);
   await page.screenshot({ path: join(shots, "heatmap.png"), fullPage: true });
+
+  step("the target's cost model: predicted against measured, its retrains");
+  await page.goto(base + "/#/");
+  await ready("#/");
+  await page.click(`#targets a[href="#/cm/${tkey}"]`);
+  await ready(`#/cm/${tkey}`);
+  const cm = await api(base, `/v1/dashboard/model?target=${tkey}`);
+  assert.ok(cm.points.score.length > 100);
+  assert.equal(await page.evaluate(() => window.tt.charts.predicted.data[0].length), cm.points.score.length);
+  assert.equal(await page.evaluate(() => window.tt.charts.history.data[0].length), 1);
+  assert.equal(await page.locator("#history tr").count(), 2);
+  assert.match(await page.textContent("#ranking"), /pairwise accuracy 0\.\d{3}/);
+  await page.screenshot({ path: join(shots, "cost-model.png"), fullPage: true });
 
   step("a running job's progress moves on the overview");
   const job = await api(base, "/v1/tune", { method: "POST", headers: { "Content-Type": "application/json" },

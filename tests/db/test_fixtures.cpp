@@ -53,7 +53,7 @@ TEST_CASE("fixtures: a schema-version-1 database migrates with its records intac
   std::string path = database_from(dir, "store_schema_v1.sql");
   REQUIRE(schema_version(path) == 1);
   auto store = db::open_sqlite_store(path);
-  CHECK(schema_version(path) == 5);
+  CHECK(schema_version(path) == 6);
   REQUIRE(store->workloads().size() == 1);
   db::WorkloadRow w = store->workloads().front();
   CHECK(w.op_text == "");  // written before op_text: the workload is rebuilt from its canonical text
@@ -90,7 +90,7 @@ TEST_CASE("fixtures: a schema-version-4 database migrates; the jobs its daemon l
   std::string path = database_from(dir, "store_schema_v4.sql");
   REQUIRE(schema_version(path) == 4);
   auto store = db::open_sqlite_store(path);
-  CHECK(schema_version(path) == 5);
+  CHECK(schema_version(path) == 6);
   CHECK(store->jobs("", 10).size() == 3);
   CHECK(store->history(store->workloads().at(0).key, store->targets().at(0).key).size() == 6);
   // The job an old daemon left running has no claim: it is taken first (it waited longest),
@@ -135,4 +135,31 @@ TEST_CASE("fixtures: a model of the previous feature version is refused with the
   CHECK(kind == ErrorKind::InvalidInput);
   CHECK(why.find("trained with feature version 1 but this build extracts version " +
                  std::to_string(costmodel::kFeatureVersion)) != std::string::npos);
+}
+
+TEST_CASE("fixtures: a schema-version-5 database migrates; its stored model starts the model history") {
+  test::TempDir dir;
+  std::string path = database_from(dir, "store_schema_v5.sql");
+  REQUIRE(schema_version(path) == 5);
+  auto store = db::open_sqlite_store(path);
+  CHECK(schema_version(path) == 6);
+  const std::string target = store->targets().at(0).key;
+  auto history = store->model_history(target);
+  REQUIRE(history.size() == 1);
+  CHECK(history[0].kind == "xgb");
+  CHECK(history[0].records == 12);
+  CHECK(history[0].metrics_json.find("0.61") != std::string::npos);
+  CHECK(history[0].blob.empty());  // the history keeps metrics, not models
+  // A retrain replaces the model and adds to its history.
+  auto m = *store->model("xgb", target);
+  m.records = 40;
+  m.metrics_json = R"({"held_out":{"pairwise":0.7}})";
+  m.created_unix_ms = history[0].created_unix_ms + 1000;
+  store->put_model(m);
+  CHECK(store->model("xgb", target)->records == 40);
+  history = store->model_history(target);
+  REQUIRE(history.size() == 2);
+  CHECK(history[1].records == 40);
+  CHECK(store->model_history("0000000000000000").empty());
+  CHECK(store->integrity_check() == "ok");
 }

@@ -140,12 +140,12 @@ TEST_CASE("store: stores its schema version and refuses a newer one") {
   std::int64_t version = sqlite3_column_int64(st, 0);
   sqlite3_finalize(st);
   sqlite3_close(db);
-  CHECK(version == 5);  // a new schema version gets a fixture under tests/fixtures and a test
+  CHECK(version == 6);  // a new schema version gets a fixture under tests/fixtures and a test
 
   sql(path, "UPDATE schema_meta SET value = 999 WHERE key = 'schema_version'");
   auto msg = error_message(ErrorKind::Database, [&] { open_sqlite_store(path); });
   CHECK(contains(msg, "999"));
-  CHECK(contains(msg, "supports up to version 5"));
+  CHECK(contains(msg, "supports up to version 6"));
 }
 
 TEST_CASE("store: refuses files that are not tiletune databases") {

@@ -21,6 +21,8 @@
 #include "support/hash.hpp"
 #include "support/json_schema.hpp"
 #include "support/subprocess.hpp"
+#include "tuner/dataset.hpp"
+#include "tuner/model_eval.hpp"
 #include "tuner/space.hpp"
 #include "tuner/tune.hpp"
 
@@ -294,4 +296,45 @@ TEST_CASE("dashboard: the routes answer what the schemas say, follow the token r
   CHECK(good.Get("/v1/dashboard/workload?" + keys + "&x=C.unroll&y=nope")->status == 400);
   CHECK(good.Get("/v1/dashboard/workload?workload=0000000000000000&target=" + f.target)->status == 404);
   CHECK(good.Get("/v1/dashboard/workload?" + keys + "&points=x")->status == 400);
+}
+
+TEST_CASE("dashboard: a target's cost model against measured records, and its metrics after each retrain") {
+  test::TempDir dir;
+  std::string db = dir.file("m.db");
+  Filled f = fill_file(db, 200);
+  auto store = db::open_store(db);
+  // No model yet: the view says so and lists no retrains.
+  json none = server::dashboard::model_view(*store, f.target, "", "");
+  CHECK(none["model"].is_null());
+  CHECK(none["history"].empty());
+  CHECK_THROWS_WITH_AS(server::dashboard::model_view(*store, "nope", "", ""), doctest::Contains("no target 'nope'"), Error);
+
+  auto be = codegen::make_backend("cpu");
+  auto data = tuner::load_dataset(*store, f.target, be->target().traits);
+  for (int retrain = 0; retrain < 2; ++retrain) store->put_model(tuner::train_model(data, "xgb", f.target, 1 + retrain));
+  json m = server::dashboard::model_view(*store, f.target, "", "", 50);
+  CHECK(m["kind"] == "xgb");
+  CHECK(m["history"].size() == 2);
+  CHECK(m["model"]["records"] == 200);  // failures train it too (as the slowest)
+  CHECK(m["workload"]["key"] == f.workload);
+  const auto n = m["points"]["score"].size();
+  CHECK(n >= 40);
+  CHECK(n <= 50);
+  CHECK(m["points"]["gflops"].size() == n);
+  CHECK(m["ranking"]["samples"] == n);
+  // Trained on these very records, it ranks them far better than chance.
+  CHECK(m["ranking"]["pairwise_accuracy"].get<double>() > 0.7);
+  const json api = test::schema("api.schema.json");
+  CHECK(JsonSchema(json{{"$defs", api["$defs"]}, {"$ref", "#/$defs/DashboardModel"}}).validate(m).empty());
+  CHECK(server::dashboard::model_view(*store, f.target, "nn", "")["model"].is_null());
+  CHECK_THROWS_WITH_AS(server::dashboard::model_view(*store, f.target, "xgb", "nope"), doctest::Contains("no workload"),
+                       Error);
+
+  // A stored model this build cannot load is reported, not a failure of the page.
+  auto row = *store->model("xgb", f.target);
+  row.blob = "not a model";
+  store->put_model(row);
+  json broken = server::dashboard::model_view(*store, f.target, "xgb", "");
+  CHECK(broken["model"]["unusable"].get<std::string>().size() > 0);
+  CHECK(broken["history"].size() == 3);
 }
