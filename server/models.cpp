@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "costmodel/features.hpp"
 #include "ir/parse.hpp"
 #include "models/onnx_import.hpp"
 #include "server/schemas.hpp"
@@ -13,6 +14,7 @@
 #include "support/error.hpp"
 #include "support/hash.hpp"
 #include "tuner/task_scheduler.hpp"
+#include "tuner/tune.hpp"
 
 namespace tiletune::server {
 
@@ -106,12 +108,53 @@ json Service::model(const std::string& id) {
   for (size_t i = 0; i < tasks.size(); ++i) {
     rows.push_back(tuner::task_report(tasks[i], status[i], total));
     rows.back()["onnx_nodes"] = request["tasks"][i]["onnx_nodes"];
+    if (auto memory = impl_->memory_of_best(tasks[i].workload, j->target_key); !memory.is_null())
+      rows.back()["memory"] = memory;
   }
   out["report"] = {{"model", request["model"]},
                    {"estimated_latency_s", std::isfinite(total) ? json(total) : json(nullptr)},
                    {"tasks", rows},
                    {"skipped", request["skipped"]}};
   return out;
+}
+
+json Service::Impl::memory_of_best(const ir::Workload& w, const std::string& target_key) {
+  // The memory-access analysis of the layer's best kernel, from the cost model's features.
+  db::RecordQuery q;
+  q.workload_key = w.key;
+  q.target_key = target_key;
+  q.ok_only = true;
+  q.fastest_first = true;
+  q.limit = 1;
+  auto best = store->records(q);
+  auto trow = store->target(target_key);
+  if (best.empty() || !trow) return nullptr;
+  costmodel::Features f;
+  try {
+    f = costmodel::featurize(w, ir::Schedule::from_json(best[0].config_json), tuner::target_info(*trow).traits);
+  } catch (const Error&) {
+    return nullptr;  // a config this build no longer lowers
+  }
+  // Per loop nest, then over the nests: shares and intensities on average, bytes summed.
+  const auto& docs = costmodel::feature_docs();
+  auto index = [&](const std::string& name) {
+    for (size_t k = 0; k < docs.size(); ++k)
+      if (docs[k].first == name) return k;
+    throw_error(ErrorKind::Internal, "no feature '" + name + "'");
+  };
+  auto mean = [&](const std::string& name) {
+    double sum = 0;
+    for (auto& row : f.stages) sum += row[index(name)];
+    return f.stages.empty() ? 0.0 : sum / static_cast<double>(f.stages.size());
+  };
+  double touched = 0;
+  for (auto& row : f.stages) touched += std::exp2(row[index("footprint_total_log")]);
+  return {{"fit_l1", mean("fit_l1")},
+          {"fit_l2", mean("fit_l2")},
+          {"fit_l3", mean("fit_l3")},
+          {"intensity_reg", mean("intensity_reg")},
+          {"intensity_l2", mean("intensity_l2")},
+          {"touched_bytes", touched}};
 }
 
 void Service::Impl::run_model_job(db::JobRow row, const json& request) {

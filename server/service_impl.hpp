@@ -93,6 +93,9 @@ struct Service::Impl {
   //! claim runs out).
   void release_dead_owners();
   // models.cpp: a model job's turn (the scheduler over its tasks), and what tells one apart.
+  //! fit_l1..l3, intensities and bytes touched of the workload's best kernel on the target
+  //! (from its features); null without a successful record.
+  nlohmann::json memory_of_best(const ir::Workload& w, const std::string& target_key);
   void run_model_job(db::JobRow row, const nlohmann::json& request);
   //! A job's stored request (parsed, possibly discarded) is a model job's.
   static bool is_model_request(const nlohmann::json& request);

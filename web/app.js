@@ -90,6 +90,7 @@ async function overview() {
         <td>${esc(w.backend)} ${short(w.target)}</td><td class="num">${w.records}</td><td class="num">${w.failures}</td>
         <td class="num">${ms(w.best_s)}</td><td class="num">${num(w.best_gflops)}</td></tr>`).join("")}</table>
     </section>
+    ${crossTargets(d)}
     <section><h2>Targets</h2>
       <table id="targets"><tr><th>target</th><th>backend</th><th class="num">workloads</th><th class="num">records</th><th>fingerprint</th><th></th></tr>
       ${d.targets.map((t) => {
@@ -100,6 +101,30 @@ async function overview() {
       }).join("")}</table>
     </section>`;
   if (!report && jobs.some((j) => j.state === "running" || j.state === "queued")) timer = setTimeout(route, 2000);
+}
+
+// Records across targets (a team's database): the best GFLOP/s of each op and sizes on each
+// target, shaded per row; shown when more than one target has records.
+function crossTargets(d) {
+  const targets = d.targets.filter((t) => d.workloads.some((w) => w.target === t.key));
+  if (targets.length < 2) return "";
+  const rows = new Map();
+  for (const w of d.workloads) {
+    const key = w.op_name + " " + sizes(w.sizes);
+    if (!rows.has(key)) rows.set(key, new Map());
+    rows.get(key).set(w.target, w);
+  }
+  return `<section><h2>Across targets: best GFLOP/s</h2><table class="heat" id="across"><tr><th>op</th>
+    ${targets.map((t) => `<th>${esc(t.backend)} ${short(t.key)}</th>`).join("")}</tr>
+    ${[...rows].map(([key, by]) => {
+      const top = Math.max(1e-9, ...[...by.values()].map((w) => w.best_gflops || 0));
+      return `<tr><td>${esc(key)}</td>${targets.map((t) => {
+        const w = by.get(t.key);
+        if (!w) return `<td class="cell empty"></td>`;
+        const s = (w.best_gflops || 0) / top;
+        return `<td class="cell" style="background:${shade(s)};color:${ink(s)}"><a style="color:inherit" href="#/w/${w.workload}/${w.target}">${num(w.best_gflops)}</a></td>`;
+      }).join("")}</tr>`;
+    }).join("")}</table></section>`;
 }
 
 // ---- A workload: best so far against trials, every measurement, the top configs, the knobs.
@@ -228,6 +253,12 @@ async function model(id) {
     ["GFLOP/s", (t) => t.gflops, (v) => num(v)],
     ["FLOP/byte", (t) => t.flops / Math.max(1, t.bytes), (v) => num(v)],
     ["trials", (t) => t.trials, (v) => String(v)],
+    // Memory access of the best kernel, from its features: how much of its loop nest stays in each cache.
+    ["fits L1", (t) => (t.memory ? t.memory.fit_l1 : null), (v) => num(v, 2)],
+    ["fits L2", (t) => (t.memory ? t.memory.fit_l2 : null), (v) => num(v, 2)],
+    ["fits L3", (t) => (t.memory ? t.memory.fit_l3 : null), (v) => num(v, 2)],
+    ["FLOP/byte at L2", (t) => (t.memory ? t.memory.intensity_l2 : null), (v) => num(v)],
+    ["touches MB", (t) => (t.memory ? t.memory.touched_bytes / 1e6 : null), (v) => num(v, 2)],
   ];
   const tops = cols.map(([, f]) => Math.max(1e-12, ...rows.map((t) => f(t) || 0)));
   view.innerHTML = `

@@ -75,14 +75,14 @@ async function api(base, path, init = {}) {
 const step = (what) => console.log("- " + what);
 
 try {
-  const filled = spawnSync(tests, ["-tc=*dashboard database*"], { env: { ...process.env, TT_DASHBOARD_DB: db, TT_DASHBOARD_RECORDS: "400" }, encoding: "utf8" });
+  const filled = spawnSync(tests, ["-tc=*dashboard database*"], { env: { ...process.env, TT_DASHBOARD_DB: db, TT_DASHBOARD_RECORDS: "400", TT_DASHBOARD_TWO_TARGETS: "1" }, encoding: "utf8" });
   assert.equal(filled.status, 0, filled.stdout + filled.stderr);
   const trained = spawnSync(tiletune, ["model", "train", "--db", db, "--kind", "xgb"], { encoding: "utf8" });
   assert.equal(trained.status, 0, trained.stdout + trained.stderr);
   const base = await daemon();
   const overview = await api(base, "/v1/dashboard");
-  assert.equal(overview.workloads.length, 1);
-  const { workload: wkey, target: tkey } = overview.workloads[0];
+  assert.equal(overview.workloads.length, 2);  // one op and sizes on two targets
+  const { workload: wkey, target: tkey } = overview.workloads.find((w) => w.records === 400);
 
   browser = await chromium.launch({ executablePath: chromiumPath, args: ["--no-sandbox", "--disable-gpu"] });
   const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
@@ -104,17 +104,20 @@ try {
   await page.fill("#token", token);
   await page.click("#token-form button");
   await page.waitForSelector("#workloads tr:nth-child(2)");
-  assert.equal(await page.textContent("#n-records"), "400");
-  assert.equal(await page.textContent("#n-failures"), String(overview.workloads[0].failures));
-  assert.equal(await page.locator("#workloads tr").count(), 2);
+  assert.equal(await page.textContent("#n-records"), "480");
+  assert.equal(await page.textContent("#n-failures"), String(overview.workloads.reduce((a, w) => a + w.failures, 0)));
+  assert.equal(await page.locator("#workloads tr").count(), 3);
   assert.equal(await page.locator("#targets tr").count(), 1 + overview.targets.length);
+  // Across targets: one row (the op and sizes), a shaded cell per target.
+  assert.equal(await page.locator("#across tr").count(), 2);
+  assert.equal(await page.locator("#across td.cell:not(.empty)").count(), 2);
   await page.screenshot({ path: join(shots, "overview.png"), fullPage: true });
   console.log(`  overview drawn ${Date.now() - t0} ms after the token`);
   // The token never goes into a URL.
   assert.ok(!page.url().includes(token));
 
   step("a workload: the charts hold the API's points, the heatmap its cells");
-  await page.click("#workloads a");
+  await page.click(`#workloads a[href="#/w/${wkey}/${tkey}"]`);
   const hash = `#/w/${wkey}/${tkey}`;
   await ready(hash);
   const w = await api(base, `/v1/dashboard/workload?workload=${wkey}&target=${tkey}`);

@@ -41,9 +41,11 @@ struct Filled {
   double best_s = INFINITY;
 };
 
-Filled fill(db::Store& store, int n) {
+Filled fill(db::Store& store, int n, int threads = 0) {
   auto w = test::library_workload("matmul", kSizes);
-  auto be = codegen::make_backend("cpu");
+  codegen::BackendOptions options;
+  options.threads = threads;  // another thread count is another target
+  auto be = codegen::make_backend("cpu", options);
   store.put_workload(tuner::workload_row(w));
   store.put_target(tuner::target_row(be->target()));
   tuner::Space space(w, be->target().traits);
@@ -217,6 +219,8 @@ TEST_CASE("dashboard database: written for the browser test when TT_DASHBOARD_DB
   auto store = db::open_store(path);
   auto t0 = std::chrono::steady_clock::now();
   Filled f = fill(*store, n ? std::atoi(n) : 400);
+  // A second target (one thread) with a fifth of the records: a team's database.
+  if (std::getenv("TT_DASHBOARD_TWO_TARGETS")) fill(*store, (n ? std::atoi(n) : 400) / 5, 1);
   MESSAGE("wrote " << f.records << " records of workload " << f.workload << " on target " << f.target << " in "
                    << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s");
   CHECK(f.records > 0);

@@ -66,6 +66,15 @@ TEST_CASE("models api: an ONNX model's tasks are tuned under one budget, with pr
   CHECK(report["tasks"][0]["weight"] == 1);
   CHECK(report["tasks"][0]["onnx_nodes"][0][0] == "Conv_0");
   CHECK(report["estimated_latency_s"].get<double>() > 0);
+  // The best kernel's memory access, from its features: shares of loops fitting each cache.
+  const json& memory = report["tasks"][0]["memory"];
+  REQUIRE(memory.is_object());
+  for (const char* level : {"fit_l1", "fit_l2", "fit_l3"}) {
+    CHECK(memory[level].get<double>() >= 0);
+    CHECK(memory[level].get<double>() <= 1);
+  }
+  CHECK(memory["fit_l1"].get<double>() <= memory["fit_l3"].get<double>());
+  CHECK(memory["touched_bytes"].get<double>() > 0);
   CHECK(done["best_ms"].get<double>() == doctest::Approx(report["estimated_latency_s"].get<double>() * 1e3));
   json api = test::schema("api.schema.json");
   auto problems = JsonSchema(json{{"$defs", api["$defs"]}, {"$ref", "#/$defs/ModelJob"}}).validate(done);
