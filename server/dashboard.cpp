@@ -64,6 +64,7 @@ struct Row {
   double spread;
   std::string error, config_key;
   std::vector<std::pair<int, int>> knobs;
+  std::int64_t created_unix_ms;
 };
 
 //! A workload's records on a target, parsed once, with the knob names and values interned.
@@ -99,7 +100,7 @@ struct Scan {
 
   void add(const db::Record& r, const std::map<std::string, std::string>& knobs) {
     Row row{static_cast<std::int64_t>(rows.size()) + 1, r.median_s(), spread_of(r.times_s), r.error_class,
-            r.config_key, {}};
+            r.config_key, {}, r.created_unix_ms};
     for (auto& [k, v] : knobs) {
       auto [ki, fresh] = knob_index.emplace(k, static_cast<int>(knob_names.size()));
       if (fresh) {
@@ -307,6 +308,45 @@ json workload(db::Store& store, const WorkloadQuery& query) {
   if (!seen.empty() && std::isfinite(best) && progress.back()[0] != seen.back()->trial)
     progress.push_back({seen.back()->trial, best});
 
+  // One line per job (its strategy named), against the job's own trials: a record belongs to
+  // the newest job of this workload and target that was under way when it was measured;
+  // records measured outside any job (the CLI) make a line of their own.
+  struct Line {
+    std::string label, job;
+    std::int64_t from, to, n = 0;
+    double best = INFINITY;
+    json points = json::array();
+  };
+  std::vector<Line> lines;
+  const std::int64_t now = db::now_unix_ms();
+  for (auto& j : store.jobs("", 1000)) {
+    if (j.workload_key != query.workload || j.target_key != query.target) continue;
+    json req = json::parse(j.request_json, nullptr, false);
+    std::string strategy = req.is_object() ? req.value("strategy", std::string("default")) : "default";
+    bool active = j.state == "running" || j.state == "queued";
+    lines.push_back({"job " + j.id.substr(0, 8) + " (" + strategy + ")", j.id, j.created_unix_ms,
+                     active ? now : j.updated_unix_ms});
+  }
+  std::sort(lines.begin(), lines.end(), [](const Line& a, const Line& b) { return a.from < b.from; });
+  Line outside{"without a job", "", 0, 0};
+  for (const Row* r : seen) {
+    Line* line = &outside;
+    for (auto& l : lines)
+      if (r->created_unix_ms >= l.from && r->created_unix_ms <= l.to) line = &l;  // the newest wins
+    ++line->n;
+    if (r->median_s < line->best) {
+      line->best = r->median_s;
+      line->points.push_back({line->n, line->best});
+    }
+  }
+  json by_job = json::array();  // empty without jobs: the progress line is then the only one
+  if (!lines.empty()) lines.push_back(std::move(outside));
+  for (Line& l : lines) {
+    if (l.n == 0) continue;
+    if (std::isfinite(l.best) && l.points.back()[0] != l.n) l.points.push_back({l.n, l.best});
+    by_job.push_back({{"label", l.label}, {"job", l.job}, {"trials", l.n}, {"points", l.points}});
+  }
+
   // Points: every measurement up to max_points, else an even thinning plus the fastest.
   std::vector<size_t> by_speed(seen.size());
   for (size_t i = 0; i < seen.size(); ++i) by_speed[i] = i;
@@ -440,6 +480,7 @@ json workload(db::Store& store, const WorkloadQuery& query) {
           {"failures_by_class", failures},
           {"filters", filters},
           {"progress", progress},
+          {"lines", by_job},
           {"points", points},
           {"top", top},
           {"knobs", knobs},

@@ -184,6 +184,18 @@ try {
   }, [row, first], { timeout: 120000 });
   await page.screenshot({ path: join(shots, "overview-job.png"), fullPage: true });
 
+  step("the job's workload draws its own line, named by the job and its strategy");
+  for (let t = 0; (await api(base, "/v1/jobs/" + job.job.id)).state !== "done"; ++t) {
+    assert.ok(t < 240, "the job did not finish");
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  const jhash = `#/w/${job.job.workload_key}/${job.job.target_key}`;
+  await page.goto(base + "/" + jhash);
+  await ready(jhash);
+  const labels = await page.evaluate(() => window.tt.charts.progress.series.map((s) => s.label));
+  assert.ok(labels.includes(`job ${job.job.id.slice(0, 8)} (random)`), JSON.stringify(labels));
+  await page.screenshot({ path: join(shots, "workload-job-lines.png"), fullPage: true });
+
   step("a model's layers, by their share of its time");
   const onnx = "/usr/share/libonnx-testdata/data/pytorch-converted/test_Conv2d_groups/model.onnx";
   if (existsSync(onnx)) {

@@ -4,6 +4,7 @@
 // browser test (tests/browser/dashboard.test.mjs) serves: TT_DASHBOARD_DB=PATH
 // [TT_DASHBOARD_RECORDS=N] build/tiletune_tests -tc="*dashboard database*".
 #include <doctest/doctest.h>
+#include <sqlite3.h>
 
 #include <chrono>
 #include <cmath>
@@ -341,4 +342,56 @@ TEST_CASE("dashboard: a target's cost model against measured records, and its me
   json broken = server::dashboard::model_view(*store, f.target, "xgb", "");
   CHECK(broken["model"]["unusable"].get<std::string>().size() > 0);
   CHECK(broken["history"].size() == 3);
+}
+
+TEST_CASE("dashboard: the best-so-far line splits by the job that measured each record") {
+  test::TempDir dir;
+  const std::string path = dir.file("j.db");
+  auto store = db::open_store(path);
+  Filled f = fill(*store, 300);
+  // The records' times in trial order: two jobs cover the first and the second hundred.
+  db::RecordQuery q{f.workload, f.target};
+  auto records = store->records(q);
+  REQUIRE(records.size() == 300);
+  auto job = [&](const std::string& id, const std::string& strategy, size_t first, size_t last) {
+    db::JobRow j;
+    j.id = id;
+    j.request_key = id;
+    j.request_json = json{{"op", "matmul"}, {"sizes", kSizes}, {"strategy", strategy}}.dump();
+    j.workload_key = f.workload;
+    j.target_key = f.target;
+    j.state = "done";
+    store->put_job(j);
+    // put_job stamps the time of the call: the job is dated back to its records' times.
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+    std::string sql = "UPDATE jobs SET created_unix_ms = " + std::to_string(records[first].created_unix_ms) +
+                      ", updated_unix_ms = " + std::to_string(records[last].created_unix_ms) + " WHERE id = '" + id + "'";
+    CHECK(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(db);
+  };
+  job("aaaaaaaaaaaaaaaa", "random", 0, 99);
+  job("bbbbbbbbbbbbbbbb", "xgb", 100, 199);
+  json d = server::dashboard::workload(*store, {f.workload, f.target});
+  REQUIRE(d["lines"].size() == 3);
+  CHECK(d["lines"][0]["label"] == "job aaaaaaaa (random)");
+  CHECK(d["lines"][1]["label"] == "job bbbbbbbb (xgb)");
+  CHECK(d["lines"][2]["label"] == "without a job");
+  std::int64_t trials = 0;
+  double best = INFINITY;
+  for (auto& line : d["lines"]) {
+    trials += line["trials"].get<std::int64_t>();
+    auto& pts = line["points"];
+    REQUIRE(!pts.empty());
+    for (size_t i = 1; i < pts.size(); ++i) CHECK(pts[i][1].get<double>() <= pts[i - 1][1].get<double>());
+    CHECK(pts.back()[0] == line["trials"]);
+    best = std::min(best, pts.back()[1].get<double>());
+  }
+  CHECK(trials == 300);
+  CHECK(best == doctest::Approx(f.best_s));
+  // Without jobs there is one line, the progress.
+  test::TempDir other;
+  auto plain = db::open_store(other.file("p.db"));
+  Filled g = fill(*plain, 20);
+  CHECK(server::dashboard::workload(*plain, {g.workload, g.target})["lines"].empty());
 }
