@@ -29,6 +29,8 @@ constexpr int kPage = 5000;
 //! The fastest records are always drawn as points, however many are thinned out.
 constexpr int kFastestKept = 100;
 constexpr int kTop = 10;
+//! Scans kept in memory: the workloads looked at last.
+constexpr size_t kKeptScans = 4;
 //! A knob with more distinct values than this is left out of the knob table and heatmap
 //! (outer tile levels can take hundreds: nothing a person reads as a cell).
 constexpr size_t kMostValues = 24;
@@ -120,7 +122,7 @@ struct Scan {
 
 //! Scans of the workloads looked at last, per store (the daemon's, a report's).
 std::shared_ptr<Scan> cached_scan(db::Store& store, const std::string& workload, const std::string& target) {
-  constexpr size_t kKept = 4;
+  constexpr size_t kKept = kKeptScans;
   static std::mutex mu;
   static std::vector<std::pair<std::string, std::shared_ptr<Scan>>> kept;  // most recent last
   std::string key = std::to_string(reinterpret_cast<std::uintptr_t>(&store)) + "/" + workload + "/" + target;
@@ -130,6 +132,34 @@ std::shared_ptr<Scan> cached_scan(db::Store& store, const std::string& workload,
   if (it != kept.end()) kept.erase(it);
   kept.push_back({key, scan});
   if (kept.size() > kKept) kept.erase(kept.begin());
+  return scan;
+}
+
+//! The workload's records on the target as a Scan, kept between calls: only records newer than
+//! the last one seen are read and parsed again (parsing 100,000 configs took most of a second).
+std::shared_ptr<Scan> scanned(db::Store& store, const std::string& workload, const std::string& target) {
+  std::shared_ptr<Scan> scan = cached_scan(store, workload, target);
+  std::lock_guard scan_lock(scan->mu);
+  db::RecordQuery q;
+  q.workload_key = workload;
+  q.target_key = target;
+  q.limit = kPage;
+  if (!scan->rows.empty()) {
+    // Still the same records (another database may sit at the same path or address)?
+    db::RecordQuery last = q;
+    last.limit = 1;
+    last.config_key = scan->rows.back().config_key;
+    auto found = store.records(last);
+    if (found.empty() || found[0].id != scan->last_id || store.count(q) < static_cast<std::int64_t>(scan->rows.size()))
+      scan->reset();
+  }
+  q.after_id = scan->last_id;
+  for (;;) {
+    auto page = store.records(q);
+    scan->add(page);
+    if (static_cast<int>(page.size()) < q.limit) break;
+    q.after_id = page.back().id;
+  }
   return scan;
 }
 
@@ -246,30 +276,8 @@ json workload(db::Store& store, const WorkloadQuery& query) {
   if (!trow) throw_error(ErrorKind::NotFound, "no target '" + query.target + "' (GET /v1/targets lists them)");
   const double flops = tuner::workload_from_row(*wrow).flops();
 
-  // The scan of the workload's records, kept between calls: only records newer than the last
-  // one seen are read and parsed again (parsing 100,000 configs took most of a second).
-  std::shared_ptr<Scan> scan = cached_scan(store, query.workload, query.target);
+  std::shared_ptr<Scan> scan = scanned(store, query.workload, query.target);
   std::lock_guard scan_lock(scan->mu);
-  db::RecordQuery q;
-  q.workload_key = query.workload;
-  q.target_key = query.target;
-  q.limit = kPage;
-  if (!scan->rows.empty()) {
-    // Still the same records (another database may sit at the same path or address)?
-    db::RecordQuery last = q;
-    last.limit = 1;
-    last.config_key = scan->rows.back().config_key;
-    auto found = store.records(last);
-    if (found.empty() || found[0].id != scan->last_id || store.count(q) < static_cast<std::int64_t>(scan->rows.size()))
-      scan->reset();
-  }
-  q.after_id = scan->last_id;
-  for (;;) {
-    auto page = store.records(q);
-    scan->add(page);
-    if (static_cast<int>(page.size()) < q.limit) break;
-    q.after_id = page.back().id;
-  }
   const std::int64_t trials = static_cast<std::int64_t>(scan->rows.size());
 
   // The filters as (knob, value) ids; a value no record has lets nothing through.
@@ -374,8 +382,7 @@ json workload(db::Store& store, const WorkloadQuery& query) {
   for (size_t i = 0; i < by_speed.size() && static_cast<int>(top.size()) < kTop; ++i) {
     const Row& s = *seen[by_speed[i]];
     if (!std::isfinite(s.median_s)) break;
-    db::RecordQuery one = q;
-    one.after_id = 0;
+    db::RecordQuery one{query.workload, query.target};
     one.limit = 1;
     one.config_key = s.config_key;
     auto found = store.records(one);
@@ -575,6 +582,19 @@ json model_view(db::Store& store, const std::string& target, const std::string& 
                     {"top1", metrics.top1},
                     {"samples", metrics.samples}};
   return out;
+}
+
+void warm(db::Store& store, const std::atomic<bool>& stop, std::int64_t min_records) {
+  std::vector<std::pair<std::int64_t, std::pair<std::string, std::string>>> large;  // (records, (workload, target))
+  for (auto& t : store.targets())
+    for (auto& w : store.workloads()) {
+      if (stop) return;
+      std::int64_t n = store.count({w.key, t.key});
+      if (n >= min_records) large.push_back({n, {w.key, t.key}});
+    }
+  std::sort(large.rbegin(), large.rend());
+  for (size_t i = 0; i < large.size() && i < kKeptScans && !stop; ++i)
+    scanned(store, large[i].second.first, large[i].second.second);
 }
 
 }  // namespace tiletune::server::dashboard

@@ -2,6 +2,7 @@
 // from the database on the server so that a page gets only the points, lines and cells it
 // shows, also for 100,000 records. `tiletune report --html` embeds the same answers in one file.
 #pragma once
+#include <atomic>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -30,6 +31,11 @@ struct WorkloadQuery {
 //! matters, and a heatmap of the best GFLOP/s over two knobs. Schema: DashboardWorkload.
 //! Error(NotFound) for an unknown workload or target.
 nlohmann::json workload(db::Store& store, const WorkloadQuery& query);
+
+//! Reads and parses the records of the largest workloads (`min_records` or more; as many as
+//! are kept) ahead of the first page that shows them, which then reads only newer records;
+//! returns early once `stop` is set. The daemon runs it at start.
+void warm(db::Store& store, const std::atomic<bool>& stop, std::int64_t min_records = 20000);
 
 //! The target's cost model of `kind` ("" for the kind trained last): its held-out metrics after
 //! each retrain (the model history), and for one workload (`workload`, or the target's workload

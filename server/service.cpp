@@ -110,6 +110,14 @@ void Service::start() {
   m.heartbeat();  // a job this host's dead daemon left is queued before the runner looks
   m.tick_heartbeat();
   m.jobs_thread = std::thread([&m] { m.run_jobs(); });
+  // The dashboard's largest workloads are read before their first page is asked for.
+  m.warm_thread = std::thread([&m] {
+    try {
+      dashboard::warm(*m.store, m.stopping);
+    } catch (const std::exception& e) {
+      spdlog::warn("event=dashboard_warm_failed error=\"{}\"", e.what());
+    }
+  });
   m.control_thread = std::thread([&m] { m.control_io.run(); });
 }
 
@@ -122,6 +130,7 @@ void Service::stop() {
   }
   m.wake.notify_all();
   if (m.jobs_thread.joinable()) m.jobs_thread.join();  // the running job ends after its batch
+  if (m.warm_thread.joinable()) m.warm_thread.join();
   m.control_work.reset();
   m.control_io.stop();
   if (m.control_thread.joinable()) m.control_thread.join();

@@ -50,6 +50,7 @@ struct Service::Impl {
   boost::asio::io_context control_io;
   std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> control_work;
   std::thread jobs_thread, control_thread;
+  std::thread warm_thread;  //!< dashboard::warm at start
   std::optional<boost::asio::steady_timer> rate_timer, heartbeat_timer;
   std::atomic<bool> stopping{false};
   std::atomic<bool> started{false};

@@ -395,3 +395,21 @@ TEST_CASE("dashboard: the best-so-far line splits by the job that measured each 
   Filled g = fill(*plain, 20);
   CHECK(server::dashboard::workload(*plain, {g.workload, g.target})["lines"].empty());
 }
+
+TEST_CASE("dashboard: warming the largest workloads ahead changes no answer, and stops when told") {
+  test::TempDir dir;
+  auto store = db::open_store(dir.file("w.db"));
+  Filled f = fill(*store, 120);
+  std::atomic<bool> stop{true};
+  server::dashboard::warm(*store, stop, 1);  // told to stop: returns at once
+  stop = false;
+  server::dashboard::warm(*store, stop, 1);
+  json warmed = server::dashboard::workload(*store, {f.workload, f.target});
+  CHECK(warmed["records"] == 120);
+  // Records added after the warm-up are read on the next call.
+  fill(*store, 140);  // the same configs again (merged) and 20 new ones
+  json later = server::dashboard::workload(*store, {f.workload, f.target});
+  CHECK(later["records"] == 140);
+  CHECK(later["points"]["trial"].size() == 140);
+  CHECK(later["progress"].back()[0] == 140);
+}
