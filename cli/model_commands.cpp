@@ -47,9 +47,12 @@ int report_model(const CommonOptions& c, const ModelTuneOptions& m, const std::s
   const int threads = backend.target().traits.threads;
   if (m.compare_vendor && !vendor::available())
     throw_error(ErrorKind::NotFound, "--compare-vendor: this tiletune was built without oneDNN (libdnnl-dev)");
-  // The roofs, measured in this run: the FMA peak, and per task a copy of as many bytes as it
-  // moves (in cache where its tensors fit, as theirs are).
-  const double peak_flops = vendor::fma_peak_gflops(threads) * 1e9;
+  // The roofs and oneDNN's layers, measured in this run (vendor::judge_layers).
+  std::vector<vendor::Judged> judged;
+  for (size_t i = 0; i < tasks.size(); ++i)
+    judged.push_back({tasks[i].workload.flops(), tasks[i].workload.io_bytes(), status[i].best_s, &layers[i]});
+  const nlohmann::json judgement = vendor::judge_layers(judged, threads, m.compare_vendor);
+  const double peak_flops = judgement["fma_gflops"].get<double>() * 1e9;
   double total = tuner::estimated_latency(tasks, status);
   double vendor_total = 0, ours_on_vendor_layers = 0;
   int vendor_layers = 0;
@@ -61,27 +64,19 @@ int report_model(const CommonOptions& c, const ModelTuneOptions& m, const std::s
     const int weight = tasks[i].weight;
     bool measured = std::isfinite(s.best_s);
     double share = std::isfinite(total) && measured ? weight * s.best_s / total : NAN;
-    double copy_s =
-        vendor::median_seconds(vendor::copy_call(std::max<std::size_t>(w.io_bytes() / 2, 4096), threads), 0.05);
-    double roof_s = std::max(w.flops() / peak_flops, copy_s);
-    bool compute_bound = w.flops() / peak_flops >= copy_s;
+    const nlohmann::json& judged_task = judgement["tasks"][i];
+    double copy_s = judged_task["copy_s"].get<double>();
+    double roof_s = judged_task["roof_s"].get<double>();
+    bool compute_bound = judged_task["roof"] == "fma peak";
     db::RecordQuery naive_query{w.key, target, 0, 1, true, ir::naive_schedule(w).key()};
     auto naive = store.records(naive_query);
     double naive_s = naive.empty() ? NAN : naive[0].median_s();
-    nlohmann::json vendor_json = nullptr;
-    double vendor_s = NAN;
-    if (m.compare_vendor && !layers[i].is_null()) {
-      vendor::Layer layer = vendor::onednn_layer(layers[i], threads);
-      vendor_json = {{"name", layer.name}, {"unfused", layer.unfused}};
-      if (layer.run) {
-        vendor_s = vendor::median_seconds(layer.run, 0.2);
-        vendor_json["seconds"] = vendor_s;
-        if (measured) {
-          vendor_total += weight * vendor_s;
-          ours_on_vendor_layers += weight * s.best_s;
-          ++vendor_layers;
-        }
-      }
+    const nlohmann::json& vendor_json = judged_task["vendor"];
+    double vendor_s = !vendor_json.is_null() && vendor_json.contains("seconds") ? vendor_json["seconds"].get<double>() : NAN;
+    if (std::isfinite(vendor_s) && measured) {
+      vendor_total += weight * vendor_s;
+      ours_on_vendor_layers += weight * s.best_s;
+      ++vendor_layers;
     }
     auto number = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
     rows.push_back({{std::to_string(i + 1), w.op.name, w.sizes_text(), std::to_string(weight), std::to_string(s.trials),

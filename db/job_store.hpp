@@ -51,6 +51,10 @@ class JobStore {
   virtual bool renew_job(const std::string& id, const std::string& owner, std::int64_t now_unix_ms,
                          std::int64_t lease_ms) = 0;
   virtual std::optional<JobRow> job(const std::string& id) = 0;
+  //! What a job measured beside its records (JSON text), replacing an earlier one; and reading it
+  //! back (nullopt: none stored).
+  virtual void put_job_result(const std::string& id, const std::string& result_json) = 0;
+  virtual std::optional<std::string> job_result(const std::string& id) = 0;
   //! Jobs, newest first, optionally of one state.
   virtual std::vector<JobRow> jobs(const std::string& state, int limit) = 0;
 };

@@ -270,6 +270,23 @@ class PostgresStore final : public Store {
     });
   }
 
+  void put_job_result(const std::string& id, const std::string& result_json) override {
+    write([&] {
+      exec(
+          "INSERT INTO job_results (job_id, result_json, created_unix_ms) VALUES ($1, $2, $3) ON CONFLICT (job_id) "
+          "DO UPDATE SET result_json = excluded.result_json, created_unix_ms = excluded.created_unix_ms",
+          Params(id, result_json, now_unix_ms()));
+    });
+  }
+
+  std::optional<std::string> job_result(const std::string& id) override {
+    return read([&]() -> std::optional<std::string> {
+      Rows r = exec("SELECT result_json FROM job_results WHERE job_id = $1", Params(id));
+      if (!r.size()) return std::nullopt;
+      return r.text(0, 0);
+    });
+  }
+
   std::vector<ModelRow> model_history(const std::string& target_key) override {
     return read([&] {
       Rows r = exec(

@@ -31,9 +31,10 @@ inline constexpr const char* kDaemonStateStep = R"sql(
     CREATE INDEX batches_by_target ON batches (target_key, posted_unix_ms);
     )sql";
 
-//! Every stored model's training and held-out metrics, not only the latest per kind and target:
-//! the dashboard draws how a target's model improved retrain after retrain. SQLite's step 6,
-//! PostgreSQL's 3; the models stored before it become the first entries.
+//! Every stored model's training and held-out metrics, not only the latest per kind and target
+//! (the dashboard draws how a target's model improved retrain after retrain; the models stored
+//! before it become the first entries); and what a finished job measured beside its records (a
+//! model job's roofs and vendor times). SQLite's step 6, PostgreSQL's 3.
 inline constexpr const char* kModelHistoryStep = R"sql(
     CREATE TABLE model_history (
       kind            TEXT NOT NULL,
@@ -46,6 +47,11 @@ inline constexpr const char* kModelHistoryStep = R"sql(
     CREATE INDEX model_history_by_target ON model_history (target_key, created_unix_ms);
     INSERT INTO model_history (kind, target_key, feature_version, records, metrics_json, created_unix_ms)
       SELECT kind, target_key, feature_version, records, metrics_json, created_unix_ms FROM models;
+    CREATE TABLE job_results (
+      job_id          TEXT PRIMARY KEY,
+      result_json     TEXT NOT NULL,
+      created_unix_ms BIGINT NOT NULL
+    );
     )sql";
 
 }  // namespace tiletune::db

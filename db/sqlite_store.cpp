@@ -256,6 +256,22 @@ class SqliteStore final : public Store {
                     st.blob(5), st.integer(6)};
   }
 
+  void put_job_result(const std::string& id, const std::string& result_json) override {
+    std::lock_guard lock(mu_);
+    WriteTransaction tx(db());
+    Statement(db(), "INSERT OR REPLACE INTO job_results (job_id, result_json, created_unix_ms) VALUES (?, ?, ?)")
+        .bind(id, result_json, now_unix_ms())
+        .step();
+    tx.commit();
+  }
+
+  std::optional<std::string> job_result(const std::string& id) override {
+    std::lock_guard lock(mu_);
+    Statement st(db(), "SELECT result_json FROM job_results WHERE job_id = ?");
+    if (!st.bind(id).step()) return std::nullopt;
+    return st.text(0);
+  }
+
   std::vector<ModelRow> model_history(const std::string& target_key) override {
     std::lock_guard lock(mu_);
     Statement st(db(),

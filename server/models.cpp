@@ -15,6 +15,7 @@
 #include "support/hash.hpp"
 #include "tuner/task_scheduler.hpp"
 #include "tuner/tune.hpp"
+#include "vendor/vendor.hpp"
 
 namespace tiletune::server {
 
@@ -61,7 +62,11 @@ json Service::submit_model(const std::string& onnx_bytes, const json& request) {
     ir::Workload w = ir::bind(ir::parse_op(t.op_text), ir::parse_sizes(t.sizes));
     tuner::check_memory(w, impl_->options.job_defaults.max_memory_share);
     impl_->store->put_workload(tuner::workload_row(w));
-    tasks.push_back({{"op_text", t.op_text}, {"sizes", t.sizes}, {"weight", t.weight}, {"onnx_nodes", t.nodes}});
+    tasks.push_back({{"op_text", t.op_text},
+                     {"sizes", t.sizes},
+                     {"weight", t.weight},
+                     {"onnx_nodes", t.nodes},
+                     {"vendor", t.vendor.empty() ? json() : json::parse(t.vendor)}});
   }
   json skipped = json::array();
   for (auto& s : m.skipped)
@@ -104,13 +109,29 @@ json Service::model(const std::string& id) {
   auto tasks = model_tasks(request);
   auto status = tuner::stored_status(tasks, *impl_->store, j->target_key);
   double total = tuner::estimated_latency(tasks, status);
+  // The roofs and vendor times measured when the job finished (judge_model), if it has.
+  auto stored = impl_->store->job_result(id);
+  json judged = stored ? json::parse(*stored, nullptr, false) : json();
   json rows = json::array();
   for (size_t i = 0; i < tasks.size(); ++i) {
     rows.push_back(tuner::task_report(tasks[i], status[i], total));
     rows.back()["onnx_nodes"] = request["tasks"][i]["onnx_nodes"];
+    if (judged.is_object() && judged["tasks"].size() == tasks.size()) {
+      const json& t = judged["tasks"][i];
+      rows.back()["roof"] = t["roof"];
+      // Against the best now, which later tuning (another job) may have improved.
+      rows.back()["roof_fraction"] =
+          std::isfinite(status[i].best_s) ? json(t["roof_s"].get<double>() / status[i].best_s) : json(nullptr);
+      if (t["vendor"].is_object() && t["vendor"].contains("seconds")) {
+        double v = t["vendor"]["seconds"].get<double>();
+        rows.back()["vendor"] = {{"name", t["vendor"]["name"]}, {"seconds", v}};
+        rows.back()["x_vendor"] = std::isfinite(status[i].best_s) ? json(v / status[i].best_s) : json(nullptr);
+      }
+    }
     if (auto memory = impl_->memory_of_best(tasks[i].workload, j->target_key); !memory.is_null())
       rows.back()["memory"] = memory;
   }
+  if (judged.is_object()) out["roofs"] = {{"fma_gflops", judged["fma_gflops"]}, {"measured_unix_ms", judged["measured_unix_ms"]}};
   out["report"] = {{"model", request["model"]},
                    {"estimated_latency_s", std::isfinite(total) ? json(total) : json(nullptr)},
                    {"tasks", rows},
@@ -157,6 +178,27 @@ json Service::Impl::memory_of_best(const ir::Workload& w, const std::string& tar
           {"touched_bytes", touched}};
 }
 
+void Service::Impl::judge_model(const db::JobRow& row, const json& request,
+                                const std::vector<tuner::WeightedTask>& tasks,
+                                const std::vector<tuner::TaskStatus>& status, codegen::Backend& be) {
+  // The finished model's layers against this machine's roofs and the vendor's layers, measured
+  // once now that no measurement of this daemon runs (a remote target's are not this machine's).
+  if (claim_lost || be.target().key != row.target_key) return;
+  std::vector<vendor::Judged> judged;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    const json& task = request.at("tasks").at(i);  // jobs stored before the vendor layer have none
+    judged.push_back({tasks[i].workload.flops(), tasks[i].workload.io_bytes(), status[i].best_s,
+                      task.contains("vendor") ? &task.at("vendor") : nullptr});
+  }
+  try {
+    json judgement = vendor::judge_layers(judged, be.target().traits.threads, true);
+    judgement["measured_unix_ms"] = db::now_unix_ms();
+    store->put_job_result(row.id, judgement.dump());
+  } catch (const std::exception& e) {
+    spdlog::warn("event=model_judge_failed job={} error=\"{}\"", row.id, e.what());
+  }
+}
+
 void Service::Impl::run_model_job(db::JobRow row, const json& request) {
   bool turn_over = false;
   std::atomic<bool> stop_now{false};
@@ -193,6 +235,7 @@ void Service::Impl::run_model_job(db::JobRow row, const json& request) {
     } else {
       row.state = "done";
       if (!std::isfinite(estimate)) row.error = "a task has no kernel that passed the correctness check";
+      judge_model(row, request, tasks, status, be);
     }
   } catch (const std::exception& e) {
     row.state = stopping.load() ? "queued" : "failed";

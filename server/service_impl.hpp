@@ -22,6 +22,7 @@
 #include "server/remote.hpp"
 #include "server/service.hpp"
 #include "tuner/lookup.hpp"
+#include "tuner/task_scheduler.hpp"
 
 namespace tiletune::server {
 
@@ -98,6 +99,10 @@ struct Service::Impl {
   //! (from its features); null without a successful record.
   nlohmann::json memory_of_best(const ir::Workload& w, const std::string& target_key);
   void run_model_job(db::JobRow row, const nlohmann::json& request);
+  //! A finished model job's layers against this machine's roofs and the vendor's layers,
+  //! measured once and stored as the job's result (vendor::judge_layers).
+  void judge_model(const db::JobRow& row, const nlohmann::json& request, const std::vector<tuner::WeightedTask>& tasks,
+                   const std::vector<tuner::TaskStatus>& status, codegen::Backend& be);
   //! A job's stored request (parsed, possibly discarded) is a model job's.
   static bool is_model_request(const nlohmann::json& request);
   //! Per queued job, how many jobs run before it: those running on any daemon of the database,

@@ -1,6 +1,7 @@
 // vendor/vendor.hpp — the vendor library at its best for a layer, and this machine's roofs:
 // what a tuned kernel is judged against (`tiletune tune-model --compare-vendor`, tiletune-bench).
 #pragma once
+#include <cstdint>
 #include <functional>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
@@ -35,5 +36,22 @@ double fma_peak_gflops(int threads);
 //! A copy of `bytes` between two buffers on `threads` threads: the memory roof of a
 //! memory-bound op (GB/s = 2 * bytes / time).
 std::function<void()> copy_call(std::size_t bytes, int threads);
+
+//! A tuned layer to judge: its work, its bytes, its best latency (+inf: none yet) and how the
+//! vendor has it (models::Task::vendor; null: the vendor has no such layer).
+struct Judged {
+  double flops = 0;
+  std::int64_t io_bytes = 0;
+  double best_s = 0;
+  const nlohmann::json* vendor = nullptr;
+};
+
+//! What each layer is judged against, measured now on `threads` threads: its roof (the FMA
+//! peak, or a copy of as many bytes as it moves, whichever takes longer) and, with
+//! `with_vendor` and a vendor library, the vendor's time for the same layer. JSON:
+//! {"fma_gflops", "tasks": [{"copy_s", "roof_s", "roof": "fma peak" | "copy bandwidth",
+//! "roof_fraction" (roof_s / best_s, null without a best), "vendor": null | {"name",
+//! "unfused", "seconds" (absent where the vendor cannot run it)}}]}.
+nlohmann::json judge_layers(const std::vector<Judged>& layers, int threads, bool with_vendor);
 
 }  // namespace tiletune::vendor

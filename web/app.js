@@ -263,9 +263,12 @@ async function model(id) {
   // Worth tuning next: a large share of the model's time at a low rate.
   rows.sort((a, b) => (b.share || 0) - (a.share || 0));
   const cols = [
-    ["latency ms", (t) => (t.best_s == null ? null : t.best_s * t.weight * 1e3), (v) => num(v, 3)],
+    ["latency ms", (t) => (t.best_s == null ? null : t.best_s * t.weight * 1e3), (v) => Number(v).toPrecision(3)],
     ["share", (t) => t.share, (v) => num(v * 100) + "%"],
     ["GFLOP/s", (t) => t.gflops, (v) => num(v)],
+    // Measured when the job finished: the layer's roof on this machine and the vendor's layer.
+    ["% of roof", (t) => (t.roof_fraction == null ? null : t.roof_fraction * 100), (v) => num(v, 0) + "%"],
+    ["× oneDNN", (t) => (t.x_vendor == null ? null : t.x_vendor), (v) => num(v, 2)],
     ["FLOP/byte", (t) => t.flops / Math.max(1, t.bytes), (v) => num(v)],
     ["trials", (t) => t.trials, (v) => String(v)],
     // Memory access of the best kernel, from its features: how much of its loop nest stays in each cache.

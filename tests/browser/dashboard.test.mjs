@@ -206,6 +206,20 @@ try {
     await page.goto(base + `/#/model/${m.job.id}`);
     await ready(`#/model/${m.job.id}`);
     assert.equal(await page.locator("#layers tr").count(), 1 + m.tasks);
+    // Once done, its layers are judged against this machine's roofs and oneDNN (measured then).
+    for (let t = 0; (await api(base, "/v1/models/" + m.job.id)).state !== "done"; ++t) {
+      assert.ok(t < 240, "the model job did not finish");
+      await new Promise((r) => setTimeout(r, 500));
+    }
+    await page.goto(base + "/#/");
+    await ready("#/");
+    await page.goto(base + `/#/model/${m.job.id}`);
+    await ready(`#/model/${m.job.id}`);
+    const judged = (await api(base, "/v1/models/" + m.job.id)).report.tasks[0];
+    assert.ok(judged.roof_fraction > 0, JSON.stringify(judged));
+    const header = await page.locator("#layers tr").first().textContent();
+    assert.match(header, /% of roof/);
+    assert.match(await page.locator("#layers tr").nth(1).textContent(), /\d+%/);
     await page.screenshot({ path: join(shots, "model.png"), fullPage: true });
   } else {
     console.log("  (libonnx-testdata missing: model page not checked)");

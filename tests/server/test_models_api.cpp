@@ -13,6 +13,7 @@
 #include "daemon_harness.hpp"
 #include "models/onnx_models.hpp"
 #include "support/json_schema.hpp"
+#include "vendor/vendor.hpp"
 
 using namespace tiletune;
 using nlohmann::json;
@@ -75,6 +76,17 @@ TEST_CASE("models api: an ONNX model's tasks are tuned under one budget, with pr
   }
   CHECK(memory["fit_l1"].get<double>() <= memory["fit_l3"].get<double>());
   CHECK(memory["touched_bytes"].get<double>() > 0);
+  // Judged when it finished: its roof on this machine, and oneDNN's grouped convolution.
+  const json& task = report["tasks"][0];
+  CHECK(done["roofs"]["fma_gflops"].get<double>() > 0);
+  CHECK((task["roof"] == "fma peak" || task["roof"] == "copy bandwidth"));
+  CHECK(task["roof_fraction"].get<double>() > 0);
+  CHECK(task["roof_fraction"].get<double>() < 5);  // a roof is not beaten many times over
+  if (vendor::available()) {
+    REQUIRE(task["vendor"].is_object());
+    CHECK(task["vendor"]["seconds"].get<double>() > 0);
+    CHECK(task["x_vendor"].get<double>() > 0);
+  }
   CHECK(done["best_ms"].get<double>() == doctest::Approx(report["estimated_latency_s"].get<double>() * 1e3));
   json api = test::schema("api.schema.json");
   auto problems = JsonSchema(json{{"$defs", api["$defs"]}, {"$ref", "#/$defs/ModelJob"}}).validate(done);
