@@ -255,3 +255,26 @@ TEST_CASE("daemon state: four processes claiming one queue run each job exactly 
     CHECK(store->integrity_check() == "ok");
   });
 }
+
+TEST_CASE("daemon state: a job's result and the model history are kept, on every engine") {
+  for_each_engine([](auto open) {
+    auto a = open();
+    auto b = open();
+    a->put_job(job("j1", "r1"));
+    CHECK(!b->job_result("j1"));
+    a->put_job_result("j1", R"({"fma_gflops":100})");
+    CHECK(b->job_result("j1") == std::optional<std::string>(R"({"fma_gflops":100})"));
+    b->put_job_result("j1", R"({"fma_gflops":200})");  // a second judgement replaces the first
+    CHECK(a->job_result("j1") == std::optional<std::string>(R"({"fma_gflops":200})"));
+    // Models: the latest per kind and target, and every one in the history, oldest first.
+    a->put_target({"t1", "cpu", "cpu-x", "{}", ""});
+    for (int i = 1; i <= 3; ++i)
+      (i % 2 ? a : b)->put_model({"xgb", "t1", 2, 100 * i, "{\"n\":" + std::to_string(i) + "}", "blob", 1000 + i});
+    CHECK(a->model("xgb", "t1")->records == 300);
+    auto history = b->model_history("t1");
+    REQUIRE(history.size() == 3);
+    for (int i = 0; i < 3; ++i) CHECK(history[i].records == 100 * (i + 1));
+    CHECK(history[0].blob.empty());
+    CHECK(a->model_history("t2").empty());
+  });
+}
