@@ -30,6 +30,15 @@ std::string inline_safe(std::string text) {
   return text;
 }
 
+//! JSON text safe inside a <script> element whatever its strings hold ("</script>", "<!--"):
+//! every '<' written as \u003c, which JSON and JavaScript read as the same character.
+std::string json_in_script(const std::string& json_text) {
+  std::string out;
+  out.reserve(json_text.size());
+  for (char ch : json_text) out += ch == '<' ? std::string("\\u003c") : std::string(1, ch);
+  return out;
+}
+
 }  // namespace
 
 int run_report(const CommonOptions& c, const std::string& out) {
@@ -65,9 +74,14 @@ int run_report(const CommonOptions& c, const std::string& out) {
                       "<style>" + inline_safe(server::web_file("style.css")) + "</style>");
   page = replace_once(page, R"(<script src="/ui/vendor/uplot/uPlot.iife.min.js"></script>)",
                       "<script>" + inline_safe(server::web_file("vendor/uplot/uPlot.iife.min.js")) + "</script>");
-  json report = {{"database", c.db}, {"answers", answers}};
+  // A PostgreSQL URL may hold a user name (never a password: that comes from PGPASSWORD or a
+  // passfile), but the file is for sharing: the database is named without it.
+  std::string where = c.db;
+  if (auto scheme = where.find("://"); scheme != std::string::npos)
+    if (auto at = where.find('@', scheme); at != std::string::npos) where.erase(scheme + 3, at + 1 - (scheme + 3));
+  json report = {{"database", where}, {"answers", answers}};
   page = replace_once(page, R"(<script src="/ui/app.js"></script>)",
-                      "<script>window.TT_REPORT = " + inline_safe(report.dump()) + ";</script>\n<script>" +
+                      "<script>window.TT_REPORT = " + json_in_script(report.dump()) + ";</script>\n<script>" +
                           inline_safe(server::web_file("app.js")) + "</script>");
   std::ofstream file(out, std::ios::binary);
   file << page;

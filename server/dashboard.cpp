@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <deque>
+#include <optional>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -48,7 +50,7 @@ bool natural_less(const std::string& a, const std::string& b) {
   auto number = [](const std::string& s, double& v) {
     char* end = nullptr;
     v = std::strtod(s.c_str(), &end);
-    return !s.empty() && end == s.c_str() + s.size();
+    return !s.empty() && end == s.c_str() + s.size() && std::isfinite(v);  // "nan" would break the order
   };
   double x, y;
   bool nx = number(a, x), ny = number(b, y);
@@ -153,14 +155,30 @@ std::shared_ptr<Scan> scanned(db::Store& store, const std::string& workload, con
     if (found.empty() || found[0].id != scan->last_id || store.count(q) < static_cast<std::int64_t>(scan->rows.size()))
       scan->reset();
   }
-  q.after_id = scan->last_id;
-  for (;;) {
-    auto page = store.records(q);
-    scan->add(page);
-    if (static_cast<int>(page.size()) < q.limit) break;
-    q.after_id = page.back().id;
+  for (int pass = 0; pass < 2; ++pass) {
+    q.after_id = scan->last_id;
+    for (;;) {
+      auto page = store.records(q);
+      scan->add(page);
+      if (static_cast<int>(page.size()) < q.limit) break;
+      q.after_id = page.back().id;
+    }
+    // A record committed out of id order (another connection) is missed by reading after the
+    // last id: then all are read again, once.
+    if (store.count(q) == static_cast<std::int64_t>(scan->rows.size())) break;
+    scan->reset();
   }
   return scan;
+}
+
+//! The FLOPs of a stored workload; nullopt for an op this version cannot rebuild (its records
+//! are still listed, without GFLOP/s).
+std::optional<double> flops_of(const db::WorkloadRow& w) {
+  try {
+    return tuner::workload_from_row(w).flops();
+  } catch (const Error&) {
+    return std::nullopt;
+  }
 }
 
 json target_json(const db::TargetRow& t) {
@@ -178,7 +196,7 @@ std::map<std::string, std::string> knob_values(const std::string& config_json) {
   if (!c.contains("stages") || !c["stages"].is_array()) return out;
   for (auto& st : c["stages"]) {
     if (!st.is_object()) continue;
-    std::string name = st.value("stage", std::string("?"));
+    std::string name = st.contains("stage") && st["stage"].is_string() ? st["stage"].get<std::string>() : "?";
     for (auto& [key, value] : st.items()) {
       if (key == "stage" || key == "order") continue;
       if (key == "tile" && value.is_object()) {
@@ -217,11 +235,71 @@ std::map<std::string, std::string> parse_filters(const std::string& text) {
   return out;
 }
 
+namespace {
+
+//! Per database, what the overview counts over all records, kept up to date from the last record
+//! read: failures by class, each workload's newest record, the times of the last minute's.
+struct Tally {
+  std::mutex mu;
+  std::int64_t last_id = 0, records = 0;
+  std::map<std::string, std::int64_t> by_class;
+  std::map<std::pair<std::string, std::string>, std::int64_t> newest_ms;  // (workload, target) -> ms
+  std::deque<std::int64_t> recent_ms;                                     // created times, ascending ids
+
+  void reset() {
+    last_id = records = 0;
+    by_class.clear();
+    newest_ms.clear();
+    recent_ms.clear();
+  }
+};
+
+std::shared_ptr<Tally> tallied(db::Store& store) {
+  static std::mutex mu;
+  static std::map<std::uintptr_t, std::shared_ptr<Tally>> tallies;
+  std::shared_ptr<Tally> t;
+  {
+    std::lock_guard lock(mu);
+    auto& slot = tallies[reinterpret_cast<std::uintptr_t>(&store)];
+    if (!slot) slot = std::make_shared<Tally>();
+    t = slot;
+  }
+  std::lock_guard lock(t->mu);
+  for (int pass = 0; pass < 2; ++pass) {
+    db::RecordQuery all;
+    all.limit = kPage;
+    all.after_id = t->last_id;
+    for (;;) {
+      auto page = store.records(all);
+      for (auto& r : page) {
+        ++t->records;
+        if (!r.ok()) ++t->by_class[r.error_class];
+        auto& newest = t->newest_ms[{r.workload_key, r.target_key}];
+        newest = std::max(newest, r.created_unix_ms);
+        t->recent_ms.push_back(r.created_unix_ms);
+        t->last_id = r.id;
+      }
+      if (static_cast<int>(page.size()) < all.limit) break;
+      all.after_id = page.back().id;
+    }
+    // Another database at this address, or records committed out of id order (another
+    // connection): all are read again, once.
+    if (store.count(db::RecordQuery{}) == t->records) break;
+    t->reset();
+  }
+  const std::int64_t keep_from = db::now_unix_ms() - 60'000;
+  while (!t->recent_ms.empty() && t->recent_ms.front() < keep_from) t->recent_ms.pop_front();
+  return t;
+}
+
+}  // namespace
+
 json overview(db::Store& store) {
   json out = {{"workloads", json::array()}, {"targets", json::array()}};
-  std::int64_t now = db::now_unix_ms();
-  std::int64_t last_minute = 0, records = 0;
-  json by_class = json::object();
+  const std::int64_t minute_ago = db::now_unix_ms() - 60'000;
+  std::shared_ptr<Tally> tally = tallied(store);
+  std::lock_guard lock(tally->mu);
+  std::int64_t records = 0;
   for (auto& t : store.targets()) out["targets"].push_back(target_json(t));
   for (auto& t : store.targets())
     for (auto& w : store.workloads()) {
@@ -237,32 +315,20 @@ json overview(db::Store& store) {
       ok.fastest_first = true;
       ok.limit = 1;
       auto best = store.records(ok);
-      double flops = tuner::workload_from_row(w).flops();
       json row = {{"workload", w.key}, {"op_name", w.op_name}, {"sizes", json::parse(w.sizes_json, nullptr, false)},
                   {"target", t.key},   {"backend", t.backend}, {"records", n},
                   {"failures", n - good}};
+      row["last_unix_ms"] = tally->newest_ms[{w.key, t.key}];
       if (!best.empty()) {
         row["best_s"] = best[0].median_s();
-        row["best_gflops"] = gflops(flops, best[0].median_s());
+        if (auto flops = flops_of(w)) row["best_gflops"] = gflops(*flops, best[0].median_s());
       }
-      // The newest records: the measurement rate and when the workload was last tuned.
-      db::RecordQuery newest = q;
-      newest.after_id = 0;
-      newest.limit = kPage;
-      std::int64_t last_ms = 0;
-      for (;;) {
-        auto page = store.records(newest);
-        for (auto& r : page) {
-          last_ms = std::max(last_ms, r.created_unix_ms);
-          if (r.created_unix_ms >= now - 60'000) ++last_minute;
-          if (!r.ok()) by_class[r.error_class] = by_class.value(r.error_class, 0) + 1;
-        }
-        if (static_cast<int>(page.size()) < newest.limit) break;
-        newest.after_id = page.back().id;
-      }
-      row["last_unix_ms"] = last_ms;
       out["workloads"].push_back(row);
     }
+  std::int64_t last_minute = 0;
+  for (auto ms : tally->recent_ms) last_minute += ms >= minute_ago;
+  json by_class = json::object();
+  for (auto& [c, n] : tally->by_class) by_class[c] = n;
   out["records"] = records;
   out["failures_by_class"] = by_class;
   out["measurements_last_minute"] = last_minute;
@@ -274,7 +340,7 @@ json workload(db::Store& store, const WorkloadQuery& query) {
   if (!wrow) throw_error(ErrorKind::NotFound, "no workload '" + query.workload + "' (GET /v1/dashboard lists them)");
   auto trow = store.target(query.target);
   if (!trow) throw_error(ErrorKind::NotFound, "no target '" + query.target + "' (GET /v1/targets lists them)");
-  const double flops = tuner::workload_from_row(*wrow).flops();
+  const double flops = flops_of(*wrow).value_or(0);  // 0: no GFLOP/s for an op this version cannot rebuild
 
   std::shared_ptr<Scan> scan = scanned(store, query.workload, query.target);
   std::lock_guard scan_lock(scan->mu);
@@ -331,9 +397,9 @@ json workload(db::Store& store, const WorkloadQuery& query) {
     if (j.workload_key != query.workload || j.target_key != query.target) continue;
     json req = json::parse(j.request_json, nullptr, false);
     std::string strategy = req.is_object() ? req.value("strategy", std::string("default")) : "default";
-    bool active = j.state == "running" || j.state == "queued";
+    if (j.done == 0) continue;  // never measured anything: claims no record
     lines.push_back({"job " + j.id.substr(0, 8) + " (" + strategy + ")", j.id, j.created_unix_ms,
-                     active ? now : j.updated_unix_ms});
+                     j.state == "running" ? now : j.updated_unix_ms});
   }
   std::sort(lines.begin(), lines.end(), [](const Line& a, const Line& b) { return a.from < b.from; });
   Line outside{"without a job", "", 0, 0};
@@ -362,9 +428,12 @@ json workload(db::Store& store, const WorkloadQuery& query) {
                    [&](size_t a, size_t b) { return seen[a]->median_s < seen[b]->median_s; });
   std::vector<bool> drawn(seen.size(), seen.size() <= static_cast<size_t>(std::max(query.max_points, 1)));
   if (!drawn.empty() && !drawn[0]) {
-    size_t stride = (seen.size() + query.max_points - kFastestKept - 1) / std::max(query.max_points - kFastestKept, 1);
-    for (size_t i = 0; i < seen.size(); i += std::max<size_t>(stride, 1)) drawn[i] = true;
-    for (size_t i = 0; i < by_speed.size() && i < static_cast<size_t>(kFastestKept); ++i) drawn[by_speed[i]] = true;
+    // The fastest (at most half the points), then an even thinning of the rest: max_points in all.
+    const size_t most = static_cast<size_t>(std::max(query.max_points, 1));
+    const size_t fastest = std::min<size_t>(kFastestKept, most / 2), even = most - fastest;
+    const size_t stride = (seen.size() + even - 1) / even;
+    for (size_t i = 0; i < by_speed.size() && i < fastest; ++i) drawn[by_speed[i]] = true;
+    for (size_t i = 0, n = 0; i < seen.size() && n < even; i += stride, ++n) drawn[i] = true;
   }
   json points = {{"trial", json::array()},  {"median_s", json::array()},   {"spread", json::array()},
                  {"error", json::array()},  {"config_key", json::array()}};
@@ -389,7 +458,7 @@ json workload(db::Store& store, const WorkloadQuery& query) {
     top.push_back({{"rank", top.size() + 1},
                    {"trial", s.trial},
                    {"config_key", s.config_key},
-                   {"config", found.empty() ? json() : json::parse(found[0].config_json)},
+                   {"config", found.empty() ? json() : json::parse(found[0].config_json, nullptr, false)},
                    {"median_s", s.median_s},
                    {"gflops", gflops(flops, s.median_s)},
                    {"spread", s.spread}});

@@ -116,22 +116,27 @@ json Service::model(const std::string& id) {
   for (size_t i = 0; i < tasks.size(); ++i) {
     rows.push_back(tuner::task_report(tasks[i], status[i], total));
     rows.back()["onnx_nodes"] = request["tasks"][i]["onnx_nodes"];
-    if (judged.is_object() && judged["tasks"].size() == tasks.size()) {
-      const json& t = judged["tasks"][i];
-      rows.back()["roof"] = t["roof"];
+    const json* t = judged.is_object() && judged.contains("tasks") && judged["tasks"].is_array() &&
+                            judged["tasks"].size() == tasks.size() && judged["tasks"][i].is_object()
+                        ? &judged["tasks"][i]
+                        : nullptr;
+    if (t && t->contains("roof_s") && (*t)["roof_s"].is_number()) {
+      rows.back()["roof"] = t->value("roof", std::string());
       // Against the best now, which later tuning (another job) may have improved.
       rows.back()["roof_fraction"] =
-          std::isfinite(status[i].best_s) ? json(t["roof_s"].get<double>() / status[i].best_s) : json(nullptr);
-      if (t["vendor"].is_object() && t["vendor"].contains("seconds")) {
-        double v = t["vendor"]["seconds"].get<double>();
-        rows.back()["vendor"] = {{"name", t["vendor"]["name"]}, {"seconds", v}};
-        rows.back()["x_vendor"] = std::isfinite(status[i].best_s) ? json(v / status[i].best_s) : json(nullptr);
+          std::isfinite(status[i].best_s) ? json((*t)["roof_s"].get<double>() / status[i].best_s) : json(nullptr);
+      const json* v = t->contains("vendor") && (*t)["vendor"].is_object() ? &(*t)["vendor"] : nullptr;
+      if (v && v->contains("seconds") && (*v)["seconds"].is_number()) {
+        double seconds = (*v)["seconds"].get<double>();
+        rows.back()["vendor"] = {{"name", v->value("name", std::string())}, {"seconds", seconds}};
+        rows.back()["x_vendor"] = std::isfinite(status[i].best_s) ? json(seconds / status[i].best_s) : json(nullptr);
       }
     }
     if (auto memory = impl_->memory_of_best(tasks[i].workload, j->target_key); !memory.is_null())
       rows.back()["memory"] = memory;
   }
-  if (judged.is_object()) out["roofs"] = {{"fma_gflops", judged["fma_gflops"]}, {"measured_unix_ms", judged["measured_unix_ms"]}};
+  if (judged.is_object() && judged.contains("fma_gflops") && judged.contains("measured_unix_ms"))
+    out["roofs"] = {{"fma_gflops", judged["fma_gflops"]}, {"measured_unix_ms", judged["measured_unix_ms"]}};
   out["report"] = {{"model", request["model"]},
                    {"estimated_latency_s", std::isfinite(total) ? json(total) : json(nullptr)},
                    {"tasks", rows},
@@ -200,6 +205,7 @@ void Service::Impl::judge_model(const db::JobRow& row, const json& request,
 }
 
 void Service::Impl::run_model_job(db::JobRow row, const json& request) {
+  std::function<void()> judge;  // set when the job is done: measured after it is saved as done
   bool turn_over = false;
   std::atomic<bool> stop_now{false};
   try {
@@ -235,7 +241,7 @@ void Service::Impl::run_model_job(db::JobRow row, const json& request) {
     } else {
       row.state = "done";
       if (!std::isfinite(estimate)) row.error = "a task has no kernel that passed the correctness check";
-      judge_model(row, request, tasks, status, be);
+      judge = [this, row, &request, tasks, status, backend = &be] { judge_model(row, request, tasks, status, *backend); };
     }
   } catch (const std::exception& e) {
     row.state = stopping.load() ? "queued" : "failed";
@@ -243,6 +249,7 @@ void Service::Impl::run_model_job(db::JobRow row, const json& request) {
     spdlog::warn("event=model_job_error job={} error=\"{}\"", row.id, e.what());
   }
   if (!claim_lost) save_job(row);  // a lost claim writes nothing
+  if (judge && !stopping) judge();
 }
 
 bool Service::Impl::is_model_request(const json& request) {

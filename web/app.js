@@ -30,7 +30,8 @@ const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "
 const ms = (s) => (s == null ? "–" : (s * 1e3).toPrecision(4));
 const num = (x, d = 1) => (x == null ? "–" : Number(x).toFixed(d));
 const sizes = (s) => (typeof s === "string" ? s : Object.entries(s || {}).map(([k, v]) => k + "=" + v).join(","));
-const short = (k) => String(k || "").slice(0, 10);
+const short = (k) => esc(String(k || "").slice(0, 10));
+const key = (k) => esc(encodeURIComponent(String(k ?? "")));  // a key or id inside a link
 const q = (o) => Object.entries(o).filter(([, v]) => v !== "" && v != null).map(([k, v]) => k + "=" + encodeURIComponent(v)).join("&");
 
 function fail(e) {
@@ -74,7 +75,7 @@ async function overview() {
         const r = j.request || {};
         const model = Array.isArray(r.tasks);
         const what = model ? `model ${esc(r.model || "")} (${r.tasks.length} tasks)` : esc(r.op_name || r.op || "").slice(0, 40);
-        const link = model ? `#/model/${j.id}` : `#/w/${j.workload_key}/${j.target_key}`;
+        const link = model ? `#/model/${key(j.id)}` : `#/w/${key(j.workload_key)}/${key(j.target_key)}`;
         const share = j.total ? j.done / j.total : 0;
         return `<tr data-job="${esc(j.id)}" data-state="${esc(j.state)}"><td><a href="${link}">${short(j.id)}</a></td><td>${what}</td>
           <td>${esc(j.state)}</td><td><span class="bar"><span style="width:${Math.round(share * 100)}%"></span></span>
@@ -86,7 +87,7 @@ async function overview() {
     <section><h2>Workloads</h2>
       <table id="workloads"><tr><th>op</th><th>sizes</th><th>target</th><th class="num">records</th><th class="num">failed</th>
         <th class="num">best ms</th><th class="num">GFLOP/s</th></tr>
-      ${d.workloads.map((w) => `<tr><td><a href="#/w/${w.workload}/${w.target}">${esc(w.op_name)}</a></td><td>${esc(sizes(w.sizes))}</td>
+      ${d.workloads.map((w) => `<tr><td><a href="#/w/${key(w.workload)}/${key(w.target)}">${esc(w.op_name)}</a></td><td>${esc(sizes(w.sizes))}</td>
         <td>${esc(w.backend)} ${short(w.target)}</td><td class="num">${w.records}</td><td class="num">${w.failures}</td>
         <td class="num">${ms(w.best_s)}</td><td class="num">${num(w.best_gflops)}</td></tr>`).join("")}</table>
     </section>
@@ -97,7 +98,7 @@ async function overview() {
         const rows = d.workloads.filter((w) => w.target === t.key);
         return `<tr><td>${short(t.key)}</td><td>${esc(t.backend)}</td><td class="num">${rows.length}</td>
           <td class="num">${rows.reduce((a, w) => a + w.records, 0)}</td><td class="muted">${fingerprint(t.fingerprint)}</td>
-          <td><a href="#/cm/${t.key}">cost model</a></td></tr>`;
+          <td><a href="#/cm/${key(t.key)}">cost model</a></td></tr>`;
       }).join("")}</table>
     </section>`;
   if (!report && jobs.some((j) => j.state === "running" || j.state === "queued")) timer = setTimeout(route, 2000);
@@ -110,19 +111,19 @@ function crossTargets(d) {
   if (targets.length < 2) return "";
   const rows = new Map();
   for (const w of d.workloads) {
-    const key = w.op_name + " " + sizes(w.sizes);
-    if (!rows.has(key)) rows.set(key, new Map());
-    rows.get(key).set(w.target, w);
+    const what = w.op_name + " " + sizes(w.sizes);
+    if (!rows.has(what)) rows.set(what, new Map());
+    rows.get(what).set(w.target, w);
   }
   return `<section><h2>Across targets: best GFLOP/s</h2><table class="heat" id="across"><tr><th>op</th>
     ${targets.map((t) => `<th>${esc(t.backend)} ${short(t.key)}</th>`).join("")}</tr>
-    ${[...rows].map(([key, by]) => {
+    ${[...rows].map(([what, by]) => {
       const top = Math.max(1e-9, ...[...by.values()].map((w) => w.best_gflops || 0));
-      return `<tr><td>${esc(key)}</td>${targets.map((t) => {
+      return `<tr><td>${esc(what)}</td>${targets.map((t) => {
         const w = by.get(t.key);
         if (!w) return `<td class="cell empty"></td>`;
         const s = (w.best_gflops || 0) / top;
-        return `<td class="cell" style="background:${shade(s)};color:${ink(s)}"><a style="color:inherit" href="#/w/${w.workload}/${w.target}">${num(w.best_gflops)}</a></td>`;
+        return `<td class="cell" style="background:${shade(s)};color:${ink(s)}"><a style="color:inherit" href="#/w/${key(w.workload)}/${key(w.target)}">${num(w.best_gflops)}</a></td>`;
       }).join("")}</tr>`;
     }).join("")}</table></section>`;
 }
