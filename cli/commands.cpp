@@ -48,11 +48,7 @@ namespace {
 
 //! Interquartile range of the repeat times relative to their median, as a percentage.
 std::string spread(const db::Record& r) {
-  if (r.times_s.size() < 2) return "-";
-  std::vector<double> t = r.times_s;
-  std::sort(t.begin(), t.end());
-  auto at = [&](double q) { return t[static_cast<size_t>(q * (t.size() - 1) + 0.5)]; };
-  return fmt("%.1f%%", 100.0 * (at(0.75) - at(0.25)) / r.median_s());
+  return r.times_s.size() < 2 ? "-" : fmt("%.1f%%", 100.0 * r.spread());
 }
 
 //! A progress bar on a terminal, one line per batch otherwise.

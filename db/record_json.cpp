@@ -30,6 +30,14 @@ double Record::median_s() const {
   return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
 }
 
+double Record::spread() const {
+  if (!ok() || times_s.size() < 2) return 0;
+  std::vector<double> t = times_s;
+  std::sort(t.begin(), t.end());
+  auto at = [&](double q) { return t[static_cast<size_t>(q * static_cast<double>(t.size() - 1) + 0.5)]; };
+  return (at(0.75) - at(0.25)) / median_s();
+}
+
 namespace {
 
 [[noreturn]] void bad(const std::string& what, const std::string& of = "record") {

@@ -48,6 +48,8 @@ struct Record {
   bool ok() const { return error_class.empty(); }
   //! Median of times_s; +infinity for a failure.
   double median_s() const;
+  //! Interquartile range of times_s over their median; 0 with fewer than two repeats.
+  double spread() const;
 };
 
 //! Filters of RecordStore::records; empty strings match everything. Pages go by id: pass the

@@ -1,5 +1,7 @@
-// The dashboard's aggregates (see dashboard.hpp): one pass over a workload's records.
+// The dashboard's aggregates (see dashboard.hpp): the overview, and one pass over a workload's
+// records; the cost model's view is in dashboard_model.cpp.
 #include "server/dashboard.hpp"
+#include "server/dashboard_detail.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -12,12 +14,7 @@
 #include <set>
 #include <unordered_map>
 
-#include "costmodel/features.hpp"
-#include "costmodel/model.hpp"
-#include "costmodel/ranking.hpp"
-#include "ir/schedule.hpp"
 #include "support/error.hpp"
-#include "tuner/tune.hpp"
 #include "tuner/dataset.hpp"
 
 namespace tiletune::server::dashboard {
@@ -26,8 +23,6 @@ using nlohmann::json;
 
 namespace {
 
-//! Records read per query while scanning a workload: few round trips, bounded memory per page.
-constexpr int kPage = 5000;
 //! The fastest records are always drawn as points, however many are thinned out.
 constexpr int kFastestKept = 100;
 constexpr int kTop = 10;
@@ -36,14 +31,6 @@ constexpr size_t kKeptScans = 4;
 //! A knob with more distinct values than this is left out of the knob table and heatmap
 //! (outer tile levels can take hundreds: nothing a person reads as a cell).
 constexpr size_t kMostValues = 24;
-
-double spread_of(std::vector<double> t) {
-  if (t.size() < 2) return 0;
-  std::sort(t.begin(), t.end());
-  auto at = [&](double q) { return t[static_cast<size_t>(q * static_cast<double>(t.size() - 1))]; };
-  double median = at(0.5);
-  return median > 0 ? (at(0.75) - at(0.25)) / median : 0;
-}
 
 //! Numbers by value (a tile of 2 before one of 16), other values as text, numbers first.
 bool natural_less(const std::string& a, const std::string& b) {
@@ -59,7 +46,26 @@ bool natural_less(const std::string& a, const std::string& b) {
   return a < b;
 }
 
-double gflops(double flops, double seconds) { return seconds > 0 ? flops / seconds / 1e9 : 0; }
+
+//! A best-so-far line: a point wherever a latency improves on the best before it, and one at
+//! the last x (so that a flat tail is drawn to its end).
+struct BestSoFar {
+  double best = INFINITY;
+  std::int64_t last_x = 0;
+  json points = json::array();
+
+  void add(std::int64_t x, double seconds) {
+    last_x = x;
+    if (seconds < best) {
+      best = seconds;
+      points.push_back({x, best});
+    }
+  }
+  json finish() {
+    if (std::isfinite(best) && points.back()[0] != last_x) points.push_back({last_x, best});
+    return points;
+  }
+};
 
 //! One record as the pages draw it; knobs are (knob id, value id) pairs of its Scan.
 struct Row {
@@ -103,7 +109,7 @@ struct Scan {
   }
 
   void add(const db::Record& r, const std::map<std::string, std::string>& knobs) {
-    Row row{static_cast<std::int64_t>(rows.size()) + 1, r.median_s(), spread_of(r.times_s), r.error_class,
+    Row row{static_cast<std::int64_t>(rows.size()) + 1, r.median_s(), r.spread(), r.error_class,
             r.config_key, {}, r.created_unix_ms};
     for (auto& [k, v] : knobs) {
       auto [ki, fresh] = knob_index.emplace(k, static_cast<int>(knob_names.size()));
@@ -124,7 +130,6 @@ struct Scan {
 
 //! Scans of the workloads looked at last, per store (the daemon's, a report's).
 std::shared_ptr<Scan> cached_scan(db::Store& store, const std::string& workload, const std::string& target) {
-  constexpr size_t kKept = kKeptScans;
   static std::mutex mu;
   static std::vector<std::pair<std::string, std::shared_ptr<Scan>>> kept;  // most recent last
   std::string key = std::to_string(reinterpret_cast<std::uintptr_t>(&store)) + "/" + workload + "/" + target;
@@ -133,7 +138,7 @@ std::shared_ptr<Scan> cached_scan(db::Store& store, const std::string& workload,
   std::shared_ptr<Scan> scan = it == kept.end() ? std::make_shared<Scan>() : it->second;
   if (it != kept.end()) kept.erase(it);
   kept.push_back({key, scan});
-  if (kept.size() > kKept) kept.erase(kept.begin());
+  if (kept.size() > kKeptScans) kept.erase(kept.begin());
   return scan;
 }
 
@@ -181,12 +186,12 @@ std::optional<double> flops_of(const db::WorkloadRow& w) {
   }
 }
 
+}  // namespace
+
 json target_json(const db::TargetRow& t) {
   json fp = json::parse(t.fingerprint_json, nullptr, false);
   return {{"key", t.key}, {"backend", t.backend}, {"family", t.family}, {"fingerprint", fp.is_discarded() ? json() : fp}};
 }
-
-}  // namespace
 
 std::map<std::string, std::string> knob_values(const std::string& config_json) {
   std::map<std::string, std::string> out;
@@ -238,18 +243,22 @@ std::map<std::string, std::string> parse_filters(const std::string& text) {
 namespace {
 
 //! Per database, what the overview counts over all records, kept up to date from the last record
-//! read: failures by class, each workload's newest record, the times of the last minute's.
+//! read: per (workload, target) its records, failures and newest record; failures by class; the
+//! times of the last minute's records.
 struct Tally {
+  struct Pair {
+    std::int64_t records = 0, failures = 0, newest_ms = 0;
+  };
   std::mutex mu;
   std::int64_t last_id = 0, records = 0;
   std::map<std::string, std::int64_t> by_class;
-  std::map<std::pair<std::string, std::string>, std::int64_t> newest_ms;  // (workload, target) -> ms
-  std::deque<std::int64_t> recent_ms;                                     // created times, ascending ids
+  std::map<std::pair<std::string, std::string>, Pair> pairs;  // (workload, target)
+  std::deque<std::int64_t> recent_ms;                          // created times, ascending ids
 
   void reset() {
     last_id = records = 0;
     by_class.clear();
-    newest_ms.clear();
+    pairs.clear();
     recent_ms.clear();
   }
 };
@@ -273,9 +282,10 @@ std::shared_ptr<Tally> tallied(db::Store& store) {
       auto page = store.records(all);
       for (auto& r : page) {
         ++t->records;
-        if (!r.ok()) ++t->by_class[r.error_class];
-        auto& newest = t->newest_ms[{r.workload_key, r.target_key}];
-        newest = std::max(newest, r.created_unix_ms);
+        Tally::Pair& pair = t->pairs[{r.workload_key, r.target_key}];
+        ++pair.records;
+        if (!r.ok()) ++pair.failures, ++t->by_class[r.error_class];
+        pair.newest_ms = std::max(pair.newest_ms, r.created_unix_ms);
         t->recent_ms.push_back(r.created_unix_ms);
         t->last_id = r.id;
       }
@@ -299,26 +309,23 @@ json overview(db::Store& store) {
   const std::int64_t minute_ago = db::now_unix_ms() - 60'000;
   std::shared_ptr<Tally> tally = tallied(store);
   std::lock_guard lock(tally->mu);
-  std::int64_t records = 0;
-  for (auto& t : store.targets()) out["targets"].push_back(target_json(t));
-  for (auto& t : store.targets())
-    for (auto& w : store.workloads()) {
-      db::RecordQuery q;
-      q.workload_key = w.key;
-      q.target_key = t.key;
-      std::int64_t n = store.count(q);
-      if (n == 0) continue;
-      records += n;
-      db::RecordQuery ok = q;
-      ok.ok_only = true;
-      std::int64_t good = store.count(ok);
-      ok.fastest_first = true;
-      ok.limit = 1;
-      auto best = store.records(ok);
-      json row = {{"workload", w.key}, {"op_name", w.op_name}, {"sizes", json::parse(w.sizes_json, nullptr, false)},
-                  {"target", t.key},   {"backend", t.backend}, {"records", n},
-                  {"failures", n - good}};
-      row["last_unix_ms"] = tally->newest_ms[{w.key, t.key}];
+  // Every (workload, target) with records, from the tally; each one's best from the store.
+  const auto targets = store.targets();
+  const auto workloads = store.workloads();
+  for (auto& t : targets) out["targets"].push_back(target_json(t));
+  for (auto& t : targets)
+    for (auto& w : workloads) {
+      const std::string& key = t.key;
+      auto it = tally->pairs.find({w.key, key});
+      if (it == tally->pairs.end()) continue;
+      const Tally::Pair& pair = it->second;
+      db::RecordQuery q{w.key, key};
+      q.ok_only = q.fastest_first = true;
+      q.limit = 1;
+      auto best = store.records(q);
+      json row = {{"workload", w.key},    {"op_name", w.op_name},           {"sizes", json::parse(w.sizes_json, nullptr, false)},
+                  {"target", key},        {"backend", t.backend},           {"records", pair.records},
+                  {"failures", pair.failures}, {"last_unix_ms", pair.newest_ms}};
       if (!best.empty()) {
         row["best_s"] = best[0].median_s();
         if (auto flops = flops_of(w)) row["best_gflops"] = gflops(*flops, best[0].median_s());
@@ -329,7 +336,7 @@ json overview(db::Store& store) {
   for (auto ms : tally->recent_ms) last_minute += ms >= minute_ago;
   json by_class = json::object();
   for (auto& [c, n] : tally->by_class) by_class[c] = n;
-  out["records"] = records;
+  out["records"] = tally->records;
   out["failures_by_class"] = by_class;
   out["measurements_last_minute"] = last_minute;
   return out;
@@ -359,8 +366,9 @@ json workload(db::Store& store, const WorkloadQuery& query) {
     if (vi == scan->value_index[ki->second].end()) none = true;
     else wanted.push_back({ki->second, vi->second});
   }
-  std::vector<const Row*> seen_rows;  // the records the filters let through, in trial order
+  std::vector<const Row*> seen;  // the records the filters let through, in trial order
   json failures = json::object();
+  BestSoFar progress;
   for (const Row& r : scan->rows) {
     if (none) break;
     bool keep = std::all_of(wanted.begin(), wanted.end(), [&](const std::pair<int, int>& f) {
@@ -368,19 +376,9 @@ json workload(db::Store& store, const WorkloadQuery& query) {
     });
     if (!keep) continue;
     if (!r.error.empty()) failures[r.error] = failures.value(r.error, 0) + 1;
-    seen_rows.push_back(&r);
+    seen.push_back(&r);
+    progress.add(r.trial, r.median_s);
   }
-  auto& seen = seen_rows;
-  // Best so far: a step wherever it improves, and the last trial.
-  json progress = json::array();
-  double best = INFINITY;
-  for (const Row* s : seen)
-    if (s->median_s < best) {
-      best = s->median_s;
-      progress.push_back({s->trial, best});
-    }
-  if (!seen.empty() && std::isfinite(best) && progress.back()[0] != seen.back()->trial)
-    progress.push_back({seen.back()->trial, best});
 
   // One line per job (its strategy named), against the job's own trials: a record belongs to
   // the newest job of this workload and target that was under way when it was measured;
@@ -388,8 +386,7 @@ json workload(db::Store& store, const WorkloadQuery& query) {
   struct Line {
     std::string label, job;
     std::int64_t from, to, n = 0;
-    double best = INFINITY;
-    json points = json::array();
+    BestSoFar line;
   };
   std::vector<Line> lines;
   const std::int64_t now = db::now_unix_ms();
@@ -407,18 +404,12 @@ json workload(db::Store& store, const WorkloadQuery& query) {
     Line* line = &outside;
     for (auto& l : lines)
       if (r->created_unix_ms >= l.from && r->created_unix_ms <= l.to) line = &l;  // the newest wins
-    ++line->n;
-    if (r->median_s < line->best) {
-      line->best = r->median_s;
-      line->points.push_back({line->n, line->best});
-    }
+    line->line.add(++line->n, r->median_s);
   }
   json by_job = json::array();  // empty without jobs: the progress line is then the only one
   if (!lines.empty()) lines.push_back(std::move(outside));
   for (Line& l : lines) {
-    if (l.n == 0) continue;
-    if (std::isfinite(l.best) && l.points.back()[0] != l.n) l.points.push_back({l.n, l.best});
-    by_job.push_back({{"label", l.label}, {"job", l.job}, {"trials", l.n}, {"points", l.points}});
+    if (l.n > 0) by_job.push_back({{"label", l.label}, {"job", l.job}, {"trials", l.n}, {"points", l.line.finish()}});
   }
 
   // Points: every measurement up to max_points, else an even thinning plus the fastest.
@@ -555,102 +546,12 @@ json workload(db::Store& store, const WorkloadQuery& query) {
           {"shown", seen.size()},
           {"failures_by_class", failures},
           {"filters", filters},
-          {"progress", progress},
+          {"progress", progress.finish()},
           {"lines", by_job},
           {"points", points},
           {"top", top},
           {"knobs", knobs},
           {"heatmap", heatmap}};
-}
-
-json model_view(db::Store& store, const std::string& target, const std::string& kind, const std::string& workload,
-                int max_points) {
-  auto trow = store.target(target);
-  if (!trow) throw_error(ErrorKind::NotFound, "no target '" + target + "' (GET /v1/targets lists them)");
-  json history = json::array();
-  std::string chosen = kind;
-  for (auto& m : store.model_history(target)) {
-    json metrics = json::parse(m.metrics_json, nullptr, false);
-    history.push_back({{"kind", m.kind},
-                       {"records", m.records},
-                       {"feature_version", m.feature_version},
-                       {"created_unix_ms", m.created_unix_ms},
-                       {"metrics", metrics.is_discarded() ? json() : metrics}});
-    if (kind.empty()) chosen = m.kind;  // the last trained
-  }
-  json out = {{"target", target_json(*trow)}, {"kind", chosen}, {"history", history}, {"model", nullptr}};
-  auto row = chosen.empty() ? std::nullopt : store.model(chosen, target);
-  if (!row) return out;
-  out["model"] = {{"records", row->records}, {"created_unix_ms", row->created_unix_ms}};
-  std::unique_ptr<costmodel::CostModel> model;
-  try {
-    model = costmodel::load_model(row->blob);
-  } catch (const Error& e) {
-    out["model"]["unusable"] = e.what();
-    return out;
-  }
-
-  // The workload to compare on: the one asked for, else the target's with most records.
-  std::optional<db::WorkloadRow> wrow;
-  if (!workload.empty()) {
-    wrow = store.workload(workload);
-    if (!wrow) throw_error(ErrorKind::NotFound, "no workload '" + workload + "' (GET /v1/dashboard lists them)");
-  } else {
-    std::int64_t most = 0;
-    for (auto& w : store.workloads()) {
-      db::RecordQuery q;
-      q.workload_key = w.key;
-      q.target_key = target;
-      q.ok_only = true;
-      std::int64_t n = store.count(q);
-      if (n > most) most = n, wrow = w;
-    }
-  }
-  if (!wrow) return out;
-  ir::Workload w = tuner::workload_from_row(*wrow);
-  const ir::TargetTraits traits = tuner::target_info(*trow).traits;
-  db::RecordQuery q;
-  q.workload_key = wrow->key;
-  q.target_key = target;
-  q.ok_only = true;
-  const std::int64_t total = store.count(q);
-  const std::int64_t stride = std::max<std::int64_t>(1, (total + max_points - 1) / std::max(max_points, 1));
-  std::vector<costmodel::Features> features;
-  std::vector<double> latency;
-  std::vector<std::int64_t> trials;
-  q.limit = kPage;
-  std::int64_t seen = 0;
-  for (;;) {
-    auto page = store.records(q);
-    for (auto& r : page) {
-      if (seen++ % stride != 0) continue;
-      try {
-        ir::Schedule s = ir::Schedule::from_json(r.config_json);
-        features.push_back(costmodel::featurize(w, s, traits));
-        latency.push_back(r.median_s());
-        trials.push_back(seen);
-      } catch (const Error&) {
-        // A config this build no longer lowers (an older knob set): not comparable, left out.
-      }
-    }
-    if (static_cast<int>(page.size()) < q.limit) break;
-    q.after_id = page.back().id;
-  }
-  std::vector<float> score = features.empty() ? std::vector<float>{} : model->predict(features);
-  const double flops = w.flops();
-  json points = {{"score", json::array()}, {"gflops", json::array()}};
-  for (size_t i = 0; i < score.size(); ++i) {
-    points["score"].push_back(score[i]);
-    points["gflops"].push_back(gflops(flops, latency[i]));
-  }
-  auto metrics = costmodel::evaluate_ranking(std::vector<std::string>(score.size(), w.key), latency, score);
-  out["workload"] = {{"key", wrow->key}, {"op_name", wrow->op_name}, {"sizes", json::parse(wrow->sizes_json, nullptr, false)}};
-  out["points"] = points;
-  out["ranking"] = {{"pairwise_accuracy", metrics.pairwise_accuracy},
-                    {"spearman", metrics.spearman},
-                    {"top1", metrics.top1},
-                    {"samples", metrics.samples}};
-  return out;
 }
 
 void warm(db::Store& store, const std::atomic<bool>& stop, std::int64_t min_records) {

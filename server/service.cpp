@@ -10,6 +10,7 @@
 #include "ir/parse.hpp"
 #include "measure/measure.hpp"
 #include "ops/library.hpp"
+#include "server/dashboard_detail.hpp"
 #include "server/service_impl.hpp"
 #include "support/error.hpp"
 #include "support/hash.hpp"
@@ -161,11 +162,7 @@ json Service::dashboard_model(const std::string& target, const std::string& kind
 
 json Service::targets() {
   json out = json::array();
-  for (auto& t : impl_->store->targets())
-    out.push_back({{"key", t.key},
-                   {"backend", t.backend},
-                   {"family", t.family},
-                   {"fingerprint", json::parse(t.fingerprint_json, nullptr, false)}});
+  for (auto& t : impl_->store->targets()) out.push_back(dashboard::target_json(t));
   json local = json::array();
   for (auto& [name, description] : codegen::list_backends())
     local.push_back({{"name", name}, {"description", description}});

@@ -163,27 +163,20 @@ async function workload(wkey, tkey, params) {
       click a value to keep only its records</p><table id="knobs"></table></section>
     <section><h2>Top configs</h2><table id="top"></table><h2>Source of the best</h2><pre id="source">…</pre></section>`;
 
-  const prog = d.progress;
-  if (d.lines.length) {
-    // One line per job (its strategy in the label) against its own trials, on shared x values.
-    const colours = ["#3a7bd5", "#d5703a", "#2e9e5b", "#8e44ad", "#c0392b", "#7f8c8d"];
-    const xs = [...new Set(d.lines.flatMap((l) => l.points.map((p) => p[0])))].sort((a, b) => a - b);
-    const ys = d.lines.map((l) => {
-      const at = new Map(l.points.map((p) => [p[0], p[1] * 1e3]));
-      return xs.map((x) => (at.has(x) ? at.get(x) : null));
-    });
-    chart("progress", document.getElementById("progress"), {
-      scales: { x: { time: false }, y: { distr: 3 } },
-      series: [{ label: "trial" }, ...d.lines.map((l, i) => ({ label: l.label, stroke: colours[i % colours.length], width: 2, spanGaps: true }))],
-      axes: [{ label: "trials of the job" }, { label: "ms" }],
-    }, [xs, ...ys]);
-  } else {
-    chart("progress", document.getElementById("progress"), {
-      scales: { x: { time: false }, y: { distr: 3 } },
-      series: [{ label: "trial" }, { label: "best ms", stroke: "#3a7bd5", width: 2 }],
-      axes: [{ label: "trial" }, { label: "ms" }],
-    }, [prog.map((p) => p[0]), prog.map((p) => p[1] * 1e3)]);
-  }
+  // One line per job (its strategy in the label) against its own trials, on shared x values;
+  // without jobs, the progress over all trials.
+  const lines = d.lines.length ? d.lines : [{ label: "best ms", points: d.progress }];
+  const colours = ["#3a7bd5", "#d5703a", "#2e9e5b", "#8e44ad", "#c0392b", "#7f8c8d"];
+  const xs = [...new Set(lines.flatMap((l) => l.points.map((p) => p[0])))].sort((a, b) => a - b);
+  const ys = lines.map((l) => {
+    const at = new Map(l.points.map((p) => [p[0], p[1] * 1e3]));
+    return xs.map((x) => (at.has(x) ? at.get(x) : null));
+  });
+  chart("progress", document.getElementById("progress"), {
+    scales: { x: { time: false }, y: { distr: 3 } },
+    series: [{ label: "trial" }, ...lines.map((l, i) => ({ label: l.label, stroke: colours[i % colours.length], width: 2, spanGaps: true }))],
+    axes: [{ label: d.lines.length ? "trials of the job" : "trial" }, { label: "ms" }],
+  }, [xs, ...ys]);
 
   const pts = d.points;
   const worst = Math.max(1e-9, ...pts.median_s.filter((v) => v != null));

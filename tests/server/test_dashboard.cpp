@@ -305,6 +305,10 @@ TEST_CASE("dashboard: the routes answer what the schemas say, follow the token r
   CHECK(good.Get("/v1/dashboard/workload?" + keys + "&x=C.unroll&y=nope")->status == 400);
   CHECK(good.Get("/v1/dashboard/workload?workload=0000000000000000&target=" + f.target)->status == 404);
   CHECK(good.Get("/v1/dashboard/workload?" + keys + "&points=x")->status == 400);
+  CHECK(good.Get("/v1/dashboard/model")->status == 400);
+  CHECK(good.Get("/v1/dashboard/model?target=0000000000000000")->status == 404);
+  CHECK(none.Get("/v1/dashboard/model?target=" + f.target)->status == 401);
+  CHECK(good.Get("/v1/dashboard/model?target=" + f.target)->status == 200);
 }
 
 TEST_CASE("dashboard: a target's cost model against measured records, and its metrics after each retrain") {
