@@ -79,6 +79,14 @@ struct ModelTuneOptions {
 //! its assessment: per task its weight, FLOPs, bytes, best latency and share of the model.
 int run_tune_model(const CommonOptions& c, const tuner::TuneOptions& t, const ModelTuneOptions& m);
 
+struct CorpusOptions {
+  std::string recipe = "cpu";  //!< a library recipe (ops/corpus/) or a JSON file
+  bool list = false;           //!< print the workloads and measure nothing
+  int limit = 0;               //!< only the first N workloads; 0: all
+};
+//! Collects the records of a corpus recipe (tuner/corpus.hpp), resuming from the database.
+int run_corpus(const CommonOptions& c, const tuner::TuneOptions& t, const CorpusOptions& o);
+
 //! Trains cost models of the given kinds on every record of the backend's target and stores them.
 int run_model_train(const CommonOptions& c, const std::vector<std::string>& kinds, std::uint64_t seed);
 //! Prints held-out ranking metrics of the given kinds and of a random ranker.

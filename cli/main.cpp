@@ -198,6 +198,18 @@ int main(int argc, char** argv) {
   worker_cmd->add_option("--max-batches", worker.max_batches, "stop after this many batches (0: never)")
       ->capture_default_str();
 
+  cli::CorpusOptions corpus;
+  auto* corpus_cmd = app.add_subcommand(
+      "corpus", "collect the cost models' training records from a recipe, unattended; a rerun resumes");
+  corpus_cmd->add_option("recipe", corpus.recipe, "recipe name (ops/corpus/) or path of a recipe JSON file")
+      ->capture_default_str();
+  add_common(corpus_cmd, common, false);
+  add_measuring(corpus_cmd, tune);
+  corpus_cmd->add_flag("--list", corpus.list, "print the recipe's workloads and measure nothing");
+  corpus_cmd->add_option("--limit", corpus.limit, "only the first N workloads (0: all)")
+      ->check(CLI::Range(0, 1000000))
+      ->capture_default_str();
+
   std::vector<std::string> kinds = costmodel::model_kinds();
   std::uint64_t model_seed = 1;
   auto* model_cmd = app.add_subcommand("model", "train and evaluate the cost models on the database's records");
@@ -270,6 +282,7 @@ int main(int argc, char** argv) {
       if (!worker_token_file.empty()) worker.token = cli::read_token(worker_token_file);
       return cli::run_worker(common, worker);
     }
+    if (*corpus_cmd) return cli::run_corpus(common, tune, corpus);
     if (*report_cmd) return cli::run_report(common, report_out);
     if (*db_check_cmd) return cli::run_db_check(db_where);
     if (*db_push_cmd || *db_pull_cmd) return cli::run_db_copy(db_from, db_to, db_target);

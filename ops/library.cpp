@@ -40,4 +40,9 @@ std::string suite_text(const std::string& name) {
   return lookup("suites/" + name + ".json", "suite", suite_names(), name);
 }
 
+std::vector<std::string> corpus_names() { return names_in("corpus", ".json"); }
+std::string corpus_text(const std::string& name) {
+  return lookup("corpus/" + name + ".json", "corpus recipe", corpus_names(), name);
+}
+
 }  // namespace tiletune::ops

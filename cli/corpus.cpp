@@ -1,0 +1,77 @@
+// `tiletune corpus`: collects the cost models' training records unattended from a recipe
+// (tuner/corpus.hpp). Every record goes to the database as it is measured, so a run that is
+// stopped resumes where it was: workloads whose records are there measure nothing.
+#include <chrono>
+#include <cmath>
+#include <iostream>
+#include <set>
+
+#include "cli/commands.hpp"
+#include "cli/exit_codes.hpp"
+#include "cli/inputs.hpp"
+#include "db/store.hpp"
+#include "ir/parse.hpp"
+#include "ops/library.hpp"
+#include "support/error.hpp"
+#include "tuner/corpus.hpp"
+
+namespace tiletune::cli {
+
+int run_corpus(const CommonOptions& c, const tuner::TuneOptions& t, const CorpusOptions& o) {
+  std::string text = is_file(o.recipe) ? read_text_file(o.recipe) : ops::corpus_text(o.recipe);
+  tuner::CorpusRecipe recipe = tuner::parse_recipe(text, o.recipe);
+  std::vector<std::string> notes;
+  std::vector<tuner::CorpusCase> cases = tuner::corpus_cases(recipe, &notes);
+  for (auto& n : notes) std::cerr << "tiletune: note: " << n << "\n";
+  std::set<std::string> ops_seen;
+  for (auto& cs : cases) ops_seen.insert(cs.op_name);
+  std::cout << "corpus " << recipe.name << " v" << recipe.version << ": " << cases.size() << " workloads of "
+            << ops_seen.size() << " ops, " << recipe.trials << " records each (" << recipe.guided << " guided)\n";
+  if (o.list) {
+    for (auto& cs : cases) std::cout << cs.op_name << "  " << cs.sizes << "  " << cs.source << "\n";
+    return kOk;
+  }
+  auto backend = codegen::make_backend(c.backend, c.backend_options);
+  auto store = db::open_store(c.db);
+  const auto start = std::chrono::steady_clock::now();
+  int measured = 0, failed = 0, done = 0;
+  std::size_t end = o.limit > 0 ? std::min(cases.size(), static_cast<std::size_t>(o.limit)) : cases.size();
+  for (std::size_t i = 0; i < end; ++i) {
+    const auto& cs = cases[i];
+    ir::Workload w = ir::bind(ir::select_op(ir::parse_ops(cs.op_text), cs.op_name, cs.source),
+                              ir::parse_sizes(cs.sizes));
+    int got = 0, got_failed = 0;
+    std::optional<db::Record> best;
+    // Random configs (with the seed configs) first, then the model-guided search on top of
+    // them: a corpus of only random kernels teaches little about the fast end.
+    for (auto [strategy, trials] : {std::pair<std::string, int>{"random", recipe.trials - recipe.guided},
+                                    std::pair<std::string, int>{"xgb", recipe.trials}}) {
+      if (trials <= 0) continue;
+      tuner::TuneOptions opts = t;
+      opts.strategy = strategy;
+      opts.trials = trials;
+      opts.seed = recipe.seed + i;
+      opts.measure.cache_dir = c.cache_dir;
+      tuner::TuneSummary s = tuner::tune(w, *backend, *store, opts);
+      got += s.measured;
+      got_failed += s.failed;
+      if (s.best) best = s.best;
+    }
+    measured += got;
+    failed += got_failed;
+    ++done;
+    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double best_s = best ? best->median_s() : NAN;
+    char line[160];
+    std::snprintf(line, sizeof line, "[%zu/%zu] %s %s: %d new (%d failed), best %s ms  (%s, %.0f s)", i + 1, end,
+                  cs.op_name.c_str(), cs.sizes.c_str(), got, got_failed,
+                  std::isfinite(best_s) ? std::to_string(best_s * 1e3).substr(0, 7).c_str() : "-", cs.source.c_str(),
+                  elapsed);
+    std::cout << line << std::endl;
+  }
+  std::cout << "corpus " << recipe.name << ": " << done << " workloads, " << measured << " records measured ("
+            << failed << " failed), database " << c.db << "  target " << backend->target().key << "\n";
+  return kOk;
+}
+
+}  // namespace tiletune::cli

@@ -1,0 +1,114 @@
+// The cost models' corpus: generated ops, the recipe, and `tiletune corpus` resuming.
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <set>
+
+#include "costmodel/features.hpp"
+#include "helpers.hpp"
+#include "ir/parse.hpp"
+#include "ops/library.hpp"
+#include "support/subprocess.hpp"
+#include "tuner/corpus.hpp"
+#include "tuner/random_ops.hpp"
+#include "tuner/space.hpp"
+
+using namespace tiletune;
+using test::error_of;
+
+TEST_CASE("random ops: every draw parses, binds within the work budget, has a schedule space and repeats") {
+  const double max_flops = 4e8;
+  std::set<std::string> kinds, names, texts;
+  ir::TargetTraits traits;
+  for (std::uint64_t seed : {1u, 7u})
+    for (int i = 0; i < 120; ++i) {
+      tuner::GeneratedOp op = tuner::random_op(seed, i, max_flops);
+      CAPTURE(op.text);
+      CAPTURE(op.sizes);
+      ir::Workload w = ir::bind(ir::parse_op(op.text), ir::parse_sizes(op.sizes));
+      CHECK(w.op.name == op.name);
+      CHECK(w.flops() <= max_flops);
+      CHECK(w.flops() >= max_flops / 1000);
+      tuner::Space space(w, traits);
+      tuner::Rng rng(i);
+      ir::Schedule s = space.sample(rng);
+      CHECK(space.check(s) == "");
+      CHECK(costmodel::featurize(w, s, traits).stages.size() >= 1);
+      kinds.insert(op.kind);
+      names.insert(op.name);
+      texts.insert(op.text.substr(op.text.find('\n')));
+      tuner::GeneratedOp again = tuner::random_op(seed, i, max_flops);
+      CHECK(again.text == op.text);
+      CHECK(again.sizes == op.sizes);
+    }
+  CHECK(kinds == std::set<std::string>{"contraction", "elementwise", "reduction", "window"});
+  CHECK(names.size() == 240);
+  CHECK(texts.size() > 200);  // different structures, not one op under many names
+}
+
+TEST_CASE("corpus: the shipped recipe holds at least 150 workloads of 25 ops, drawn the same way every time") {
+  auto recipe = tuner::parse_recipe(ops::corpus_text("cpu"), "cpu");
+  std::vector<std::string> notes;
+  auto cases = tuner::corpus_cases(recipe, &notes);
+  std::set<std::string> ops, sources;
+  for (auto& c : cases) {
+    ops.insert(c.op_name);
+    sources.insert(c.source.substr(0, c.source.find(':')));
+  }
+  CHECK(cases.size() >= 150);
+  CHECK(ops.size() >= 25);
+  CHECK(sources.count("library"));
+  CHECK(sources.count("generated"));
+  auto again = tuner::corpus_cases(recipe, nullptr);
+  REQUIRE(again.size() == cases.size());
+  for (size_t i = 0; i < cases.size(); ++i) CHECK(again[i].sizes == cases[i].sizes);
+}
+
+TEST_CASE("corpus: a malformed recipe is refused naming the field; a missing ONNX model is a note") {
+  auto refused = [](const std::string& text) { return error_of([&] { tuner::parse_recipe(text, "r.json"); }); };
+  CHECK(refused("{").find("not a JSON object") != std::string::npos);
+  CHECK(refused(R"({"version": 1})").find("\"name\"") != std::string::npos);
+  CHECK(refused(R"({"name": "x", "trials": 4, "guided": 5})").find("\"guided\"") != std::string::npos);
+  CHECK(refused(R"({"name": "x", "library": [{"op": "matmul", "count": 2, "sizes": {"M": [0, 4]}}]})")
+            .find("size M") != std::string::npos);
+  CHECK(refused(R"({"name": "x", "library": [{"op": "matmul"}]})").find("\"count\"") != std::string::npos);
+  CHECK(refused(R"({"name": "x", "generated": 3})").find("\"generated\"") != std::string::npos);
+  auto recipe = tuner::parse_recipe(R"({"name": "x", "onnx": {"dir": "/nonexistent", "models": ["m"]}})", "r.json");
+  std::vector<std::string> notes;
+  CHECK(tuner::corpus_cases(recipe, &notes).empty());
+  REQUIRE(notes.size() == 1);
+  CHECK(notes[0].find("/nonexistent/m/model.onnx") != std::string::npos);
+  // Sizes no draw can bind within the budget.
+  auto huge = tuner::parse_recipe(
+      R"({"name": "x", "max_flops": 1000, "library": [{"op": "matmul", "count": 1, "sizes": {"M": 512, "N": 512, "K": 512}}]})",
+      "r.json");
+  CHECK(error_of([&] { tuner::corpus_cases(huge, nullptr); }).find("max_flops") != std::string::npos);
+}
+
+TEST_CASE("cli: corpus lists, measures and resumes where it stopped") {
+  test::TempDir dir;
+  std::string recipe = dir.file("r.json"), db = dir.file("c.db");
+  std::ofstream(recipe) << R"({"name": "tiny", "seed": 3, "trials": 3, "guided": 1, "max_flops": 2e6,
+    "library": [{"op": "matmul", "count": 1, "sizes": {"M": [8, 32], "N": [8, 32], "K": [8, 32]}}],
+    "generated": {"count": 2}})";
+  auto run = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {std::string(TILETUNE_BINARY_DIR) + "/tiletune", "corpus", recipe, "--db", db,
+                                     "--cache", test::kernel_cache(), "--min-time", "0.01"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run_process(args, 300);
+  };
+  auto list = run({"--list"});
+  CHECK_MESSAGE(list.exit_code == 0, list.output);
+  CHECK(list.output.find("3 workloads of 3 ops") != std::string::npos);
+  CHECK(list.output.find("generated:contraction") != std::string::npos);
+  auto first = run({"--limit", "2"});
+  CHECK_MESSAGE(first.exit_code == 0, first.output);
+  CHECK(first.output.find("[2/2]") != std::string::npos);
+  CHECK(first.output.find("2 workloads, 6 records measured") != std::string::npos);
+  auto rest = run({});
+  CHECK_MESSAGE(rest.exit_code == 0, rest.output);
+  CHECK(rest.output.find("[1/3] matmul") != std::string::npos);
+  CHECK(rest.output.find("3 workloads, 3 records measured") != std::string::npos);  // only the third is new
+  auto bad = run({"--limit", "-1"});
+  CHECK(bad.exit_code == 2);
+}

@@ -1,0 +1,149 @@
+#include "tuner/corpus.hpp"
+
+#include <cmath>
+#include <filesystem>
+#include <random>
+#include <set>
+
+#include "ir/parse.hpp"
+#include "ir/workload.hpp"
+#include "models/onnx_import.hpp"
+#include "ops/library.hpp"
+#include "support/error.hpp"
+#include "tuner/random_ops.hpp"
+
+namespace tiletune::tuner {
+
+namespace {
+
+[[noreturn]] void bad(const std::string& where, const std::string& what) {
+  throw_error(ErrorKind::InvalidInput, "corpus recipe " + where + ": " + what);
+}
+
+//! A library entry's sizes: each free size log-uniform in its [lo, hi], fixed ones as given,
+//! redrawn until the op binds and its arithmetic is within [max_flops / 1000, max_flops].
+std::string draw_sizes(std::mt19937_64& rng, const ir::OpDef& def, const nlohmann::json& sizes, double max_flops,
+                       const std::string& where) {
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    ir::Sizes s;
+    for (auto& [name, v] : sizes.items()) {
+      if (v.is_number_integer()) {
+        s[name] = v.get<std::int64_t>();
+      } else {
+        double lo = std::log(v[0].get<double>()), hi = std::log(v[1].get<double>());
+        s[name] = std::llround(std::exp(std::uniform_real_distribution<double>(lo, hi)(rng)));
+      }
+    }
+    try {
+      double f = ir::bind(def, s).flops();
+      if (f > max_flops || f < max_flops / 1000) continue;
+    } catch (const Error&) {
+      continue;
+    }
+    std::string text;
+    for (auto& [name, v] : s) text += (text.empty() ? "" : ",") + name + "=" + std::to_string(v);
+    return text;
+  }
+  bad(where, "no sizes in the given ranges bind with at most max_flops of work");
+}
+
+void check_sizes(const nlohmann::json& sizes, const std::string& where) {
+  if (!sizes.is_object()) bad(where, "\"sizes\" must map size names to a number or a [lo, hi] range");
+  for (auto& [name, v] : sizes.items()) {
+    bool range = v.is_array() && v.size() == 2 && v[0].is_number() && v[1].is_number() && v[0].get<double>() >= 1 &&
+                 v[0].get<double>() <= v[1].get<double>();
+    if (!range && !(v.is_number_integer() && v.get<std::int64_t>() >= 1))
+      bad(where, "size " + name + " must be a positive integer or a [lo, hi] range with 1 <= lo <= hi");
+  }
+}
+
+}  // namespace
+
+CorpusRecipe parse_recipe(const std::string& text, const std::string& where) {
+  CorpusRecipe r;
+  r.json = nlohmann::json::parse(text, nullptr, false);
+  const auto& j = r.json;
+  if (j.is_discarded() || !j.is_object()) bad(where, "not a JSON object");
+  auto int_field = [&](const char* name, int& out, int lo) {
+    if (!j.contains(name)) return;
+    if (!j[name].is_number_integer() || j[name].get<int>() < lo)
+      bad(where, std::string("\"") + name + "\" must be an integer >= " + std::to_string(lo));
+    out = j[name].get<int>();
+  };
+  if (!j.contains("name") || !j["name"].is_string()) bad(where, "needs a string \"name\"");
+  r.name = j["name"];
+  int_field("version", r.version, 1);
+  int seed = 1;
+  int_field("seed", seed, 0);
+  r.seed = static_cast<std::uint64_t>(seed);
+  int_field("trials", r.trials, 1);
+  int_field("guided", r.guided, 0);
+  if (r.guided > r.trials) bad(where, "\"guided\" cannot exceed \"trials\"");
+  if (j.contains("max_flops")) {
+    if (!j["max_flops"].is_number() || j["max_flops"].get<double>() < 1000) bad(where, "\"max_flops\" must be >= 1000");
+    r.max_flops = j["max_flops"];
+  }
+  if (j.contains("library")) {
+    if (!j["library"].is_array()) bad(where, "\"library\" must be an array");
+    for (auto& e : j["library"]) {
+      if (!e.is_object() || !e.contains("op") || !e["op"].is_string())
+        bad(where, "each library entry needs a string \"op\"");
+      if (!e.contains("count") || !e["count"].is_number_integer() || e["count"].get<int>() < 1)
+        bad(where, "library entry " + e["op"].get<std::string>() + " needs a \"count\" >= 1");
+      check_sizes(e.value("sizes", nlohmann::json::object()), where + ", " + e["op"].get<std::string>());
+    }
+  }
+  if (j.contains("generated") && (!j["generated"].is_object() || !j["generated"].contains("count") ||
+                                  !j["generated"]["count"].is_number_integer() || j["generated"]["count"].get<int>() < 0))
+    bad(where, "\"generated\" must be {\"count\": N}");
+  if (j.contains("onnx") && (!j["onnx"].is_object() || !j["onnx"].value("dir", nlohmann::json()).is_string() ||
+                             !j["onnx"].value("models", nlohmann::json()).is_array()))
+    bad(where, "\"onnx\" must be {\"dir\": PATH, \"models\": [NAME, ...]}");
+  return r;
+}
+
+std::vector<CorpusCase> corpus_cases(const CorpusRecipe& recipe, std::vector<std::string>* notes) {
+  std::vector<CorpusCase> out;
+  std::set<std::string> keys;
+  auto add = [&](CorpusCase c) {
+    ir::Workload w = ir::bind(ir::select_op(ir::parse_ops(c.op_text), c.op_name, c.source), ir::parse_sizes(c.sizes));
+    if (keys.insert(w.key).second) out.push_back(std::move(c));
+  };
+  const auto& j = recipe.json;
+  std::mt19937_64 rng(recipe.seed);
+  for (auto& e : j.value("library", nlohmann::json::array())) {
+    std::string op = e["op"];
+    std::string text = ops::op_text(op);
+    ir::OpDef def = ir::parse_op(text);
+    for (int i = 0; i < e["count"].get<int>(); ++i)
+      add({text, op, draw_sizes(rng, def, e.value("sizes", nlohmann::json::object()), recipe.max_flops, op), "library"});
+  }
+  int generated = j.contains("generated") ? j["generated"]["count"].get<int>() : 0;
+  for (int i = 0; i < generated; ++i) {
+    GeneratedOp g = random_op(recipe.seed, i, recipe.max_flops);
+    add({g.text, g.name, g.sizes, "generated:" + g.kind});
+  }
+  if (j.contains("onnx")) {
+    std::string dir = j["onnx"]["dir"];
+    for (auto& name : j["onnx"]["models"]) {
+      std::string path = dir + "/" + name.get<std::string>() + "/model.onnx";
+      if (!std::filesystem::exists(path)) {
+        if (notes) notes->push_back("left out " + path + ": not found (Debian's libonnx-testdata has it)");
+        continue;
+      }
+      try {
+        for (auto& t : models::import_onnx(path, {}).tasks) {
+          ir::OpDef def = ir::parse_op(t.op_text);
+          double f = ir::bind(def, ir::parse_sizes(t.sizes)).flops();
+          if (f > recipe.max_flops) continue;
+          add({t.op_text, def.name, t.sizes, "onnx:" + name.get<std::string>()});
+        }
+      } catch (const Error& e) {
+        if (notes) notes->push_back("left out " + path + ": " + e.what());
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace tiletune::tuner

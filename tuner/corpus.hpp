@@ -1,0 +1,35 @@
+// tuner/corpus.hpp — the cost models' training corpus: a versioned recipe (ops/corpus/*.json)
+// that anyone can run on their own hardware to collect the same kind of records unattended.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace tiletune::tuner {
+
+//! One workload of the corpus: an op's text and sizes, and where it came from.
+struct CorpusCase {
+  std::string op_text, op_name, sizes;
+  std::string source;  //!< "library", "generated:<kind>" or "onnx:<model>"
+};
+
+//! A recipe: which ops at which sizes, and how each is measured.
+struct CorpusRecipe {
+  std::string name;
+  int version = 1;
+  std::uint64_t seed = 1;
+  int trials = 32;  //!< records per workload
+  int guided = 12;  //!< of those, proposed by the model-guided search (the rest: random configs)
+  double max_flops = 4e8;
+  nlohmann::json json;  //!< the whole recipe: library entries, generated ops, ONNX models
+};
+
+//! Error(InvalidInput) naming the field for a malformed recipe; `where` names it in messages.
+CorpusRecipe parse_recipe(const std::string& text, const std::string& where);
+
+//! The recipe's workloads in a fixed order (library sizes and generated ops drawn from its
+//! seed). ONNX models that are missing or do not import are left out with a line in `notes`.
+std::vector<CorpusCase> corpus_cases(const CorpusRecipe& recipe, std::vector<std::string>* notes);
+
+}  // namespace tiletune::tuner
