@@ -1,18 +1,30 @@
-// tiletune-search-bench: how many measured trials each search strategy needs to reach 95 % of
-// the best latency a long random search finds, per workload and seed, with medians.
+// tiletune-search-bench: how many measured trials the searches need, on ops held out of the
+// cost models' corpus, to reach 95 % of the best latency known for the op.
 //
-//   build/tiletune-search-bench [--trials 64] [--reference 256] [--seeds 3] [--db search.db]
+//   build/tiletune-search-bench [--trials 48] [--pool 200] [--seeds 5] [--db search.db]
 //
-// Every distinct config of a workload is measured once and its record reused by every strategy
-// and seed that proposes it again (the database is the memo), so strategies are compared on
-// the same measurements and a rerun measures nothing new. Model-guided strategies learn, as in
-// real use, from the records of the other workloads in the database (not from this one's).
+// The held-out ops are ops nobody trained on: a few written here and a few that
+// tuner/random_ops.cpp draws from a seed the corpus (ops/corpus/) does not use. Per op:
+// - random search is simulated from a pool of `--pool` measured random configs: it draws from
+//   the same distribution, so each seed's run is the pool in that seed's order and its trials to
+//   the goal are where the first pool config within 95 % of the best sits. A pool with no such
+//   config says so (censored, never counted as a number);
+// - model-guided search runs for `--trials`, once with the model shipped for this machine kind
+//   (fine-tuned as the op's records arrive: a fresh install), once cold (no model, no records:
+//   it learns from this op's records alone), each with the seed configs off and on;
+// - the goal is 95 % of the best latency measured for the op by anything above.
+// Every distinct config is measured once and reused by every run that proposes it again (the
+// database is the memo): strategies are compared on the same measurements, and a rerun
+// measures nothing new.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <iostream>
+#include <fstream>
+#include <limits>
 #include <map>
+#include <set>
 
 #include "codegen/backend.hpp"
 #include "costmodel/model.hpp"
@@ -20,6 +32,8 @@
 #include "ops/library.hpp"
 #include "support/error.hpp"
 #include "tuner/dataset.hpp"
+#include "tuner/pretrained.hpp"
+#include "tuner/random_ops.hpp"
 #include "tuner/search.hpp"
 #include "tuner/tune.hpp"
 
@@ -27,16 +41,39 @@ using namespace tiletune;
 
 namespace {
 
+//! Ops of the held-out set written by hand: none is in the library or the corpus.
+const char* kHandWritten = R"(
+# A^T B with a sigmoid: a contraction whose first operand is read across its rows
+op atb_sigmoid(A: f32[K, M], B: f32[K, N]) -> C: f32[M, N] {
+  acc[m, n] += A[k, m] * B[k, n]
+  C[m, n] = sigmoid(acc[m, n])
+}
+# each column scaled to unit length: a reduction over the first axis, then a second pass
+op column_normalize(X: f32[N, D]) -> Y: f32[N, D] {
+  s[d] += X[n, d] * X[n, d]
+  Y[n, d] = X[n, d] / sqrt(s[d] + 0.0001)
+}
+# 5 x 5 average pooling with stride 1 and padding 2
+op avg_pool5(X: f32[N, C, H, W] pad 0) -> Y: f32[N, C, H, W] {
+  Y[n, c, y, x] += 0.04 * X[n, c, y + u - 2, x + v - 2] where u < 5, v < 5
+}
+)";
 struct Case {
-  std::string op, sizes;
+  std::string text, name, sizes;
 };
+//! The generator's seed for held-out ops: the corpus recipes use small seeds.
+constexpr std::uint64_t kHeldOutSeed = 1001;
 
-const std::vector<Case> kCases = {
-    {"matmul", "M=512,N=512,K=512"},
-    {"conv2d", "N=1,C=64,H=30,W=30,K=64,R=3,S=3"},
-    {"batch_matmul", "G=12,M=128,N=128,K=64"},
-    {"softmax", "N=1024,D=1024"},
-};
+std::vector<Case> held_out_cases(int generated) {
+  std::vector<Case> out = {{kHandWritten, "atb_sigmoid", "K=256,M=192,N=320"},
+                           {kHandWritten, "column_normalize", "N=1024,D=768"},
+                           {kHandWritten, "avg_pool5", "N=1,C=48,H=56,W=56"}};
+  for (int i = 0; i < generated; ++i) {
+    tuner::GeneratedOp g = tuner::random_op(kHeldOutSeed, i, 2e8);
+    out.push_back({g.text, g.name, g.sizes});
+  }
+  return out;
+}
 
 //! Measures through the database: known configs cost nothing.
 class MemoMeasurer {
@@ -66,24 +103,18 @@ class MemoMeasurer {
   std::map<std::string, double> latency_;
 };
 
-//! Latency of the best config after each trial of one search run.
-std::vector<double> run_search(const std::string& strategy, const ir::Workload& w, const codegen::Backend& b,
-                               db::Store& store, MemoMeasurer& measure, int trials, int batch, std::uint64_t seed,
-                               const std::vector<costmodel::Sample>& extra_prior = {}) {
-  tuner::Space space(w, b.target().traits);
+//! Latency of the best config after each trial of one model-guided run: the seed configs
+//! first when `seed_configs`, then what the search proposes.
+std::vector<double> run_search(const std::string& strategy, const tuner::Space& space, MemoMeasurer& measure,
+                               int trials, int batch, std::uint64_t seed, bool seed_configs,
+                               const std::string& base_model) {
   tuner::SearchContext context;
-  if (!tuner::model_of_strategy(strategy).empty()) {
-    context.prior = tuner::load_dataset(store, b.target().key, b.target().traits, w.key).samples;
-    for (auto& s : extra_prior)
-      if (s.group != w.key) context.prior.push_back(s);
-  }
+  if (!base_model.empty()) context.base = costmodel::load_model(base_model);
   auto search = tuner::make_search(strategy, space, seed, std::move(context));
   std::set<std::string> seen;
   std::vector<double> best_after;
   double best = INFINITY;
-  while (static_cast<int>(best_after.size()) < trials) {
-    auto configs = search->propose(std::min(batch, trials - static_cast<int>(best_after.size())), seen);
-    if (configs.empty()) break;
+  auto take = [&](const std::vector<ir::Schedule>& configs) {
     auto latency = measure(configs);
     for (std::size_t i = 0; i < configs.size(); ++i) {
       seen.insert(configs[i].key());
@@ -91,40 +122,47 @@ std::vector<double> run_search(const std::string& strategy, const ir::Workload& 
       best_after.push_back(best);
     }
     search->notify(configs, latency);
+  };
+  if (seed_configs) {
+    std::vector<ir::Schedule> seeds;
+    for (auto& s : space.seeds())
+      if (static_cast<int>(seeds.size()) < std::min(batch, trials) && !seen.count(s.key())) seeds.push_back(s);
+    if (!seeds.empty()) take(seeds);
+  }
+  while (static_cast<int>(best_after.size()) < trials) {
+    auto configs = search->propose(std::min(batch, trials - static_cast<int>(best_after.size())), seen);
+    if (configs.empty()) break;
+    take(configs);
   }
   return best_after;
 }
 
-//! Time to rank 10,000 candidates of matmul 1024^3: lowering, features and one batch prediction.
-void ranking_speed(const codegen::Backend& b, const std::vector<costmodel::Sample>& train) {
+//! Time to rank 10,000 candidates of matmul 1024^3 with a trained model: lowering, features
+//! and one batch prediction.
+void ranking_speed(const codegen::Backend& b, const costmodel::CostModel& model) {
   ir::Workload w = ir::bind(ir::parse_op(ops::op_text("matmul")), ir::parse_sizes("M=1024,N=1024,K=1024"));
   tuner::Space space(w, b.target().traits);
   tuner::Rng rng(1);
   std::vector<ir::Schedule> configs;
   for (int i = 0; i < 10000; ++i) configs.push_back(space.sample(rng));
-  std::cout << "ranking 10,000 candidates of matmul 1024^3 (median of 5):\n";
-  for (auto& kind : costmodel::model_kinds()) {
-    auto model = costmodel::make_model(kind);
-    model->fit(train);
-    std::vector<double> feat, pred;
-    for (int rep = 0; rep < 5; ++rep) {
-      auto t0 = std::chrono::steady_clock::now();
-      std::vector<costmodel::Features> x;
-      x.reserve(configs.size());
-      for (auto& f : costmodel::featurize_all(w, configs, b.target().traits))
-        if (f) x.push_back(std::move(*f));
-      auto t1 = std::chrono::steady_clock::now();
-      auto scores = model->predict(x);
-      auto t2 = std::chrono::steady_clock::now();
-      feat.push_back(std::chrono::duration<double>(t1 - t0).count());
-      pred.push_back(std::chrono::duration<double>(t2 - t1).count());
-    }
-    std::sort(feat.begin(), feat.end());
-    std::sort(pred.begin(), pred.end());
-    std::printf("  %-4s features %.1f ms + prediction %.1f ms = %.1f ms\n", kind.c_str(), feat[2] * 1e3, pred[2] * 1e3,
-                (feat[2] + pred[2]) * 1e3);
+  std::vector<double> feat, pred;
+  for (int rep = 0; rep < 5; ++rep) {
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<costmodel::Features> x;
+    x.reserve(configs.size());
+    for (auto& f : costmodel::featurize_all(w, configs, b.target().traits))
+      if (f) x.push_back(std::move(*f));
+    auto t1 = std::chrono::steady_clock::now();
+    auto scores = model.predict(x);
+    auto t2 = std::chrono::steady_clock::now();
+    feat.push_back(std::chrono::duration<double>(t1 - t0).count());
+    pred.push_back(std::chrono::duration<double>(t2 - t1).count());
   }
-  std::cout << "\n";
+  std::sort(feat.begin(), feat.end());
+  std::sort(pred.begin(), pred.end());
+  std::printf("ranking 10,000 candidates of matmul 1024^3 (%s, median of 5): features %.1f ms + prediction %.1f ms = "
+              "%.1f ms\n\n",
+              model.kind().c_str(), feat[2] * 1e3, pred[2] * 1e3, (feat[2] + pred[2]) * 1e3);
 }
 
 double median(std::vector<double> v) {
@@ -140,89 +178,150 @@ std::string cell(double v, const char* f = "%.0f") {
   return buf;
 }
 
+//! Trials a curve needs to reach `goal` (1-based); 0 if it never does.
+int trials_to(const std::vector<double>& curve, double goal) {
+  auto hit = std::find_if(curve.begin(), curve.end(), [&](double l) { return l <= goal; });
+  return hit == curve.end() ? 0 : static_cast<int>(hit - curve.begin() + 1);
+}
+
+//! "12" or ">48" for a run that did not reach the goal within its budget.
+std::string trials_cell(int n, int budget) { return n > 0 ? std::to_string(n) : ">" + std::to_string(budget); }
+
+//! Median of runs where a miss counts as above every hit; "-" when the median itself is a miss.
+std::string median_cell(std::vector<int> runs, int budget, double* value = nullptr) {
+  for (auto& r : runs)
+    if (r == 0) r = std::numeric_limits<int>::max();
+  std::sort(runs.begin(), runs.end());
+  int m = runs[runs.size() / 2];
+  if (value) *value = m == std::numeric_limits<int>::max() ? NAN : m;
+  return m == std::numeric_limits<int>::max() ? ">" + std::to_string(budget) : std::to_string(m);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"tiletune-search-bench: trials each search strategy needs to reach 95% of a long random search's best"};
-  int trials = 64, reference = 256, seeds = 3, batch = 16;
-  std::string db_path = "search.db", cache, only, prior_db;
+  CLI::App app{"tiletune-search-bench: trials the searches need on held-out ops to reach 95% of the best known"};
+  int trials = 48, pool = 200, seeds = 5, batch = 8, generated = 4;
+  std::string db_path = "search.db", cache, only, model_path;
   bool speed_only = false;
-  std::vector<std::string> strategies = tuner::search_names();
-  app.add_option("--trials", trials, "trial budget of each search run")->capture_default_str();
-  app.add_option("--reference", reference, "trials of the long random search that sets the target")
+  app.add_option("--trials", trials, "trial budget of each model-guided run")->capture_default_str();
+  app.add_option("--pool", pool, "measured random configs per op that random search is simulated from")
       ->capture_default_str();
-  app.add_option("--seeds", seeds, "runs per strategy and workload")->capture_default_str();
+  app.add_option("--seeds", seeds, "runs per strategy and op")->capture_default_str();
   app.add_option("--batch", batch, "candidates per round")->capture_default_str();
-  app.add_option("--strategies", strategies, "strategies to compare")->capture_default_str();
-  app.add_option("--only", only, "run only workloads whose op contains this");
+  app.add_option("--generated", generated, "held-out ops drawn by tuner/random_ops.cpp, besides the hand-written")
+      ->capture_default_str();
+  app.add_option("--only", only, "run only ops whose name contains this");
   app.add_option("--db", db_path, "database of measurements (the memo; reused across runs)")->capture_default_str();
   app.add_option("--cache", cache, "kernel cache folder");
-  app.add_option("--prior-db", prior_db,
-                 "another database whose records (other workloads, this target) model-guided search also learns from");
+  app.add_option("--model", model_path, "a saved xgb or nn model to use instead of the shipped one");
   app.add_flag("--speed-only", speed_only, "only time the ranking of 10,000 candidates");
   CLI11_PARSE(app, argc, argv);
 
   try {
     auto backend = codegen::make_backend("cpu");
+    std::string base;
+    costmodel::ModelMeta meta;
+    if (!model_path.empty()) {
+      std::ifstream in(model_path, std::ios::binary);
+      if (!in) throw_error(ErrorKind::Io, "cannot read " + model_path);
+      base.assign(std::istreambuf_iterator<char>(in), {});
+      costmodel::load_model(base, &meta);
+    } else if (auto m = tuner::shipped_model("xgb", backend->target(), &meta)) {
+      base = costmodel::save_model(*m, meta);
+    } else {
+      throw_error(ErrorKind::NotFound, "no model is shipped for " + tuner::machine_kind(backend->target()) +
+                                           ": pass --model");
+    }
+    const std::string kind = meta.kind;
+    std::cout << "model: " << (model_path.empty() ? "shipped " : model_path + " ") << kind << ", trained on "
+              << meta.records << " records\n";
+    {
+      auto model = costmodel::load_model(base);
+      ranking_speed(*backend, *model);
+      if (speed_only) return 0;
+    }
     auto store = db::open_store(db_path);
     measure::MeasureOptions mo;
     mo.cache_dir = cache;
-    std::vector<costmodel::Sample> extra_prior;
-    if (!prior_db.empty()) {
-      auto other = db::open_store(prior_db);
-      extra_prior = tuner::load_dataset(*other, backend->target().key, backend->target().traits).samples;
-      std::cout << "prior: " << extra_prior.size() << " records of " << prior_db << "\n";
-    }
-    {
-      auto train = extra_prior;
-      if (train.empty()) train = tuner::load_dataset(*store, backend->target().key, backend->target().traits).samples;
-      if (!train.empty()) ranking_speed(*backend, train);
-      if (speed_only) return 0;
-    }
-    std::map<std::string, std::vector<double>> needed;  // strategy -> trials to 95 %, every run
-    std::cout << "trials to reach 95% of the best of " << reference << " random trials (budget " << trials
-              << "; '-' = not reached)\n\n";
-    std::vector<std::string> header = {"workload", "reference ms"};
-    for (auto& s : strategies) header.push_back(s);
+    std::vector<std::string> header = {"op", "sizes", "best ms", "pool hits"};
+    const std::vector<std::pair<std::string, bool>> runs_of = {
+        {"pretrained", false}, {"cold", false}, {"pretrained", true}, {"cold", true}};
+    header.push_back("random (seeds off)");
+    for (auto& [name, seed_configs] : runs_of) header.push_back(name + (seed_configs ? " (seeds on)" : " (seeds off)"));
+    header.push_back("best@16 pre/cold");
     std::vector<std::vector<std::string>> rows;
-    for (auto& c : kCases) {
-      if (!only.empty() && c.op.find(only) == std::string::npos) continue;
-      ir::Workload w = ir::bind(ir::parse_op(ops::op_text(c.op)), ir::parse_sizes(c.sizes));
+    std::map<std::string, std::vector<double>> medians;  // column -> per-op median trials
+    int pretrained_better = 0, ops_counted = 0;
+    for (auto& c : held_out_cases(generated)) {
+      if (!only.empty() && c.name.find(only) == std::string::npos) continue;
+      ir::Workload w = ir::bind(ir::select_op(ir::parse_ops(c.text), c.name, "held-out"), ir::parse_sizes(c.sizes));
       store->put_workload(tuner::workload_row(w));
       store->put_target(tuner::target_row(backend->target()));
       MemoMeasurer measure(w, *backend, *store, mo);
-      auto ref = run_search("random", w, *backend, *store, measure, reference, 32, 1000);
-      double goal = ref.back() / 0.95;
-      std::vector<std::string> row = {c.op + " " + c.sizes, cell(ref.back() * 1e3, "%.3f")};
-      for (auto& strategy : strategies) {
-        std::vector<double> runs;
+      tuner::Space space(w, backend->target().traits);
+      // The pool random search is simulated from.
+      tuner::Rng rng(4242);
+      std::vector<ir::Schedule> pool_configs;
+      std::set<std::string> keys;
+      for (int tries = 0; static_cast<int>(pool_configs.size()) < pool && tries < 50 * pool; ++tries) {
+        ir::Schedule s = space.sample(rng);
+        if (keys.insert(s.key()).second) pool_configs.push_back(s);
+      }
+      std::vector<double> pool_latency = measure(pool_configs);
+      std::map<std::pair<std::string, bool>, std::vector<std::vector<double>>> curves;
+      for (auto& key : runs_of)
         for (int seed = 1; seed <= seeds; ++seed) {
           auto t0 = std::chrono::steady_clock::now();
-          auto curve = run_search(strategy, w, *backend, *store, measure, trials, batch,
-                                  static_cast<std::uint64_t>(seed), extra_prior);
-          auto hit = std::find_if(curve.begin(), curve.end(), [&](double l) { return l <= goal; });
-          // Runs that never reach the goal count as needing more than the budget: 2x it.
-          double n = hit == curve.end() ? 2.0 * trials : static_cast<double>(hit - curve.begin() + 1);
-          runs.push_back(n);
-          needed[strategy].push_back(n);
-          std::cerr << c.op << " " << strategy << " seed " << seed << ": "
-                    << (hit == curve.end() ? std::string("not reached") : cell(n)) << " (best "
-                    << cell(curve.back() * 1e3, "%.3f") << " ms, "
+          curves[key].push_back(run_search(kind, space, measure, trials, batch, static_cast<std::uint64_t>(seed),
+                                           key.second, key.first == "pretrained" ? base : ""));
+          std::cerr << c.name << " " << key.first << (key.second ? " seeds on" : " seeds off") << " seed " << seed
+                    << ": best " << cell(curves[key].back().back() * 1e3, "%.4f") << " ms ("
                     << cell(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), "%.0f")
                     << " s)\n";
         }
-        std::string text;
-        for (double n : runs) text += (text.empty() ? "" : ",") + (n > trials ? std::string("-") : cell(n));
-        row.push_back(text + " (med " + (median(runs) > trials ? std::string("-") : cell(median(runs))) + ")");
+      double best = *std::min_element(pool_latency.begin(), pool_latency.end());
+      for (auto& [key, cs] : curves)
+        for (auto& curve : cs) best = std::min(best, curve.back());
+      const double goal = best / 0.95;
+      int hits = static_cast<int>(std::count_if(pool_latency.begin(), pool_latency.end(), [&](double l) { return l <= goal; }));
+      std::vector<std::string> row = {c.name, c.sizes, cell(best * 1e3, "%.4f"),
+                                      std::to_string(hits) + "/" + std::to_string(pool_configs.size())};
+      // Random: each seed's order of the pool.
+      std::vector<int> random_runs;
+      for (int seed = 1; seed <= seeds; ++seed) {
+        std::vector<double> order = pool_latency;
+        std::shuffle(order.begin(), order.end(), tuner::Rng(static_cast<std::uint64_t>(seed)));
+        std::vector<double> curve;
+        double b = INFINITY;
+        for (double l : order) curve.push_back(b = std::min(b, l));
+        random_runs.push_back(trials_to(curve, goal));
       }
+      double m = NAN;
+      row.push_back(median_cell(random_runs, static_cast<int>(pool_configs.size()), &m));
+      medians["random"].push_back(m);
+      for (auto& key : runs_of) {
+        std::vector<int> runs;
+        std::string text;
+        for (auto& curve : curves[key]) {
+          runs.push_back(trials_to(curve, goal));
+          text += (text.empty() ? "" : ",") + trials_cell(runs.back(), trials);
+        }
+        row.push_back(text + " (med " + median_cell(runs, trials, &m) + ")");
+        medians[key.first + (key.second ? " on" : " off")].push_back(m);
+      }
+      // The first 16 trials (seeds off): the best found, median over seeds.
+      auto best_at = [&](const std::vector<std::vector<double>>& cs) {
+        std::vector<double> v;
+        for (auto& curve : cs) v.push_back(curve[std::min<std::size_t>(15, curve.size() - 1)]);
+        return median(v);
+      };
+      double pre16 = best_at(curves[{"pretrained", false}]), cold16 = best_at(curves[{"cold", false}]);
+      row.push_back(cell(pre16 * 1e3, "%.4f") + "/" + cell(cold16 * 1e3, "%.4f"));
+      pretrained_better += pre16 < cold16;
+      ++ops_counted;
       rows.push_back(row);
     }
-    std::vector<std::string> summary = {"median over all runs", ""};
-    for (auto& s : strategies) {
-      double m = median(needed[s]);
-      summary.push_back((m > trials ? "-" : cell(m)) + " = " + cell(m / median(needed["random"]), "%.2f") + "x random");
-    }
-    rows.push_back(summary);
     std::vector<std::size_t> width(header.size());
     for (std::size_t i = 0; i < header.size(); ++i) width[i] = header[i].size();
     for (auto& r : rows)
@@ -237,7 +336,29 @@ int main(int argc, char** argv) {
         std::cout << (i ? "  " : "") << r[i] << std::string(width[i] - r[i].size(), ' ');
       std::cout << "\n";
     }
-    std::cout << "(runs that miss the goal count as 2x the budget in medians; database " << db_path << ")\n";
+    auto summary = [&](const std::string& col) {
+      std::vector<double> v;
+      for (double x : medians[col])
+        if (std::isfinite(x)) v.push_back(x);
+      return std::to_string(v.size()) + "/" + std::to_string(medians[col].size()) + " ops reached, median of their medians " +
+             cell(median(v));
+    };
+    std::cout << "\ntrials to 95% of the best known (per-op medians over " << seeds << " seeds):\n";
+    for (auto& col : {"random", "pretrained off", "cold off", "pretrained on", "cold on"})
+      std::cout << "  " << col << ": " << summary(col) << "\n";
+    double r = 0, p = 0;
+    int paired = 0;
+    for (std::size_t i = 0; i < medians["random"].size(); ++i)
+      if (std::isfinite(medians["random"][i]) && std::isfinite(medians["pretrained off"][i])) {
+        r += medians["random"][i];
+        p += medians["pretrained off"][i];
+        ++paired;
+      }
+    if (paired > 0)
+      std::cout << "  pretrained (seeds off) over random, ops both reached: " << cell(p / r, "%.2f") << "x the trials\n";
+    std::cout << "first 16 trials (seeds off): pretrained found the faster kernel on " << pretrained_better << " of "
+              << ops_counted << " held-out ops\n";
+    std::cout << "(database " << db_path << ")\n";
   } catch (const Error& e) {
     std::cerr << "tiletune-search-bench: " << e.what() << "\n";
     return 1;

@@ -16,8 +16,10 @@
 #include "ir/parse.hpp"
 #include "ops/library.hpp"
 #include "support/error.hpp"
+#include "support/files.hpp"
 #include "tuner/lookup.hpp"
 #include "tuner/model_eval.hpp"
+#include "tuner/pretrained.hpp"
 #include "tuner/tune.hpp"
 
 namespace tiletune::cli {
@@ -256,7 +258,10 @@ tuner::Dataset target_dataset(const CommonOptions& c, db::Store& store, const co
 
 }  // namespace
 
-int run_model_train(const CommonOptions& c, const std::vector<std::string>& kinds, std::uint64_t seed) {
+int run_model_train(const CommonOptions& c, const std::vector<std::string>& kinds, std::uint64_t seed,
+                    const std::string& out) {
+  if (!out.empty() && kinds.size() != 1)
+    throw_error(ErrorKind::InvalidInput, "--out writes one model: give one --kind");
   auto backend = backend_for(c);
   auto store = db::open_store(c.db, /*create=*/false);
   auto data = target_dataset(c, *store, *backend);
@@ -264,6 +269,7 @@ int run_model_train(const CommonOptions& c, const std::vector<std::string>& kind
   for (auto& kind : kinds) {
     db::ModelRow m = tuner::train_model(data, kind, backend->target().key, seed);
     store->put_model(m);
+    if (!out.empty()) write_file_atomically(out, m.blob);
     auto metrics = nlohmann::json::parse(m.metrics_json);
     auto held = metrics.value("held-out sizes", nlohmann::json::object());
     auto get = [&](const char* k) { return held.contains(k) ? fmt("%.3f", held[k].get<double>()) : "-"; };
@@ -271,15 +277,28 @@ int run_model_train(const CommonOptions& c, const std::vector<std::string>& kind
                      fmt("%.0f", m.blob.size() / 1024.0)}});
   }
   print_table({"model", "records", "pairwise (held-out sizes)", "top-5", "KiB"}, rows);
-  std::cout << "stored in " << c.db << " for target " << backend->target().key << "\n";
+  std::cout << "stored in " << c.db << " for target " << backend->target().key
+            << (out.empty() ? "" : " and written to " + out) << "\n";
   return kOk;
 }
 
-int run_model_eval(const CommonOptions& c, const std::vector<std::string>& kinds, std::uint64_t seed, bool json) {
+int run_model_eval(const CommonOptions& c, const std::vector<std::string>& kinds, std::uint64_t seed, bool json,
+                   bool shipped) {
   auto backend = backend_for(c);
   auto store = db::open_store(c.db, /*create=*/false);
   auto data = target_dataset(c, *store, *backend);
-  auto results = tuner::evaluate_models(data, kinds, seed);
+  std::vector<tuner::EvalRow> results;
+  if (shipped) {
+    for (auto& kind : kinds) {
+      auto model = tuner::shipped_model(kind, backend->target());
+      if (!model)
+        throw_error(ErrorKind::NotFound, "no " + kind + " model is shipped for " +
+                                             tuner::machine_kind(backend->target()));
+      results.push_back(tuner::evaluate_trained(data, *model, "shipped " + kind));
+    }
+  } else {
+    results = tuner::evaluate_models(data, kinds, seed);
+  }
   if (json) {
     for (auto& r : results)
       std::cout << nlohmann::json{{"model", r.model},

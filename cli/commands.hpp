@@ -88,9 +88,14 @@ struct CorpusOptions {
 int run_corpus(const CommonOptions& c, const tuner::TuneOptions& t, const CorpusOptions& o);
 
 //! Trains cost models of the given kinds on every record of the backend's target and stores them.
-int run_model_train(const CommonOptions& c, const std::vector<std::string>& kinds, std::uint64_t seed);
-//! Prints held-out ranking metrics of the given kinds and of a random ranker.
-int run_model_eval(const CommonOptions& c, const std::vector<std::string>& kinds, std::uint64_t seed, bool json);
+//! With `out`, the (single) model's blob is also written to that file: how the shipped models
+//! (costmodel/pretrained/) are made from a corpus.
+int run_model_train(const CommonOptions& c, const std::vector<std::string>& kinds, std::uint64_t seed,
+                    const std::string& out);
+//! Prints held-out ranking metrics of the given kinds and of a random ranker; with `shipped`,
+//! how the models shipped for this machine kind rank the database's records, untrained on them.
+int run_model_eval(const CommonOptions& c, const std::vector<std::string>& kinds, std::uint64_t seed, bool json,
+                   bool shipped);
 
 //! Prints what a database holds and its integrity check; Error(Database) when it fails.
 int run_db_check(const std::string& where);

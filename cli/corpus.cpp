@@ -52,6 +52,7 @@ int run_corpus(const CommonOptions& c, const tuner::TuneOptions& t, const Corpus
       opts.trials = trials;
       opts.seed = recipe.seed + i;
       opts.measure.cache_dir = c.cache_dir;
+      opts.shipped_model = false;  // the corpus must not depend on the model trained from it
       tuner::TuneSummary s = tuner::tune(w, *backend, *store, opts);
       got += s.measured;
       got_failed += s.failed;

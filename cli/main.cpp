@@ -226,6 +226,11 @@ int main(int argc, char** argv) {
     cmd->add_option("--seed", model_seed, "seed of training")->capture_default_str();
   }
   eval_cmd->add_flag("--json", json, "print the metrics as JSON lines");
+  bool eval_shipped = false;
+  eval_cmd->add_flag("--shipped", eval_shipped,
+                     "rank the records with the models shipped for this machine kind, untrained on them");
+  std::string train_out;
+  train_cmd->add_option("--out,-o", train_out, "also write the model to this file (one --kind)");
 
   auto* report_cmd = app.add_subcommand(
       "report", "write the dashboard's pages (workloads, knobs, models) for a database as one self-contained HTML file");
@@ -286,8 +291,8 @@ int main(int argc, char** argv) {
     if (*report_cmd) return cli::run_report(common, report_out);
     if (*db_check_cmd) return cli::run_db_check(db_where);
     if (*db_push_cmd || *db_pull_cmd) return cli::run_db_copy(db_from, db_to, db_target);
-    if (*train_cmd) return cli::run_model_train(common, kinds, model_seed);
-    if (*eval_cmd) return cli::run_model_eval(common, kinds, model_seed, json);
+    if (*train_cmd) return cli::run_model_train(common, kinds, model_seed, train_out);
+    if (*eval_cmd) return cli::run_model_eval(common, kinds, model_seed, json, eval_shipped);
     return cli::run_ops();
   } catch (const Error& e) {
     std::cerr << "tiletune: " << e.what() << "\n";

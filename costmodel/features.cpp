@@ -1,6 +1,7 @@
 #include "costmodel/features.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <set>
@@ -52,8 +53,29 @@ enum Feature {
   kParallelLoops,
   kLoopTrips,
   kFootprintCurve,
-  kCount
+  kIntensityCurve,  // kIntensityCurveSteps features
+  kRoofCompute = kIntensityCurve + 4,
+  kRoofMemory,
+  kRoofTotal,
+  kBuffers,  // kTopBuffers x kBufferFeatures, the largest buffer first
+  kCount = kBuffers + 3 * 8
 };
+
+constexpr int kIntensityCurveSteps = 4;
+constexpr int kTopBuffers = 3;
+//! Per buffer access (after Ansor's per-store buffer features): offsets within a buffer's block.
+enum BufferFeature {
+  kBufBytes,       // log2 bytes of it one micro-kernel call touches
+  kBufLines,       // log2 cache lines of it one micro-kernel call touches
+  kBufUnique,      // log2 bytes of it the whole stage touches
+  kBufReuseType,   // 0 none, 1 across a tile loop, 2 within the register tile
+  kBufReuseDist,   // log2 bytes touched between two uses (the reuse loop's body)
+  kBufReuseCount,  // log2 trips of the reuse loop
+  kBufStride,      // log2(1 + |elements between neighbours of the innermost loop|)
+  kBufPacked,      // 1 if copied into panels first
+  kBufferFeatures
+};
+static_assert(kBufferFeatures == 8, "kCount assumes 8 features per buffer");
 
 const std::vector<std::pair<std::string, std::string>> kDocs = {
     {"flops_log", "log2(1 + arithmetic operations of the stage)"},
@@ -92,7 +114,39 @@ const std::vector<std::pair<std::string, std::string>> kDocs = {
     {"loop_trips_by_depth",
      "mean over tile loops of depth (1 outermost) times log2(1 + trips): where the long loops sit"},
     {"footprint_curve_log", "mean over tile-loop depths of log2(1 + bytes touched inside them): the footprint curve"},
+    {"intensity_curve_0", "flops per byte touched inside the outermost tile loop (the whole stage)"},
+    {"intensity_curve_1", "flops per byte touched a third of the way down the tile loops"},
+    {"intensity_curve_2", "flops per byte touched two thirds of the way down the tile loops"},
+    {"intensity_curve_3", "flops per byte touched by one micro-kernel call"},
+    {"roof_compute_log",
+     "log2 of the estimated compute cycles (FMA and load issue, lanes used, threads busy, spills) over the "
+     "stage's ideal (all lanes and threads): comparable across ops"},
+    {"roof_memory_log",
+     "log2 of the estimated cycles moving data into L1, L2 and L3 (the blocks that fit each, their "
+     "executions, each level's bandwidth) over the stage's ideal compute cycles"},
+    {"roof_total_log", "log2 of (max of the two estimates + packing) over the ideal: a roofline estimate of the stage"},
 };
+
+//! The per-buffer features' names: buffer i of the stage, the largest first.
+std::vector<std::pair<std::string, std::string>> all_docs() {
+  auto docs = kDocs;
+  const std::pair<const char*, const char*> per_buffer[] = {
+      {"bytes_log", "log2 bytes of it one micro-kernel call touches"},
+      {"lines_log", "log2 cache lines (64 B) of it one micro-kernel call touches"},
+      {"unique_log", "log2 bytes of it the whole stage touches"},
+      {"reuse_type", "0 no reuse, 1 reused across a tile loop it does not depend on, 2 within the register tile"},
+      {"reuse_distance_log", "log2 bytes (all buffers) touched between two uses: the reuse loop's body"},
+      {"reuse_count_log", "log2 trips of the reuse loop"},
+      {"stride_log", "log2(1 + |elements between the neighbours of the micro-kernel's innermost loop|)"},
+      {"packed", "1 if copied into panels first"},
+  };
+  for (int b = 0; b < kTopBuffers; ++b)
+    for (auto& [name, doc] : per_buffer)
+      docs.push_back({"buffer" + std::to_string(b) + "_" + name,
+                      std::string(doc) + " (the stage's buffer " + std::to_string(b) +
+                          " by bytes touched, the output included; 0 if it has fewer)"});
+  return docs;
+}
 
 double log2p(double x) { return std::log2(1.0 + std::max(0.0, x)); }
 
@@ -122,7 +176,17 @@ struct StageFeatures {
   }
 
   //! Bytes touched inside the first `depth` tile loops: every buffer once, the largest access.
+  //! Memoized: every feature family asks for the same depths.
   double footprint(size_t depth) const {
+    if (footprints.empty()) {
+      footprints.resize(sn.outer.size() + 1);
+      for (size_t d = 0; d <= sn.outer.size(); ++d) footprints[d] = compute_footprint(d);
+    }
+    return footprints[std::min(depth, sn.outer.size())];
+  }
+  mutable std::vector<double> footprints;
+
+  double compute_footprint(size_t depth) const {
     auto span = spans(depth);
     std::map<std::string, double> per_buffer;
     auto add = [&](const std::string& name, const std::vector<ir::IndexExpr>& idx) {
@@ -267,16 +331,157 @@ struct StageFeatures {
     for (auto& a : st.axes)
       if (!a.reduce) outputs *= static_cast<double>(a.extent);
     f[kOutputStores] += log2p(outputs * reduce_blocks);
+    const double ops_per_point = count_ops(sn.body) + 1;
+    for (int k = 0; k < kIntensityCurveSteps; ++k) {
+      size_t depth = sn.outer.size() * static_cast<size_t>(k) / (kIntensityCurveSteps - 1);
+      double pts = 1;
+      for (auto& [axis, sp] : spans(depth)) pts *= static_cast<double>(sp);
+      f[kIntensityCurve + k] += static_cast<float>(pts * ops_per_point / std::max(4.0, footprint(depth)));
+    }
+    add_buffer_features(f);
+    add_roofline(f, flops, reg_points, any_parallel ? par : 1, packed_bytes);
+  }
+
+  //! The roofline estimates, relative to the stage's ideal so that they compare across ops.
+  //! Bandwidths in bytes per cycle and core: L2 to L1 64, L3 to L2 32, memory to L3 8 shared.
+  void add_roofline(std::vector<float>& f, double flops, double reg_points, double par, double packed_bytes) const {
+    const double threads = std::max(1, t.threads), lanes_max = std::max(1, t.vector_lanes);
+    const double ideal = std::max(1.0, flops / (2 * lanes_max * threads));
+    const double active = std::clamp(par, 1.0, threads);  // threads with work
+    const double lanes = sn.vector_axis.empty() ? 1 : sn.lanes;
+    double acc = sn.vector_axis.empty() || sn.vector_reduce ? reg_points : reg_points / sn.lanes;
+    double spill = 1 + 2 * std::max(0.0, acc / std::max(1, t.vector_registers) - 1);
+    double fma = flops / (2 * lanes) * spill;
+    double loads = f[kLoadsPerUpdate] * flops / (2 * lanes) / 2;  // two loads issue per cycle
+    double compute = std::max(fma, loads) / active;
+    // Traffic into each level: executions of the largest block that fits it, times its bytes.
+    double total_points = 1;
+    for (auto& [axis, e] : extent) total_points *= static_cast<double>(e);
+    double memory = 0;
+    const std::pair<std::int64_t, double> levels[] = {{t.l1_bytes, 64}, {t.l2_bytes, 32}, {t.l3_bytes, 8}};
+    for (auto [capacity, bandwidth] : levels) {
+      double traffic = total_points * 4;  // nothing fits: every point streams in
+      for (size_t depth = 0; depth <= sn.outer.size(); ++depth) {
+        double fp = footprint(depth);
+        if (fp <= static_cast<double>(capacity)) {
+          double pts = 1;
+          for (auto& [axis, sp] : spans(depth)) pts *= static_cast<double>(sp);
+          traffic = total_points / pts * fp;
+          break;
+        }
+      }
+      memory += traffic / bandwidth / (bandwidth == 8 ? 1 : active);
+    }
+    double pack = packed_bytes * 2 / 16;
+    f[kRoofCompute] += static_cast<float>(std::log2(std::max(1.0, compute) / ideal));
+    f[kRoofMemory] += static_cast<float>(std::log2(std::max(1.0, memory) / ideal));
+    f[kRoofTotal] += static_cast<float>(std::log2((std::max(compute, memory) + pack + 1) / ideal));
+  }
+
+  //! One read or write of a buffer: its indices.
+  struct Use {
+    std::string name;
+    std::vector<ir::IndexExpr> indices;
+  };
+
+  std::vector<Use> uses() const {
+    std::vector<Use> out;
+    for (const Expr* a : accesses)
+      if (a->name != w.stages[sn.stage].name) out.push_back({a->name, a->indices});
+    std::vector<ir::IndexExpr> out_idx;
+    for (auto& a : w.stages[sn.stage].axes)
+      if (!a.reduce) out_idx.push_back(ir::IndexExpr{{{a.name, 1}}, 0});
+    out.push_back({w.buffers[sn.store].name, out_idx});
+    return out;
+  }
+
+  //! Bytes and cache lines of one use inside the given spans.
+  std::pair<double, double> extent_of(const Use& u, const std::map<std::string, std::int64_t>& span) const {
+    const auto& shape = w.buffers[w.buffer_index(u.name)].shape;
+    double bytes = 4, lines = 1;
+    for (size_t d = 0; d < u.indices.size(); ++d) {
+      std::int64_t range = 1;
+      for (auto& term : u.indices[d].terms) range += std::abs(term.coeff) * (span.at(term.var) - 1);
+      double r = static_cast<double>(std::min(range, shape[d]));
+      bytes *= r;
+      lines *= d + 1 < u.indices.size() ? r : std::ceil(r * 4 / 64);
+    }
+    return {bytes, lines};
+  }
+
+  static bool depends(const Use& u, const std::string& axis) {
+    for (auto& ix : u.indices)
+      if (ix.coeff_of(axis) != 0) return true;
+    return false;
+  }
+
+  //! The axis of the micro-kernel's innermost loop: the SIMD axis, else the innermost
+  //! reduction or register loop.
+  std::string innermost_axis() const {
+    if (!sn.vector_axis.empty()) return sn.vector_axis;
+    if (!sn.reduce_inner.empty()) return sn.reduce_inner.back().axis;
+    if (!sn.reg.empty()) return sn.reg.back().axis;
+    return sn.outer.empty() ? "" : sn.outer.back().axis;
+  }
+
+  void add_buffer_features(std::vector<float>& f) const {
+    struct Row {
+      double unique;
+      std::array<float, kBufferFeatures> v;
+    };
+    std::map<std::string, Row> by_buffer;  // the use touching the most bytes per buffer
+    auto inner = spans(sn.outer.size()), whole = spans(0);
+    const std::string axis = innermost_axis();
+    for (const Use& u : uses()) {
+      auto [bytes, lines] = extent_of(u, inner);
+      double unique = extent_of(u, whole).first;
+      Row r{unique, {}};
+      r.v[kBufBytes] = static_cast<float>(log2p(bytes));
+      r.v[kBufLines] = static_cast<float>(log2p(lines));
+      r.v[kBufUnique] = static_cast<float>(log2p(unique));
+      // Reuse: the innermost loop whose axis the use does not depend on.
+      for (auto* loops : {&sn.reduce_inner, &sn.reg})
+        for (auto& l : *loops)
+          if (r.v[kBufReuseType] == 0 && l.block > 1 && !depends(u, l.axis)) {
+            r.v[kBufReuseType] = 2;
+            r.v[kBufReuseCount] = static_cast<float>(log2p(static_cast<double>(l.block)));
+          }
+      for (size_t i = sn.outer.size(); r.v[kBufReuseType] == 0 && i-- > 0;)
+        if (sn.outer[i].trips() > 1 && !depends(u, sn.outer[i].axis)) {
+          r.v[kBufReuseType] = 1;
+          r.v[kBufReuseDist] = static_cast<float>(log2p(footprint(i + 1)));
+          r.v[kBufReuseCount] = static_cast<float>(log2p(static_cast<double>(sn.outer[i].trips())));
+        }
+      const auto& shape = w.buffers[w.buffer_index(u.name)].shape;
+      double stride = 0, row = 1;
+      for (size_t d = u.indices.size(); d-- > 0;) {
+        if (!axis.empty()) stride += static_cast<double>(u.indices[d].coeff_of(axis)) * row;
+        row *= static_cast<double>(shape[d]);
+      }
+      r.v[kBufStride] = static_cast<float>(log2p(std::abs(stride)));
+      for (auto& p : sn.packs)
+        if (w.buffers[p.buffer].name == u.name) r.v[kBufPacked] = 1;
+      auto [it, fresh] = by_buffer.emplace(u.name, r);
+      if (!fresh && r.v[kBufBytes] > it->second.v[kBufBytes]) it->second = r;
+    }
+    std::vector<Row> rows;
+    for (auto& [name, r] : by_buffer) rows.push_back(r);
+    std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.unique > b.unique; });
+    for (size_t b = 0; b < rows.size() && b < static_cast<size_t>(kTopBuffers); ++b)
+      for (int k = 0; k < kBufferFeatures; ++k) f[kBuffers + b * kBufferFeatures + k] += rows[b].v[k];
   }
 };
 
 }  // namespace
 
-const std::vector<std::pair<std::string, std::string>>& feature_docs() { return kDocs; }
+const std::vector<std::pair<std::string, std::string>>& feature_docs() {
+  static const auto docs = all_docs();
+  return docs;
+}
 std::size_t feature_count() { return kCount; }
 
 Features extract_features(const ir::Workload& w, const ir::LoopNest& nest, const ir::TargetTraits& t) {
-  static_assert(kCount == 35, "update kDocs and kFeatureVersion with the features");
+  static_assert(kCount == 66, "update kDocs and kFeatureVersion with the features");
   Features out;
   for (auto& sn : nest.stages) {
     out.stages.emplace_back(kCount, 0.0f);

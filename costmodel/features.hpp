@@ -11,7 +11,11 @@ namespace tiletune::costmodel {
 //! Version of the feature set: models record it and refuse to load against another.
 //! 2: the prefetch distance, parallel loops, where the long loops sit and the footprint curve,
 //! so that every knob of ir/knobs.hpp reaches the features.
-inline constexpr int kFeatureVersion = 2;
+//! 3: per buffer (the three largest, after Ansor's per-store features) its bytes and cache
+//! lines per micro-kernel call, unique bytes, reuse type, distance and count, stride along the
+//! innermost loop and packing; the arithmetic-intensity curve at four depths; roofline
+//! estimates (compute, memory traffic into each cache level) relative to the stage's ideal.
+inline constexpr int kFeatureVersion = 3;
 
 //! Names of the features, one line of documentation each, in vector order.
 const std::vector<std::pair<std::string, std::string>>& feature_docs();

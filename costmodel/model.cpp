@@ -93,6 +93,12 @@ OnlineModel::OnlineModel(std::unique_ptr<CostModel> model, std::vector<Sample> p
   if (model_->trained()) trained_on_ = samples_.size();
 }
 
+OnlineModel::OnlineModel(FromBase, std::unique_ptr<CostModel> base, std::vector<Sample> prior)
+    : model_(std::move(base)), samples_(std::move(prior)), prior_(samples_.size()) {
+  if (!model_->trained()) throw_error(ErrorKind::Internal, "a pretrained base must be trained");
+  base_ = model_->payload();
+}
+
 void OnlineModel::add(std::vector<Sample> samples) {
   for (auto& s : samples) samples_.push_back(std::move(s));
 }
@@ -102,7 +108,12 @@ bool OnlineModel::update(int min_new) {
   std::size_t own = trained_on_ > prior_ ? trained_on_ - prior_ : 0;
   std::size_t needed = std::max<std::size_t>(static_cast<std::size_t>(std::max(1, min_new)), own / 10);
   if (samples_.empty() || (model_->trained() && fresh < needed)) return false;
-  model_->fit(samples_);
+  if (base_) {
+    model_->load_payload(*base_);
+    model_->fine_tune(samples_);
+  } else {
+    model_->fit(samples_);
+  }
   trained_on_ = samples_.size();
   return true;
 }

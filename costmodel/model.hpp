@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,10 @@ class CostModel {
   //! Trains from scratch. Groups with fewer than two successful samples teach nothing.
   virtual void fit(const std::vector<Sample>& samples) = 0;
   virtual bool trained() const = 0;
+  //! Continues training the current model (a pretrained base) on the samples, keeping what it
+  //! learned: trees added on top (xgb), a few passes at a lower rate (nn). The transfer of
+  //! TenSet and TLP. Error(Internal) if not trained.
+  virtual void fine_tune(const std::vector<Sample>& samples) = 0;
   //! One score per candidate; Error(Internal) if not trained.
   virtual std::vector<float> predict(const std::vector<Features>& x) const = 0;
   //! The model's own bytes (no metadata: see save_model).
@@ -60,6 +65,11 @@ class OnlineModel {
  public:
   //! A model that is already trained counts as trained on `prior`.
   OnlineModel(std::unique_ptr<CostModel> model, std::vector<Sample> prior);
+  struct FromBase {};
+  //! `base` is a pretrained model (one shipped for the machine kind): every update starts again
+  //! from it and fine-tunes it on everything seen (`prior`, then the new samples), so that what
+  //! it learned from the corpus stays while the target's own records correct it.
+  OnlineModel(FromBase, std::unique_ptr<CostModel> base, std::vector<Sample> prior);
   void add(std::vector<Sample> samples);
   //! Retrains when the new samples reach max(min_new, a tenth of the non-prior samples it was
   //! trained on): a large prior must not keep the model from learning the workload at hand.
@@ -74,6 +84,7 @@ class OnlineModel {
   std::vector<Sample> samples_;
   std::size_t trained_on_ = 0;
   std::size_t prior_ = 0;
+  std::optional<std::string> base_;  //!< the pretrained base's payload
 };
 
 }  // namespace tiletune::costmodel

@@ -1,6 +1,8 @@
-// The neural ranker: an MLP scores each loop nest of a candidate from its feature row, the
-// candidate's score is the sum over its nests (sum pooling), and training minimises a pairwise
-// logistic (RankNet) loss within workloads. LibTorch lives in this file only.
+// The neural ranker, at TenSet's MLP shape: each loop nest's feature row goes through two
+// 256-wide layers, the nests' vectors are summed (sum pooling), two residual 256-wide layers
+// and a linear head give the candidate's score, and training minimises a LambdaRank loss within
+// workloads (pairwise logistic, each pair weighted by how much swapping it changes the NDCG of
+// the current ranking, so that the fast end is learned first). LibTorch lives in this file only.
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -16,25 +18,47 @@ namespace tiletune::costmodel {
 
 namespace {
 
-constexpr int kHidden = 128;
+constexpr int kHidden = 256;
 constexpr int kGroupBatch = 64;  // candidates of one workload per step: 2016 pairs at most
-constexpr double kLearningRate = 2e-3;
+constexpr double kLearningRate = 1e-3;
+constexpr double kFineTuneRate = 3e-4;
 constexpr double kWeightDecay = 1e-5;
 
 struct NetImpl : torch::nn::Module {
   NetImpl(int in, int hidden)
-      : l1(register_module("l1", torch::nn::Linear(in, hidden))),
-        l2(register_module("l2", torch::nn::Linear(hidden, hidden))),
-        l3(register_module("l3", torch::nn::Linear(hidden, 1))) {}
+      : enc1(register_module("enc1", torch::nn::Linear(in, hidden))),
+        enc2(register_module("enc2", torch::nn::Linear(hidden, hidden))),
+        res1(register_module("res1", torch::nn::Linear(hidden, hidden))),
+        res2(register_module("res2", torch::nn::Linear(hidden, hidden))),
+        head(register_module("head", torch::nn::Linear(hidden, 1))) {}
   //! x: [batch, nests, features], mask: [batch, nests] -> [batch]
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask) {
-    auto h = torch::relu(l1(x));
-    h = torch::relu(l2(h));
-    return (l3(h).squeeze(-1) * mask).sum(1);
+    auto h = torch::relu(enc2(torch::relu(enc1(x))));
+    h = (h * mask.unsqueeze(-1)).sum(1);
+    h = h + torch::relu(res1(h));
+    h = h + torch::relu(res2(h));
+    return head(h).squeeze(-1);
   }
-  torch::nn::Linear l1, l2, l3;
+  torch::nn::Linear enc1, enc2, res1, res2, head;
 };
 TORCH_MODULE(Net);
+
+//! LambdaRank: the pairwise logistic loss of every ordered pair (i faster than j), weighted by
+//! |gain_i - gain_j| * |discount_i - discount_j| at the scores' current ranks.
+torch::Tensor lambda_rank_loss(const torch::Tensor& score, const torch::Tensor& label) {
+  auto better = (label.unsqueeze(1) > label.unsqueeze(0)).to(torch::kFloat);
+  auto order = std::get<1>(score.detach().sort(0, /*descending=*/true));
+  auto rank = torch::empty_like(order);
+  rank.index_put_({order}, torch::arange(order.size(0), order.options()));
+  auto discount = 1.0 / torch::log2(rank.to(torch::kFloat) + 2.0);
+  auto gain = torch::pow(2.0, label * 4.0) - 1.0;  // labels are relative speeds in [0, 1]
+  auto weight = (gain.unsqueeze(1) - gain.unsqueeze(0)).abs() * (discount.unsqueeze(1) - discount.unsqueeze(0)).abs();
+  weight = weight * better;
+  auto total = weight.sum();
+  if (total.item<float>() <= 0) return torch::zeros({}, score.options());
+  auto diff = score.unsqueeze(1) - score.unsqueeze(0);
+  return (torch::nn::functional::softplus(-diff) * weight).sum() / total;
+}
 
 class NnModel final : public CostModel {
  public:
@@ -126,7 +150,6 @@ class NnModel final : public CostModel {
 
   void train(const std::vector<Sample>& samples) {
     torch::manual_seed(seed_);
-    std::mt19937_64 rng(seed_);
     Grouped g = group_samples(samples);
     // Feature scaling from every nest row seen.
     const std::int64_t f = static_cast<std::int64_t>(feature_count());
@@ -139,10 +162,30 @@ class NnModel final : public CostModel {
     auto rows = torch::from_blob(all.data(), {static_cast<std::int64_t>(all.size()) / f, f}).clone();
     mean_ = rows.mean(0);
     scale_ = 1.0 / (rows.std(0, /*unbiased=*/false) + 1e-3);
-
     net_ = Net(static_cast<int>(f), kHidden);
-    torch::optim::Adam opt(net_->parameters(), torch::optim::AdamOptions(kLearningRate).weight_decay(kWeightDecay));
-    // Groups that can teach an ordering, drawn in proportion to their size.
+    trained_ = true;
+    // About 24 passes over the data, within [300, 2000] steps.
+    run_steps(g, std::clamp(static_cast<int>(24 * g.samples.size() / kGroupBatch), 300, 2000), kLearningRate);
+  }
+
+  void fine_tune(const std::vector<Sample>& samples) override {
+    if (!trained_) throw_error(ErrorKind::Internal, "nn: fine-tuning an untrained model");
+    if (samples.empty()) return;
+    try {
+      torch::manual_seed(seed_);
+      // The base's feature scaling stays: its layers were trained on it.
+      Grouped g = group_samples(samples);
+      run_steps(g, std::clamp(static_cast<int>(8 * g.samples.size() / kGroupBatch), 50, 400), kFineTuneRate);
+    } catch (const c10::Error& e) {
+      throw_error(ErrorKind::Internal, std::string("LibTorch while fine-tuning: ") + e.what_without_backtrace());
+    }
+  }
+
+  //! Adam steps, each on up to kGroupBatch candidates of one workload drawn in proportion to
+  //! the workload's size, among the workloads that can teach an ordering.
+  void run_steps(const Grouped& g, int steps, double rate) {
+    std::mt19937_64 rng(seed_);
+    torch::optim::Adam opt(net_->parameters(), torch::optim::AdamOptions(rate).weight_decay(kWeightDecay));
     std::vector<std::pair<std::size_t, std::size_t>> groups;  // [begin, end) in g.samples
     std::vector<double> weight;
     for (std::size_t at = 0, gi = 0; gi < g.group_sizes.size(); at += g.group_sizes[gi++]) {
@@ -152,11 +195,8 @@ class NnModel final : public CostModel {
         weight.push_back(static_cast<double>(end - at));
       }
     }
-    trained_ = true;
-    if (groups.empty()) return;  // nothing to order: an untrained net scores everything alike
+    if (groups.empty()) return;  // nothing to order
     std::discrete_distribution<std::size_t> pick(weight.begin(), weight.end());
-    // About 24 passes over the data, within [300, 2000] steps.
-    int steps = std::clamp(static_cast<int>(24 * g.samples.size() / kGroupBatch), 300, 2000);
     for (int step = 0; step < steps; ++step) {
       auto [begin, end] = groups[pick(rng)];
       std::vector<std::size_t> idx(end - begin);
@@ -170,13 +210,9 @@ class NnModel final : public CostModel {
         labels.push_back(g.labels[i]);
       }
       auto [in, mask] = batch(xs);
-      auto score = net_->forward(in, mask);
       auto y = torch::from_blob(labels.data(), {static_cast<std::int64_t>(labels.size())}).clone();
-      auto better = (y.unsqueeze(1) > y.unsqueeze(0)).to(torch::kFloat);  // [i, j]: i is faster than j
-      auto pairs = better.sum();
-      if (pairs.item<float>() == 0) continue;
-      auto diff = score.unsqueeze(1) - score.unsqueeze(0);
-      auto loss = (torch::nn::functional::softplus(-diff) * better).sum() / pairs;
+      auto loss = lambda_rank_loss(net_->forward(in, mask), y);
+      if (!loss.requires_grad()) continue;  // no pair to order in this draw
       opt.zero_grad();
       loss.backward();
       opt.step();

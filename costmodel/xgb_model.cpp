@@ -50,6 +50,7 @@ class Matrix {
 // - nthread 1: OpenMP worker threads spin after each parallel region and take the core the
 //   measurements, the compiler and the daemon need; one thread trains these sizes in < 1 s.
 constexpr int kRounds = 150;
+constexpr int kFineTuneRounds = 40;  // added to a pretrained model per fine-tuning
 const std::pair<const char*, const char*> kParams[] = {
     {"objective", "rank:pairwise"},
     {"eta", "0.2"},
@@ -80,17 +81,25 @@ class XgbModel final : public CostModel {
     std::vector<const Features*> rows;
     for (auto* s : g.samples) rows.push_back(&s->x);
     Matrix m(rows);
-    check(XGDMatrixSetFloatInfo(m.get(), "label", g.labels.data(), g.labels.size()), ErrorKind::Internal, "labels");
-    check(XGDMatrixSetUIntInfo(m.get(), "group", g.group_sizes.data(), g.group_sizes.size()), ErrorKind::Internal,
-          "groups");
+    set_labels(m, g);
     reset();
     DMatrixHandle train[] = {m.get()};
     check(XGBoosterCreate(train, 1, &booster_), ErrorKind::Internal, "creating a booster");
-    for (auto& [k, v] : kParams)
-      check(XGBoosterSetParam(booster_, k, v), ErrorKind::Internal, std::string("parameter ") + k);
-    check(XGBoosterSetParam(booster_, "seed", std::to_string(seed_ % 2147483647).c_str()), ErrorKind::Internal, "seed");
-    for (int i = 0; i < kRounds; ++i)
-      check(XGBoosterUpdateOneIter(booster_, i, m.get()), ErrorKind::Internal, "training round " + std::to_string(i));
+    boost(m, 0, kRounds);
+  }
+
+  void fine_tune(const std::vector<Sample>& samples) override {
+    if (!booster_) throw_error(ErrorKind::Internal, "xgb: fine-tuning an untrained model");
+    if (samples.empty()) return;
+    Grouped g = group_samples(samples);
+    std::vector<const Features*> rows;
+    for (auto* s : g.samples) rows.push_back(&s->x);
+    Matrix m(rows);
+    set_labels(m, g);
+    int done = 0;
+    check(XGBoosterBoostedRounds(booster_, &done), ErrorKind::Internal, "reading the rounds");
+    // New trees fit what the base's trees get wrong on these samples.
+    boost(m, done, kFineTuneRounds);
   }
 
   std::vector<float> predict(const std::vector<Features>& x) const override {
@@ -127,6 +136,22 @@ class XgbModel final : public CostModel {
   }
 
  private:
+  static void set_labels(const Matrix& m, const Grouped& g) {
+    check(XGDMatrixSetFloatInfo(m.get(), "label", g.labels.data(), g.labels.size()), ErrorKind::Internal, "labels");
+    check(XGDMatrixSetUIntInfo(m.get(), "group", g.group_sizes.data(), g.group_sizes.size()), ErrorKind::Internal,
+          "groups");
+  }
+
+  //! Rounds [first, first + rounds) on the matrix; parameters are set each time, since a
+  //! loaded model keeps its trees but not its training parameters.
+  void boost(const Matrix& m, int first, int rounds) {
+    for (auto& [k, v] : kParams)
+      check(XGBoosterSetParam(booster_, k, v), ErrorKind::Internal, std::string("parameter ") + k);
+    check(XGBoosterSetParam(booster_, "seed", std::to_string(seed_ % 2147483647).c_str()), ErrorKind::Internal, "seed");
+    for (int i = first; i < first + rounds; ++i)
+      check(XGBoosterUpdateOneIter(booster_, i, m.get()), ErrorKind::Internal, "training round " + std::to_string(i));
+  }
+
   void reset() {
     if (booster_) XGBoosterFree(booster_);
     booster_ = nullptr;

@@ -17,27 +17,44 @@ struct Fold {
   std::set<std::string> train;
 };
 
+//! Held-out splits are k-fold: every op (or, for sizes, every workload of an op that has
+//! several) lands in one of kFolds folds by a hash of its name; a fold's model trains on
+//! everything outside its test set. With fewer ops than folds, one op per fold.
+constexpr std::size_t kFolds = 5;
+
+//! A hash that is the same on every platform, so that folds are too.
+std::uint64_t fnv1a(const std::string& s) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
 std::vector<Fold> folds_for(const Dataset& data, const std::string& split) {
   std::map<std::string, std::vector<std::string>> by_op;
   for (auto& [key, row] : data.workloads) by_op[row.op_name].push_back(key);
-  std::vector<Fold> out;
+  const bool sizes = split == "held-out sizes";
+  // The units a fold holds out: ops, or the workloads of ops with several sizes.
+  std::vector<std::vector<std::string>> units;
   for (auto& [op, keys] : by_op) {
-    if (split == "held-out sizes") {
-      if (keys.size() < 2) continue;
-      for (auto& k : keys) {
-        Fold f{{k}, {}};
-        for (auto& [other, row] : data.workloads)
-          if (other != k) f.train.insert(other);
-        out.push_back(f);
-      }
-    } else {
-      Fold f{{keys.begin(), keys.end()}, {}};
-      for (auto& [other, row] : data.workloads)
-        if (row.op_name != op) f.train.insert(other);
-      if (!f.train.empty()) out.push_back(f);
+    if (!sizes) {
+      units.push_back(keys);
+    } else if (keys.size() >= 2) {
+      for (auto& k : keys) units.push_back({k});
     }
   }
-  return out;
+  std::size_t k = std::min(kFolds, units.size());
+  std::vector<Fold> out(k);
+  for (auto& unit : units) {
+    std::size_t f = fnv1a(sizes ? unit[0] : data.workloads.at(unit[0]).op_name) % k;
+    out[f].test.insert(unit.begin(), unit.end());
+  }
+  std::vector<Fold> kept;
+  for (auto& fold : out) {
+    for (auto& [key, row] : data.workloads)
+      if (!fold.test.count(key)) fold.train.insert(key);
+    if (!fold.test.empty() && !fold.train.empty()) kept.push_back(std::move(fold));
+  }
+  return kept;
 }
 
 costmodel::RankingMetrics test_on(const std::vector<const costmodel::Sample*>& test, const std::vector<float>& score) {
@@ -96,6 +113,17 @@ std::vector<EvalRow> evaluate_models(const Dataset& data, const std::vector<std:
       out.push_back({name, split, static_cast<int>(folds.size()), costmodel::combine(parts[name])});
   }
   return out;
+}
+
+EvalRow evaluate_trained(const Dataset& data, const costmodel::CostModel& model, const std::string& name) {
+  std::vector<const costmodel::Sample*> all;
+  std::vector<costmodel::Features> x;
+  for (auto& s : data.samples) {
+    all.push_back(&s);
+    x.push_back(s.x);
+  }
+  if (all.empty()) throw_error(ErrorKind::InvalidInput, "no records to rank: tune some ops first");
+  return {name, "as trained", 0, test_on(all, model.predict(x))};
 }
 
 db::ModelRow train_model(const Dataset& data, const std::string& kind, const std::string& target_key,

@@ -100,9 +100,7 @@ class ModelGuidedSearch : public SearchStrategy {
  public:
   ModelGuidedSearch(const Space& space, std::uint64_t seed, std::unique_ptr<costmodel::CostModel> model,
                     SearchContext context)
-      : space_(space),
-        rng_(seed),
-        model_(context.pretrained ? std::move(context.pretrained) : std::move(model), std::move(context.prior)) {
+      : space_(space), rng_(seed), model_(online(std::move(model), std::move(context))) {
     model_.update();
   }
 
@@ -141,6 +139,12 @@ class ModelGuidedSearch : public SearchStrategy {
   }
 
  private:
+  static costmodel::OnlineModel online(std::unique_ptr<costmodel::CostModel> fresh, SearchContext c) {
+    if (c.pretrained) return costmodel::OnlineModel(std::move(c.pretrained), std::move(c.prior));
+    if (c.base) return costmodel::OnlineModel(costmodel::OnlineModel::FromBase{}, std::move(c.base), std::move(c.prior));
+    return costmodel::OnlineModel(std::move(fresh), std::move(c.prior));
+  }
+
   struct Scored {
     ir::Schedule config;
     float score;

@@ -25,7 +25,11 @@ class SearchStrategy {
 //! workloads on the same target (transfer, for a cold start) and a saved model, if any.
 struct SearchContext {
   std::vector<costmodel::Sample> prior;
+  //! The target's own saved model: retrained from scratch as records arrive.
   std::unique_ptr<costmodel::CostModel> pretrained;
+  //! Without one, the model shipped for the target's machine kind (tuner/pretrained.hpp):
+  //! fine-tuned on `prior` and the new records (costmodel::OnlineModel::FromBase).
+  std::unique_ptr<costmodel::CostModel> base;
 };
 
 //! Strategies by name: "random", "evolutionary", and the model-guided "xgb" and "nn"

@@ -12,6 +12,7 @@
 #include "db/retry.hpp"
 #include "support/error.hpp"
 #include "support/version.hpp"
+#include "tuner/pretrained.hpp"
 #include "tuner/dataset.hpp"
 #include "tuner/search.hpp"
 
@@ -95,6 +96,13 @@ TuneSummary tune(const ir::Workload& w, const codegen::TargetInfo& target, measu
       } catch (const Error& e) {
         summary.notes.push_back(std::string("ignored the saved ") + kind + " model (" + e.what() +
                                 "); training on the records instead");
+      }
+    }
+    if (!context.pretrained && options.shipped_model) {
+      try {
+        context.base = shipped_model(kind, target);
+      } catch (const Error& e) {
+        summary.notes.push_back(std::string("ignored the shipped model (") + e.what() + ")");
       }
     }
   }

@@ -33,6 +33,9 @@ struct TuneOptions {
   //! Where a model-guided strategy looks for a saved cost model of the target; none: it trains
   //! on the records alone.
   db::ModelStore* models = nullptr;
+  //! Without a saved model of the target, fine-tune the model shipped for its machine kind
+  //! (tuner/pretrained.hpp) instead of training on its records alone.
+  bool shipped_model = true;
   //! A batch measured while the database server is away is kept and written when it returns,
   //! for up to this many seconds; then the run fails with Error(Unavailable).
   double store_patience_s = 600;

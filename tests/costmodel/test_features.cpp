@@ -107,3 +107,28 @@ TEST_CASE("features: one row per loop nest; the rows sum to the program's vector
   bad.stages[0].vectorize = "nope";
   CHECK_THROWS_AS(costmodel::featurize(w, bad, kAvx512), Error);
 }
+
+TEST_CASE("features: per buffer, the largest first, its stride along the innermost loop and its reuse") {
+  auto w = library_workload("matmul", "M=64,N=128,K=32");  // C 32 KiB, B 16 KiB, A 8 KiB
+  auto tiled = ir::Schedule::from_json(
+      R"({"version":1,"stages":[{"stage":"C","tile":{"m":[6],"n":[64],"k":[32]},"order":["m.0","n.0","k.0"],)"
+      R"("vectorize":"n","unroll":0,"parallel":1}]})");
+  auto f = features_of(w, tiled);
+  auto at = [&](const std::string& name) {
+    const auto& docs = costmodel::feature_docs();
+    for (size_t i = 0; i < docs.size(); ++i)
+      if (docs[i].first == name) return f[i];
+    FAIL("no feature " << name);
+    return 0.0f;
+  };
+  CHECK(at("buffer0_unique_log") == doctest::Approx(std::log2(1.0 + 64 * 128 * 4)));  // C
+  CHECK(at("buffer2_unique_log") == doctest::Approx(std::log2(1.0 + 64 * 32 * 4)));   // A
+  CHECK(at("buffer0_stride_log") == 1.0f);  // C along n: unit stride
+  CHECK(at("buffer2_stride_log") == 0.0f);  // A along n: invariant (broadcast)
+  CHECK(at("buffer0_reuse_type") == 2.0f);  // C's accumulators stay in registers across k
+  CHECK(at("buffer2_reuse_type") == 2.0f);  // A's element serves the 64 columns of the tile
+  CHECK(at("buffer1_lines_log") > 0);
+  CHECK(at("intensity_curve_3") > 0);
+  auto naive = costmodel::featurize(w, ir::naive_schedule(w), kAvx512).pooled();
+  CHECK(naive != f);
+}

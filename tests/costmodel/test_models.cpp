@@ -158,3 +158,50 @@ TEST_CASE("online model: retrains only when enough new samples have come") {
   CHECK(warm.trained());
   CHECK(!warm.update(8));
 }
+
+TEST_CASE("models: fine-tuning a trained model on a few samples keeps what it learned") {
+  auto base_data = synthetic(6, 120, 11), few = synthetic(1, 16, 12), test = synthetic(3, 100, 13);
+  for (auto& kind : costmodel::model_kinds()) {
+    CAPTURE(kind);
+    auto untrained = costmodel::make_model(kind, 3);
+    CHECK_THROWS_AS(untrained->fine_tune(few), Error);
+    auto tuned = costmodel::make_model(kind, 3);
+    tuned->fit(base_data);
+    double before = metrics_on(*tuned, test).pairwise_accuracy;
+    tuned->fine_tune(few);
+    double after = metrics_on(*tuned, test).pairwise_accuracy;
+    auto scratch = costmodel::make_model(kind, 3);
+    scratch->fit(few);
+    double alone = metrics_on(*scratch, test).pairwise_accuracy;
+    CHECK(after > 0.85);
+    CHECK(after > before - 0.05);
+    CHECK(after >= alone);
+    // A fine-tuned model saves and loads like any other.
+    auto blob = costmodel::save_model(*tuned, {kind, "t", costmodel::kFeatureVersion, 16, "{}"});
+    CHECK(metrics_on(*costmodel::load_model(blob), test).pairwise_accuracy == doctest::Approx(after));
+  }
+}
+
+TEST_CASE("online model from a pretrained base: fine-tunes the base again on everything seen") {
+  auto data = synthetic(3, 60, 21);
+  auto base = costmodel::make_model("xgb", 1);
+  base->fit(synthetic(4, 100, 22));
+  auto base_scores = [&] {
+    std::vector<Features> x;
+    for (auto& s : data) x.push_back(s.x);
+    return x;
+  }();
+  std::vector<float> untouched = base->predict(base_scores);
+  costmodel::OnlineModel online(costmodel::OnlineModel::FromBase{}, std::move(base), {});
+  CHECK(online.trained());
+  CHECK(!online.update(8));  // nothing seen yet: the base as shipped
+  CHECK(online.predict(base_scores) == untouched);
+  online.add({data.begin(), data.begin() + 5});
+  CHECK(!online.update(8));
+  online.add({data.begin() + 5, data.begin() + 12});
+  CHECK(online.update(8));
+  CHECK(online.predict(base_scores) != untouched);
+  CHECK(error_of([] {
+          costmodel::OnlineModel bad(costmodel::OnlineModel::FromBase{}, costmodel::make_model("nn"), {});
+        }).find("trained") != std::string::npos);
+}
