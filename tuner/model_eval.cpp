@@ -44,8 +44,9 @@ std::vector<Fold> folds_for(const Dataset& data, const std::string& split) {
   }
   std::size_t k = std::min(kFolds, units.size());
   std::vector<Fold> out(k);
-  for (auto& unit : units) {
-    std::size_t f = fnv1a(sizes ? unit[0] : data.workloads.at(unit[0]).op_name) % k;
+  for (std::size_t i = 0; i < units.size(); ++i) {
+    const auto& unit = units[i];
+    std::size_t f = units.size() <= kFolds ? i : fnv1a(sizes ? unit[0] : data.workloads.at(unit[0]).op_name) % k;
     out[f].test.insert(unit.begin(), unit.end());
   }
   std::vector<Fold> kept;
