@@ -322,15 +322,10 @@ int main(int argc, char** argv) {
       ++ops_counted;
       rows.push_back(row);
     }
+    rows.insert(rows.begin(), header);
     std::vector<std::size_t> width(header.size());
-    for (std::size_t i = 0; i < header.size(); ++i) width[i] = header[i].size();
     for (auto& r : rows)
       for (std::size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
-    for (auto* r : {&header}) {
-      for (std::size_t i = 0; i < r->size(); ++i)
-        std::cout << (i ? "  " : "") << (*r)[i] << std::string(width[i] - (*r)[i].size(), ' ');
-      std::cout << "\n";
-    }
     for (auto& r : rows) {
       for (std::size_t i = 0; i < r.size(); ++i)
         std::cout << (i ? "  " : "") << r[i] << std::string(width[i] - r[i].size(), ' ');

@@ -9,8 +9,8 @@
 #include "cli/commands.hpp"
 #include "cli/exit_codes.hpp"
 #include "cli/inputs.hpp"
+#include "cli/table.hpp"
 #include "db/store.hpp"
-#include "ir/parse.hpp"
 #include "ops/library.hpp"
 #include "support/error.hpp"
 #include "tuner/corpus.hpp"
@@ -31,15 +31,13 @@ int run_corpus(const CommonOptions& c, const tuner::TuneOptions& t, const Corpus
     for (auto& cs : cases) std::cout << cs.op_name << "  " << cs.sizes << "  " << cs.source << "\n";
     return kOk;
   }
-  auto backend = codegen::make_backend(c.backend, c.backend_options);
+  auto backend = backend_for(c);
   auto store = db::open_store(c.db);
   const auto start = std::chrono::steady_clock::now();
-  int measured = 0, failed = 0, done = 0;
+  int measured = 0, failed = 0;
   std::size_t end = o.limit > 0 ? std::min(cases.size(), static_cast<std::size_t>(o.limit)) : cases.size();
   for (std::size_t i = 0; i < end; ++i) {
     const auto& cs = cases[i];
-    ir::Workload w = ir::bind(ir::select_op(ir::parse_ops(cs.op_text), cs.op_name, cs.source),
-                              ir::parse_sizes(cs.sizes));
     int got = 0, got_failed = 0;
     std::optional<db::Record> best;
     // Random configs (with the seed configs) first, then the model-guided search on top of
@@ -47,30 +45,25 @@ int run_corpus(const CommonOptions& c, const tuner::TuneOptions& t, const Corpus
     for (auto [strategy, trials] : {std::pair<std::string, int>{"random", recipe.trials - recipe.guided},
                                     std::pair<std::string, int>{"xgb", recipe.trials}}) {
       if (trials <= 0) continue;
-      tuner::TuneOptions opts = t;
+      tuner::TuneOptions opts = tune_options(c, t, nullptr);
       opts.strategy = strategy;
       opts.trials = trials;
       opts.seed = recipe.seed + i;
-      opts.measure.cache_dir = c.cache_dir;
       opts.shipped_model = false;  // the corpus must not depend on the model trained from it
-      tuner::TuneSummary s = tuner::tune(w, *backend, *store, opts);
+      tuner::TuneSummary s = tuner::tune(cs.workload, *backend, *store, opts);
       got += s.measured;
       got_failed += s.failed;
       if (s.best) best = s.best;
     }
     measured += got;
     failed += got_failed;
-    ++done;
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     double best_s = best ? best->median_s() : NAN;
-    char line[160];
-    std::snprintf(line, sizeof line, "[%zu/%zu] %s %s: %d new (%d failed), best %s ms  (%s, %.0f s)", i + 1, end,
-                  cs.op_name.c_str(), cs.sizes.c_str(), got, got_failed,
-                  std::isfinite(best_s) ? std::to_string(best_s * 1e3).substr(0, 7).c_str() : "-", cs.source.c_str(),
-                  elapsed);
-    std::cout << line << std::endl;
+    std::cout << "[" << i + 1 << "/" << end << "] " << cs.op_name << " " << cs.sizes << ": " << got << " new ("
+              << got_failed << " failed), best " << (std::isfinite(best_s) ? fmt("%.5f", best_s * 1e3) : "-")
+              << " ms  (" << cs.source << ", " << fmt("%.0f", elapsed) << " s)" << std::endl;
   }
-  std::cout << "corpus " << recipe.name << ": " << done << " workloads, " << measured << " records measured ("
+  std::cout << "corpus " << recipe.name << ": " << end << " workloads, " << measured << " records measured ("
             << failed << " failed), database " << c.db << "  target " << backend->target().key << "\n";
   return kOk;
 }

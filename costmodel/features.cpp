@@ -153,6 +153,12 @@ double log2p(double x) { return std::log2(1.0 + std::max(0.0, x)); }
 using ir::collect_accesses;
 using ir::count_ops;
 
+//! One read or write of a buffer by a stage: its indices.
+struct Use {
+  std::string name;
+  std::vector<ir::IndexExpr> indices;
+};
+
 struct StageFeatures {
   const ir::Workload& w;
   const ir::LoopNest& nest;
@@ -160,12 +166,34 @@ struct StageFeatures {
   const ir::TargetTraits& t;
   std::map<std::string, std::int64_t> extent;
   std::vector<const Expr*> accesses;
+  //! The buffers the stage reads (not its own accumulator) and the one it stores.
+  std::vector<Use> uses;
 
   StageFeatures(const ir::Workload& w_, const ir::LoopNest& n, const StageNest& s, const ir::TargetTraits& t_)
       : w(w_), nest(n), sn(s), t(t_) {
     for (auto& a : w.stages[sn.stage].axes) extent[a.name] = a.extent;
     collect_accesses(sn.body, accesses);
     if (sn.epilogue >= 0) collect_accesses(sn.epilogue_body, accesses);
+    for (const Expr* a : accesses)
+      if (a->name != w.stages[sn.stage].name) uses.push_back({a->name, a->indices});
+    std::vector<ir::IndexExpr> out_idx;
+    for (auto& a : w.stages[sn.stage].axes)
+      if (!a.reduce) out_idx.push_back(ir::IndexExpr{{{a.name, 1}}, 0});
+    uses.push_back({w.buffers[sn.store].name, out_idx});
+  }
+
+  //! Bytes and cache lines of one use inside the given spans.
+  std::pair<double, double> extent_of(const Use& u, const std::map<std::string, std::int64_t>& span) const {
+    const auto& shape = w.buffers[w.buffer_index(u.name)].shape;
+    double bytes = 4, lines = 1;
+    for (size_t d = 0; d < u.indices.size(); ++d) {
+      std::int64_t range = 1;
+      for (auto& term : u.indices[d].terms) range += std::abs(term.coeff) * (span.at(term.var) - 1);
+      double r = static_cast<double>(std::min(range, shape[d]));
+      bytes *= r;
+      lines *= d + 1 < u.indices.size() ? r : std::ceil(r * 4 / 64);
+    }
+    return {bytes, lines};
   }
 
   //! Span of each axis inside the first `depth` tile loops (the micro-kernel when depth is all).
@@ -173,6 +201,13 @@ struct StageFeatures {
     std::map<std::string, std::int64_t> s = extent;
     for (size_t i = 0; i < depth && i < sn.outer.size(); ++i) s[sn.outer[i].axis] = sn.outer[i].step;
     return s;
+  }
+
+  //! Iteration points inside the first `depth` tile loops.
+  double points_in(size_t depth) const {
+    double pts = 1;
+    for (auto& [axis, sp] : spans(depth)) pts *= static_cast<double>(sp);
+    return pts;
   }
 
   //! Bytes touched inside the first `depth` tile loops: every buffer once, the largest access.
@@ -189,22 +224,7 @@ struct StageFeatures {
   double compute_footprint(size_t depth) const {
     auto span = spans(depth);
     std::map<std::string, double> per_buffer;
-    auto add = [&](const std::string& name, const std::vector<ir::IndexExpr>& idx) {
-      const auto& shape = w.buffers[w.buffer_index(name)].shape;
-      double bytes = 4;
-      for (size_t d = 0; d < idx.size(); ++d) {
-        std::int64_t range = 1;
-        for (auto& term : idx[d].terms) range += std::abs(term.coeff) * (span.at(term.var) - 1);
-        bytes *= static_cast<double>(std::min(range, shape[d]));
-      }
-      per_buffer[name] = std::max(per_buffer[name], bytes);
-    };
-    for (const Expr* a : accesses)
-      if (a->name != w.stages[sn.stage].name) add(a->name, a->indices);
-    std::vector<ir::IndexExpr> out_idx;
-    for (auto& a : w.stages[sn.stage].axes)
-      if (!a.reduce) out_idx.push_back(ir::IndexExpr{{{a.name, 1}}, 0});
-    add(w.buffers[sn.store].name, out_idx);
+    for (const Use& u : uses) per_buffer[u.name] = std::max(per_buffer[u.name], extent_of(u, span).first);
     double total = 0;
     for (auto& [name, bytes] : per_buffer) total += bytes;
     return total;
@@ -299,10 +319,7 @@ struct StageFeatures {
       fit2 += fp <= t.l2_bytes;
       fit3 += fp <= t.l3_bytes;
       if (fp <= t.l2_bytes) {
-        auto s = spans(depth);
-        double pts = 1;
-        for (auto& [axis, sp] : s) pts *= static_cast<double>(sp);
-        l2_intensity = pts * (count_ops(sn.body) + 1) / fp;
+        l2_intensity = points_in(depth) * (count_ops(sn.body) + 1) / fp;
       }
     }
     f[kFootprintCurve] += static_cast<float>(curve / n);
@@ -334,9 +351,7 @@ struct StageFeatures {
     const double ops_per_point = count_ops(sn.body) + 1;
     for (int k = 0; k < kIntensityCurveSteps; ++k) {
       size_t depth = sn.outer.size() * static_cast<size_t>(k) / (kIntensityCurveSteps - 1);
-      double pts = 1;
-      for (auto& [axis, sp] : spans(depth)) pts *= static_cast<double>(sp);
-      f[kIntensityCurve + k] += static_cast<float>(pts * ops_per_point / std::max(4.0, footprint(depth)));
+      f[kIntensityCurve + k] += static_cast<float>(points_in(depth) * ops_per_point / std::max(4.0, footprint(depth)));
     }
     add_buffer_features(f);
     add_roofline(f, flops, reg_points, any_parallel ? par : 1, packed_bytes);
@@ -355,8 +370,7 @@ struct StageFeatures {
     double loads = f[kLoadsPerUpdate] * flops / (2 * lanes) / 2;  // two loads issue per cycle
     double compute = std::max(fma, loads) / active;
     // Traffic into each level: executions of the largest block that fits it, times its bytes.
-    double total_points = 1;
-    for (auto& [axis, e] : extent) total_points *= static_cast<double>(e);
+    const double total_points = points_in(0);
     double memory = 0;
     const std::pair<std::int64_t, double> levels[] = {{t.l1_bytes, 64}, {t.l2_bytes, 32}, {t.l3_bytes, 8}};
     for (auto [capacity, bandwidth] : levels) {
@@ -364,9 +378,7 @@ struct StageFeatures {
       for (size_t depth = 0; depth <= sn.outer.size(); ++depth) {
         double fp = footprint(depth);
         if (fp <= static_cast<double>(capacity)) {
-          double pts = 1;
-          for (auto& [axis, sp] : spans(depth)) pts *= static_cast<double>(sp);
-          traffic = total_points / pts * fp;
+          traffic = total_points / points_in(depth) * fp;
           break;
         }
       }
@@ -376,37 +388,6 @@ struct StageFeatures {
     f[kRoofCompute] += static_cast<float>(std::log2(std::max(1.0, compute) / ideal));
     f[kRoofMemory] += static_cast<float>(std::log2(std::max(1.0, memory) / ideal));
     f[kRoofTotal] += static_cast<float>(std::log2((std::max(compute, memory) + pack + 1) / ideal));
-  }
-
-  //! One read or write of a buffer: its indices.
-  struct Use {
-    std::string name;
-    std::vector<ir::IndexExpr> indices;
-  };
-
-  std::vector<Use> uses() const {
-    std::vector<Use> out;
-    for (const Expr* a : accesses)
-      if (a->name != w.stages[sn.stage].name) out.push_back({a->name, a->indices});
-    std::vector<ir::IndexExpr> out_idx;
-    for (auto& a : w.stages[sn.stage].axes)
-      if (!a.reduce) out_idx.push_back(ir::IndexExpr{{{a.name, 1}}, 0});
-    out.push_back({w.buffers[sn.store].name, out_idx});
-    return out;
-  }
-
-  //! Bytes and cache lines of one use inside the given spans.
-  std::pair<double, double> extent_of(const Use& u, const std::map<std::string, std::int64_t>& span) const {
-    const auto& shape = w.buffers[w.buffer_index(u.name)].shape;
-    double bytes = 4, lines = 1;
-    for (size_t d = 0; d < u.indices.size(); ++d) {
-      std::int64_t range = 1;
-      for (auto& term : u.indices[d].terms) range += std::abs(term.coeff) * (span.at(term.var) - 1);
-      double r = static_cast<double>(std::min(range, shape[d]));
-      bytes *= r;
-      lines *= d + 1 < u.indices.size() ? r : std::ceil(r * 4 / 64);
-    }
-    return {bytes, lines};
   }
 
   static bool depends(const Use& u, const std::string& axis) {
@@ -432,7 +413,7 @@ struct StageFeatures {
     std::map<std::string, Row> by_buffer;  // the use touching the most bytes per buffer
     auto inner = spans(sn.outer.size()), whole = spans(0);
     const std::string axis = innermost_axis();
-    for (const Use& u : uses()) {
+    for (const Use& u : uses) {
       auto [bytes, lines] = extent_of(u, inner);
       double unique = extent_of(u, whole).first;
       Row r{unique, {}};

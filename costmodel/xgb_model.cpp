@@ -28,9 +28,12 @@ class Matrix {
     check(XGDMatrixCreateFromMat(data.data(), rows.size(), feature_count(), NAN, &handle_), ErrorKind::Internal,
           "creating a matrix");
   }
-  ~Matrix() { XGDMatrixFree(handle_); }
+  ~Matrix() {
+    if (handle_) XGDMatrixFree(handle_);
+  }
   Matrix(const Matrix&) = delete;
   Matrix& operator=(const Matrix&) = delete;
+  Matrix(Matrix&& o) noexcept : handle_(o.handle_) { o.handle_ = nullptr; }
   DMatrixHandle get() const { return handle_; }
 
  private:
@@ -77,11 +80,7 @@ class XgbModel final : public CostModel {
 
   void fit(const std::vector<Sample>& samples) override {
     if (samples.empty()) throw_error(ErrorKind::InvalidInput, "xgb: no samples to train on");
-    Grouped g = group_samples(samples);
-    std::vector<const Features*> rows;
-    for (auto* s : g.samples) rows.push_back(&s->x);
-    Matrix m(rows);
-    set_labels(m, g);
+    Matrix m = training_matrix(group_samples(samples));
     reset();
     DMatrixHandle train[] = {m.get()};
     check(XGBoosterCreate(train, 1, &booster_), ErrorKind::Internal, "creating a booster");
@@ -91,11 +90,7 @@ class XgbModel final : public CostModel {
   void fine_tune(const std::vector<Sample>& samples) override {
     if (!booster_) throw_error(ErrorKind::Internal, "xgb: fine-tuning an untrained model");
     if (samples.empty()) return;
-    Grouped g = group_samples(samples);
-    std::vector<const Features*> rows;
-    for (auto* s : g.samples) rows.push_back(&s->x);
-    Matrix m(rows);
-    set_labels(m, g);
+    Matrix m = training_matrix(group_samples(samples));
     int done = 0;
     check(XGBoosterBoostedRounds(booster_, &done), ErrorKind::Internal, "reading the rounds");
     // New trees fit what the base's trees get wrong on these samples.
@@ -136,10 +131,15 @@ class XgbModel final : public CostModel {
   }
 
  private:
-  static void set_labels(const Matrix& m, const Grouped& g) {
+  //! The samples' pooled rows with their labels and groups: what training reads.
+  static Matrix training_matrix(const Grouped& g) {
+    std::vector<const Features*> rows;
+    for (auto* s : g.samples) rows.push_back(&s->x);
+    Matrix m(rows);
     check(XGDMatrixSetFloatInfo(m.get(), "label", g.labels.data(), g.labels.size()), ErrorKind::Internal, "labels");
     check(XGDMatrixSetUIntInfo(m.get(), "group", g.group_sizes.data(), g.group_sizes.size()), ErrorKind::Internal,
           "groups");
+    return m;
   }
 
   //! Rounds [first, first + rounds) on the matrix; parameters are set each time, since a

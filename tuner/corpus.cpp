@@ -106,8 +106,8 @@ std::vector<CorpusCase> corpus_cases(const CorpusRecipe& recipe, std::vector<std
   std::vector<CorpusCase> out;
   std::set<std::string> keys;
   auto add = [&](CorpusCase c) {
-    ir::Workload w = ir::bind(ir::select_op(ir::parse_ops(c.op_text), c.op_name, c.source), ir::parse_sizes(c.sizes));
-    if (keys.insert(w.key).second) out.push_back(std::move(c));
+    c.workload = ir::bind(ir::select_op(ir::parse_ops(c.op_text), c.op_name, c.source), ir::parse_sizes(c.sizes));
+    if (keys.insert(c.workload.key).second) out.push_back(std::move(c));
   };
   const auto& j = recipe.json;
   std::mt19937_64 rng(recipe.seed);
@@ -116,12 +116,13 @@ std::vector<CorpusCase> corpus_cases(const CorpusRecipe& recipe, std::vector<std
     std::string text = ops::op_text(op);
     ir::OpDef def = ir::parse_op(text);
     for (int i = 0; i < e["count"].get<int>(); ++i)
-      add({text, op, draw_sizes(rng, def, e.value("sizes", nlohmann::json::object()), recipe.max_flops, op), "library"});
+      add({text, op, draw_sizes(rng, def, e.value("sizes", nlohmann::json::object()), recipe.max_flops, op),
+           "library", {}});
   }
   int generated = j.contains("generated") ? j["generated"]["count"].get<int>() : 0;
   for (int i = 0; i < generated; ++i) {
     GeneratedOp g = random_op(recipe.seed, i, recipe.max_flops);
-    add({g.text, g.name, g.sizes, "generated:" + g.kind});
+    add({g.text, g.name, g.sizes, "generated:" + g.kind, {}});
   }
   if (j.contains("onnx")) {
     std::string dir = j["onnx"]["dir"];
@@ -136,7 +137,7 @@ std::vector<CorpusCase> corpus_cases(const CorpusRecipe& recipe, std::vector<std
           ir::OpDef def = ir::parse_op(t.op_text);
           double f = ir::bind(def, ir::parse_sizes(t.sizes)).flops();
           if (f > recipe.max_flops) continue;
-          add({t.op_text, def.name, t.sizes, "onnx:" + name.get<std::string>()});
+          add({t.op_text, def.name, t.sizes, "onnx:" + name.get<std::string>(), {}});
         }
       } catch (const Error& e) {
         if (notes) notes->push_back("left out " + path + ": " + e.what());

@@ -6,12 +6,15 @@
 #include <string>
 #include <vector>
 
+#include "ir/workload.hpp"
+
 namespace tiletune::tuner {
 
 //! One workload of the corpus: an op's text and sizes, and where it came from.
 struct CorpusCase {
   std::string op_text, op_name, sizes;
   std::string source;  //!< "library", "generated:<kind>" or "onnx:<model>"
+  ir::Workload workload;  //!< the op bound to the sizes
 };
 
 //! A recipe: which ops at which sizes, and how each is measured.
