@@ -92,6 +92,10 @@ class Backend {
   virtual std::unique_ptr<Kernel> load(const std::string& artifact_path, const KernelShape& shape) const = 0;
 };
 
+//! Error(InvalidInput) naming `who` and the op's first typed tensor unless the workload is
+//! f32 throughout (ir::Workload::f32_only): for backends whose kernels compute f32 only.
+void require_f32_only(const ir::Workload& w, const std::string& who);
+
 //! The backend used when none is named (CLI, REST requests).
 inline constexpr const char* kDefaultBackend = "cpu";
 

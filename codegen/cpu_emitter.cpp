@@ -35,6 +35,26 @@ using Point = std::map<std::string, AxisValue>;
 //! Reduction loops of the micro-kernel with at most this many trips are unrolled fully.
 constexpr std::int64_t kFullUnrollTrips = 8;
 
+using ir::DType;
+
+//! A constant as C++ text of compute type `t` (f32 or i32).
+std::string literal(double v, DType t) {
+  if (t == DType::F32) return float_literal(v);
+  if (v <= -2147483648.0) return "(-2147483647 - 1)";
+  if (v >= 2147483647.0) return "2147483647";
+  std::string s = std::to_string(static_cast<long long>(v));
+  return v < 0 ? "(" + s + ")" : s;
+}
+const char* scalar_type(DType t) { return t == DType::I32 ? "int" : "float"; }
+const char* vector_type(DType t) { return t == DType::I32 ? "tt_vi" : "tt_vf"; }
+const char* splat(DType t) { return t == DType::I32 ? "tt_splati(" : "tt_splat("; }
+//! `code`, a value of type `from`, as type `to` (rounded to nearest even and saturated into i32).
+std::string convert(const std::string& code, DType from, DType to, bool vec) {
+  if (from == to) return code;
+  if (to == DType::F32) return std::string(vec ? "tt_vto_f32(" : "tt_to_f32(") + code + ")";
+  return std::string(vec ? "tt_vto_i32(" : "tt_to_i32(") + code + ")";
+}
+
 double identity(Combine c) {
   switch (c) {
     case Combine::Add:
@@ -103,11 +123,14 @@ class Emitter {
       const auto& buf = w_.buffers[b];
       std::string name = fresh(buf.name);
       tensor_[buf.name] = name;
+      // Typed tensors come as float pointers too (the kernel ABI) and are cast to their storage.
       if (buf.role != ir::Buffer::Role::Temp) {
-        line(1, "float* __restrict " + name + " = tt_tensors[" + std::to_string(arg++) + "];  // " + shape(b));
+        line(1, storage(b) + "* __restrict " + name + " = " + as_storage(b, "tt_tensors[" + std::to_string(arg++) + "]") +
+                    ";  // " + dtype_note(b) + shape(b));
       } else if (nest_.workspace_offset[b] >= 0) {
-        line(1, "float* __restrict " + name + " = tt_workspace + " + std::to_string(nest_.workspace_offset[b]) +
-                    ";  // temporary " + shape(b));
+        line(1, storage(b) + "* __restrict " + name + " = " +
+                    as_storage(b, "tt_workspace + " + std::to_string(nest_.workspace_offset[b])) + ";  // temporary " +
+                    dtype_note(b) + shape(b));
       }
     }
     if (nest_.fuse_rows > 0) {
@@ -155,6 +178,8 @@ class Emitter {
   std::string row_var_;                              // the row-block loop around all stages (fuse_rows)
   std::string slot_var_;                             // first row of this thread's slot in each temporary (fuse_rows)
   std::string partial_;                              // lanes in use when emitting a vector cut by the end of its axis
+  std::string partials_;                             // the stage's partials buffer (StageNest::partials), "" if none
+  DType acc_t_ = DType::F32;                         // the stage's accumulator (compute) type
   std::int64_t out_stride_ = 1;                      // the output's stride along the vector axis (gathered if not 1)
   bool strided_vector_ = false;                      // vectors need panels or gathers: cut vectors go lane by lane
   int base_ = 1;                                     // indentation of a stage
@@ -172,6 +197,20 @@ class Emitter {
   }
 
   void line(int depth, const std::string& text) { out_ << std::string(2 * depth, ' ') << text << "\n"; }
+  //! The C++ type buffer b's elements are stored as, and a float pointer cast to it.
+  std::string storage(size_t b) const { return ir::cpu_storage_type(w_.buffers[b].dtype); }
+  std::string as_storage(size_t b, const std::string& ptr) const {
+    return w_.buffers[b].dtype == DType::F32 ? ptr : "(" + storage(b) + "*)(" + ptr + ")";
+  }
+  std::string dtype_note(size_t b) const {
+    return w_.buffers[b].dtype == DType::F32 ? "" : std::string(ir::dtype_name(w_.buffers[b].dtype)) + " ";
+  }
+  DType compute(size_t b) const { return ir::compute_type(w_.buffers[b].dtype); }
+  //! A scalar element read as its compute type (plain for f32: a storage struct would make
+  //! `c ? x : 0` ambiguous).
+  std::string read(size_t b, const std::string& addr) const {
+    return w_.buffers[b].dtype == DType::F32 ? addr : "(" + std::string(scalar_type(compute(b))) + ")" + addr;
+  }
   std::string shape(size_t b) const {
     std::string s = "[";
     for (size_t i = 0; i < w_.buffers[b].shape.size(); ++i)
@@ -247,7 +286,8 @@ class Emitter {
     std::string blk = std::to_string(pack.block);
     line(depth, "// pack " + buf.name + " into panels of " + blk + " along " + pack.axis + ": " + dst + "[panel]" +
                     std::string(buf.shape.size() > 1 ? "[...]" : "") + "[" + blk + "], zero-padded");
-    line(depth, "float* __restrict " + dst + " = tt_workspace + " + std::to_string(pack.offset) + ";");
+    line(depth, storage(pack.buffer) + "* __restrict " + dst + " = " +
+                    as_storage(pack.buffer, "tt_workspace + " + std::to_string(pack.offset)) + ";");
     line(depth, "#pragma omp parallel for schedule(static) num_threads(tt_threads)");
     std::string panel = fresh("panel");
     line(depth, "for (std::int64_t " + panel + " = 0; " + panel + " < " + std::to_string(pack.panels) + "; ++" + panel +
@@ -266,7 +306,9 @@ class Emitter {
     // square tiles of lanes in registers; the last dimension then gets no loop of its own here.
     const size_t last = buf.shape.size() - 1;
     const std::int64_t lanes = traits_.vector_lanes;
-    const bool transpose = static_cast<int>(last) != pack.dim && lanes > 1 && pack.block % lanes == 0;
+    const bool transpose =
+        static_cast<int>(last) != pack.dim && lanes > 1 && pack.block % lanes == 0 && buf.dtype == DType::F32;
+    const std::string zero = buf.dtype == DType::F32 ? "0.0f" : storage(pack.buffer) + "(0)";
     std::vector<std::string> opened;
     for (size_t k = 0; k < buf.shape.size(); ++k) {
       if (static_cast<int>(k) == pack.dim || (transpose && k == last)) continue;
@@ -287,9 +329,9 @@ class Emitter {
     std::string pack_stride = std::to_string(src_strides[pack.dim]);
     line(d, "const std::int64_t " + first + " = " + panel + " * " + blk + ";");
     std::string to = fresh("to"), from = fresh("from");
-    line(d, "float* __restrict " + to + " = " + dst + " + " + dst_lin.str() + ";");
-    line(d, "const float* __restrict " + from + " = " + src + " + " + src_lin.str() + " + " + first + " * " +
-                pack_stride + ";");
+    line(d, storage(pack.buffer) + "* __restrict " + to + " = " + dst + " + " + dst_lin.str() + ";");
+    line(d, "const " + storage(pack.buffer) + "* __restrict " + from + " = " + src + " + " + src_lin.str() + " + " +
+                first + " * " + pack_stride + ";");
     if (transpose) {
       // to[k][j] = from[j][k] over the row (k < n) and the panel (j < block): whole tiles,
       // then the row's last columns one by one; a panel cut by the tensor's end is zero-padded.
@@ -300,7 +342,7 @@ class Emitter {
         line(at, "for (std::int64_t " + k + " = " + from_k + "; " + k + " < " + ns + "; ++" + k + ")");
         line(at + 1, "for (std::int64_t " + j + " = 0; " + j + " < " + blk + "; ++" + j + ") " + to + "[" + k + " * " +
                          blk + " + " + j + "] = " + (guard ? first + " + " + j + " < " + extent + " ? " : "") + from +
-                         "[" + j + " * " + pack_stride + " + " + k + "]" + (guard ? " : 0.0f;" : ";"));
+                         "[" + j + " * " + pack_stride + " + " + k + "]" + (guard ? " : " + zero + ";" : ";"));
       };
       bool cut = buf.shape[pack.dim] % pack.block != 0;
       int at = d;
@@ -320,7 +362,8 @@ class Emitter {
                   "[" + j + " * " + pack_stride + "];");
     } else {
       line(d, "for (std::int64_t " + j + " = 0; " + j + " < " + blk + "; ++" + j + ") " + to + "[" + j + "] = " +
-                  first + " + " + j + " < " + extent + " ? " + from + "[" + j + " * " + pack_stride + "] : 0.0f;");
+                  first + " + " + j + " < " + extent + " ? " + from + "[" + j + " * " + pack_stride + "] : " + zero +
+                  ";");
     }
     for (size_t k = 0; k < opened.size(); ++k) line(--d, "}");
     line(depth, "}");
@@ -365,7 +408,8 @@ class Emitter {
   //! Along a vector in the tensor's last dimension the lanes are checked one by one.
   std::string guarded_load(const Expr& e, const Point& p, bool vec, const std::string& addr, const std::string& load) {
     const auto& buf = w_.buffers[w_.buffer_index(e.name)];
-    std::string cond, row_start, pad = float_literal(buf.pad.value_or(0.0));
+    const DType t = ir::compute_type(buf.dtype);
+    std::string cond, row_start, pad = literal(buf.pad.value_or(0.0), t);
     for (size_t d = 0; d < e.indices.size(); ++d) {
       if (!w_.may_read_outside(sn_->stage, e.name, d, e.indices[d])) continue;
       std::string n = std::to_string(buf.shape[d]);
@@ -382,7 +426,7 @@ class Emitter {
                                            : "tt_load_rows_pad(&" + addr + ", " + std::to_string(stride) + ", " +
                                              row_start + ", " + std::to_string(buf.shape.back()) + ", " + pad + ")";
     if (cond.empty()) return inside;
-    return "(" + cond + " ? " + inside + " : " + (vec ? "tt_splat(" + pad + ")" : pad) + ")";
+    return "(" + cond + " ? " + inside + " : " + (vec ? splat(t) + pad + ")" : pad) + ")";
   }
 
   //! The condition under which a register tile's reads of padded inputs all fall inside them
@@ -421,17 +465,26 @@ class Emitter {
     return cond;
   }
 
-  std::string value(const Expr& e, const Point& p, bool vec, Block& blk, const std::string& acc_value) {
-    auto arg = [&](size_t i) { return value(e.args[i], p, vec, blk, acc_value); };
+  //! C++ text of `e`'s value at a point as type `want`: computed in its own compute type
+  //! (ir::value_type; literals take their context's) and converted once at the end.
+  std::string value(const Expr& e, const Point& p, bool vec, Block& blk, const std::string& acc_value, DType want) {
+    ir::ValueType vt = w_.value_type(e);
+    DType t = vt.in(want);
+    return convert(node(e, t, p, vec, blk, acc_value), t, want, vec);
+  }
+  std::string node(const Expr& e, DType t, const Point& p, bool vec, Block& blk, const std::string& acc_value) {
+    auto arg = [&](size_t i, DType as) { return value(e.args[i], p, vec, blk, acc_value, as); };
+    auto own = [&](size_t i) { return w_.value_type(e.args[i]).own(); };
     switch (e.kind) {
       case Expr::Kind::Const:
-        return vec ? "tt_splat(" + float_literal(e.value) + ")" : float_literal(e.value);
+        return vec ? splat(t) + literal(e.value, t) + ")" : literal(e.value, t);
       case Expr::Kind::Access: {
         if (!acc_value.empty() && e.name == st_->name) return acc_value;
+        const size_t b = static_cast<size_t>(w_.buffer_index(e.name));
         std::string addr = element(e.name, e.indices, p);
         std::int64_t stride = vec ? vector_coeff(e) : 0;  // > 1: a strided window's row (ir::strided_row_reads)
-        std::string load = !vec          ? addr
-                           : !stride     ? "tt_splat(" + addr + ")"
+        std::string load = !vec          ? read(b, addr)
+                           : !stride     ? splat(t) + read(b, addr) + ")"
                            : stride == 1 ? (partial_.empty() ? "tt_load(&" + addr + ")"
                                                              : "tt_load_n(&" + addr + ", " + partial_ + ")")
                            : partial_.empty()
@@ -443,29 +496,35 @@ class Emitter {
         // Block-local names (A_0, A_1, ...) that avoid the kernel-wide ones.
         std::string name = names_.candidate(e.name + "_" + std::to_string(blk.per_tensor[e.name]++));
         if (vec && vector_coeff(e)) blk.vector_addresses.push_back(addr);
-        blk.loads.push_back(std::string(vec ? "const tt_vf " : "const float ") + name + " = " + load + ";");
+        blk.loads.push_back(std::string("const ") + (vec ? vector_type(t) : scalar_type(t)) + " " + name + " = " +
+                            load + ";");
         blk.load_names[load] = name;
         return name;
       }
       case Expr::Kind::Neg:
-        return "(-" + arg(0) + ")";
+        return "(-" + arg(0, t) + ")";
       case Expr::Kind::Add:
       case Expr::Kind::Sub:
       case Expr::Kind::Mul:
-        return "(" + arg(0) + c_operator(e.kind) + arg(1) + ")";
+        return "(" + arg(0, t) + c_operator(e.kind) + arg(1, t) + ")";
       case Expr::Kind::Div:
         // A divisor that is the same in every lane is inverted once: a SIMD division costs
         // several multiplications (x / s[n] in softmax).
         if (vec && lane_invariant(e.args[1]))
-          return "(" + arg(0) + " * tt_splat(1.0f / " + value(e.args[1], p, false, blk, acc_value) + "))";
-        return "(" + arg(0) + " / " + arg(1) + ")";
+          return "(" + arg(0, t) + " * tt_splat(1.0f / " + value(e.args[1], p, false, blk, acc_value, t) + "))";
+        return "(" + arg(0, t) + " / " + arg(1, t) + ")";
       case Expr::Kind::Call: {
+        if (e.name == "f32" || e.name == "i32") return convert(arg(0, own(0)), own(0), t, vec);
+        // abs, max, min and select compute in the node's type; the other builtins in f32.
         std::string s = std::string(vec ? "tt_v" : "tt_") + e.name + "(";
-        for (size_t i = 0; i < e.args.size(); ++i) s += (i ? ", " : "") + arg(i);
+        for (size_t i = 0; i < e.args.size(); ++i)
+          s += (i ? ", " : "") + arg(i, e.name == "select" && i == 0 ? own(0) : t);
         return s + ")";
       }
       default: {
-        std::string cmp = "(" + arg(0) + c_operator(e.kind) + arg(1) + ")";
+        // Comparisons compare in the operands' joint type and give 1 or 0 as f32.
+        DType as = ir::join(w_.value_type(e.args[0]), w_.value_type(e.args[1])).own();
+        std::string cmp = "(" + arg(0, as) + c_operator(e.kind) + arg(1, as) + ")";
         return vec ? "tt_vbool" + cmp : "(" + cmp + " ? 1.0f : 0.0f)";
       }
     }
@@ -476,8 +535,9 @@ class Emitter {
     blk.loads.clear();
   }
 
-  //! Output location of a point: the stage's own buffer, or the epilogue's (same shape).
-  std::string out_addr(const Point& p) {
+  //! Output location of a point: the stage's own buffer, or the epilogue's (same shape); or,
+  //! for the partial results of a blocked reduction, the partials buffer when there is one.
+  std::string out_addr(const Point& p, bool partial = false) {
     std::vector<ir::IndexExpr> idx;
     for (auto& a : st_->axes)
       if (!a.reduce) {
@@ -485,13 +545,23 @@ class Emitter {
         ix.terms.push_back({a.name, 1});
         idx.push_back(ix);
       }
-    return element(w_.buffers[sn_->store].name, idx, p);
+    std::string addr = element(w_.buffers[sn_->store].name, idx, p);
+    if (!partial || partials_.empty()) return addr;
+    return partials_ + addr.substr(tensor_.at(w_.buffers[sn_->store].name).size());  // same index
+  }
+  //! The stored result of the earlier reduction blocks at a point (vector or scalar).
+  std::string previous(const Point& p, bool vec) {
+    std::string addr = out_addr(p, true);
+    if (!vec) return partials_.empty() ? read(sn_->store, addr) : acc_t_ == DType::F32 ? addr : "(int)" + addr;
+    return out_stride_ != 1    ? "tt_load_s(&" + addr + ", " + std::to_string(out_stride_) + ")"
+           : partial_.empty() ? "tt_load(&" + addr + ")"
+                               : "tt_load_n(&" + addr + ", " + partial_ + ")";
   }
 
   //! Stores each point's result, through the fused epilogue once the reduction is complete.
   void store_all(int depth, const std::vector<Point>& pts, bool vec, const std::vector<std::string>& results) {
-    auto put = [&](int d, const Point& p, const std::string& v) {
-      std::string addr = out_addr(p);
+    auto put = [&](int d, const Point& p, const std::string& v, bool partial = false) {
+      std::string addr = out_addr(p, partial);
       if (!vec)
         line(d, addr + " = " + v + ";");
       else if (out_stride_ != 1)
@@ -501,20 +571,24 @@ class Emitter {
       else
         line(d, "tt_store_n(&" + addr + ", " + v + ", " + partial_ + ");");
     };
-    if (sn_->epilogue < 0) {
+    if (sn_->epilogue < 0 && (partials_.empty() || last_.empty())) {
       for (size_t i = 0; i < pts.size(); ++i) put(depth, pts[i], results[i]);
       return;
     }
     Block blk;
-    std::vector<std::string> finals;
-    for (size_t i = 0; i < pts.size(); ++i) finals.push_back(value(sn_->epilogue_body, pts[i], vec, blk, results[i]));
+    std::vector<std::string> finals = results;
+    if (sn_->epilogue >= 0) {
+      const ir::Stage& e = w_.stages[sn_->epilogue];
+      DType want = w_.value_type(e.rhs).in(compute(e.output));
+      for (size_t i = 0; i < pts.size(); ++i) finals[i] = value(sn_->epilogue_body, pts[i], vec, blk, results[i], want);
+    }
     // The epilogue's loads get a scope of their own: the body's loads may share their names.
     line(depth, last_.empty() ? "{" : "if (" + last_ + ") {");
     flush(depth + 1, blk);
     for (size_t i = 0; i < pts.size(); ++i) put(depth + 1, pts[i], finals[i]);
     if (!last_.empty()) {
       line(depth, "} else {");
-      for (size_t i = 0; i < pts.size(); ++i) put(depth + 1, pts[i], results[i]);
+      for (size_t i = 0; i < pts.size(); ++i) put(depth + 1, pts[i], results[i], true);
     }
     line(depth, "}");
   }
@@ -558,25 +632,22 @@ class Emitter {
     if (!reduction) {
       Block blk;
       std::vector<std::string> vals;
-      for (auto& p : pts) vals.push_back(value(sn_->body, p, vec, blk, ""));
+      DType t = sn_->epilogue >= 0 ? acc_t_ : w_.value_type(sn_->body).in(acc_t_);
+      for (auto& p : pts) vals.push_back(value(sn_->body, p, vec, blk, "", t));
       flush(depth, blk);
       store_all(depth, pts, vec, vals);
       return;
     }
     for (size_t i = 0; i < pts.size(); ++i) {
       acc.push_back(fresh("acc" + std::to_string(i)));
-      std::string id = float_literal(identity(c));
+      std::string id = literal(identity(c), acc_t_);
       if (mode == Mode::VecReduce) {
-        line(depth, "tt_vf " + acc.back() + " = tt_splat(" + id + ");");
-        line(depth, "float " + acc.back() + "_tail = " + id + ";");
+        line(depth, std::string(vector_type(acc_t_)) + " " + acc.back() + " = " + splat(acc_t_) + id + ");");
+        line(depth, std::string(scalar_type(acc_t_)) + " " + acc.back() + "_tail = " + id + ";");
       } else {
-        std::string init = vec ? "tt_splat(" + id + ")" : id;
-        std::string prev = !vec ? out_addr(pts[i])
-                           : out_stride_ != 1
-                               ? "tt_load_s(&" + out_addr(pts[i]) + ", " + std::to_string(out_stride_) + ")"
-                           : partial_.empty() ? "tt_load(&" + out_addr(pts[i]) + ")"
-                                              : "tt_load_n(&" + out_addr(pts[i]) + ", " + partial_ + ")";
-        line(depth, std::string(vec ? "tt_vf " : "float ") + acc.back() + " = " +
+        std::string init = vec ? splat(acc_t_) + id + ")" : id;
+        std::string prev = previous(pts[i], vec);
+        line(depth, std::string(vec ? vector_type(acc_t_) : scalar_type(acc_t_)) + " " + acc.back() + " = " +
                         (first_.empty() ? init : "(" + first_ + ") ? " + init + " : " + prev) + ";");
       }
     }
@@ -595,7 +666,7 @@ class Emitter {
           Point q = p;
           if (override_axis) q[sn_->vector_axis] = override_axis->at(sn_->vector_axis);
           q[axis].offset += sn_->prefetch;
-          value(sn_->body, q, v, ahead, "");
+          value(sn_->body, q, v, ahead, "", acc_t_);
         }
         for (auto& addr : ahead.vector_addresses) line(d, "__builtin_prefetch(&" + addr + ");");
       }
@@ -603,7 +674,7 @@ class Emitter {
       for (size_t i = 0; i < pts.size(); ++i) {
         Point q = pts[i];
         if (override_axis) q[sn_->vector_axis] = override_axis->at(sn_->vector_axis);
-        std::string val = value(sn_->body, q, v, blk, "");
+        std::string val = value(sn_->body, q, v, blk, "", acc_t_);
         flush(d, blk);
         line(d, acc[i] + suffix + " = " + combine(c, v, acc[i] + suffix, val) + ";");
       }
@@ -633,10 +704,10 @@ class Emitter {
       std::string result = acc[i];
       if (mode == Mode::VecReduce) {
         result = fresh("res" + std::to_string(i));
-        line(depth, "float " + result + " = " +
+        line(depth, std::string(scalar_type(acc_t_)) + " " + result + " = " +
                         combine(c, false, std::string(horizontal(c)) + "(" + acc[i] + ")", acc[i] + "_tail") + ";");
         if (!first_.empty()) {
-          std::string prev = out_addr(pts[i]);
+          std::string prev = previous(pts[i], false);
           line(depth, "if (!(" + first_ + ")) " + result + " = " + combine(c, false, prev, result) + ";");
         }
       }
@@ -786,6 +857,7 @@ class Emitter {
     st_ = &w_.stages[sn.stage];
     loop_var_.clear();
     out_stride_ = 1;
+    acc_t_ = compute(st_->output);
     if (!sn.vector_axis.empty() && !sn.vector_reduce) {
       // Output dimensions follow the stage's spatial axes in order.
       const auto& shape = w_.buffers[sn.store].shape;
@@ -809,6 +881,15 @@ class Emitter {
       line(base_, "// with the epilogue of stage " + w_.stages[sn.epilogue].name + " fused at the store");
     line(base_, "{");
     int depth = base_ + 1;
+    partials_.clear();
+    if (sn.partials >= 0) {
+      // The output's type cannot hold the sums of the reduction blocks exactly: they collect
+      // in a buffer of the accumulator's type, and the last block stores the final values.
+      partials_ = fresh("partials");
+      std::string type = acc_t_ == DType::F32 ? "float" : "tt_i32";
+      line(depth, type + "* __restrict " + partials_ + " = " + (acc_t_ == DType::F32 ? "" : "(tt_i32*)") +
+                      "(tt_workspace + " + std::to_string(sn.partials) + ");");
+    }
     for (auto& pack : sn.packs) emit_pack(depth, pack);
     int parallel = 0;
     for (auto& l : sn.outer) parallel += l.parallel ? 1 : 0;

@@ -285,5 +285,141 @@ static inline float tt_hsum(tt_vf v) { float s = 0; for (int i = 0; i < TT_LANES
 static inline float tt_hprod(tt_vf v) { float s = 1; for (int i = 0; i < TT_LANES; ++i) s *= v[i]; return s; }
 static inline float tt_hmax(tt_vf v) { float s = v[0]; for (int i = 1; i < TT_LANES; ++i) s = tt_max(s, v[i]); return s; }
 static inline float tt_hmin(tt_vf v) { float s = v[0]; for (int i = 1; i < TT_LANES; ++i) s = tt_min(s, v[i]); return s; }
+// Element types other than f32 (ir/dtype.hpp). Their storage types widen to the compute type
+// when read (float for bf16 and f16, int for i8, u8 and i32) and round to nearest even when
+// written; an integer saturates to its range and NaN writes 0. The f32 code above is untouched:
+// typed tensors reach it through the overloads below, which widen their lanes on load.
+static inline float tt_round(float x) { return __builtin_rintf(x); }  // to nearest even
+static inline int tt_to_i32(float x) {
+  if (!(x == x)) return 0;
+  float r = __builtin_rintf(x);
+  return r >= 2147483648.0f ? 2147483647 : r < -2147483648.0f ? (-2147483647 - 1) : (int)r;
+}
+static inline int tt_to_i32(int x) { return x; }
+static inline float tt_to_f32(float x) { return x; }
+static inline float tt_to_f32(int x) { return (float)x; }
+static inline int tt_sat(int x, int lo, int hi) { return x < lo ? lo : x > hi ? hi : x; }
+struct tt_bf16 {
+  std::uint16_t bits;
+  tt_bf16() = default;
+  tt_bf16(float f) {
+    std::uint32_t u;
+    __builtin_memcpy(&u, &f, 4);
+    bits = f != f ? (std::uint16_t)((u >> 16) | 0x40) : (std::uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  }
+  tt_bf16(double d) : tt_bf16((float)d) {}
+  tt_bf16(int i) : tt_bf16((float)i) {}
+  operator float() const {
+    std::uint32_t u = (std::uint32_t)bits << 16;
+    float f;
+    __builtin_memcpy(&f, &u, 4);
+    return f;
+  }
+};
+struct tt_f16 {
+  _Float16 h;
+  tt_f16() = default;
+  tt_f16(float f) : h((_Float16)f) {}
+  tt_f16(double d) : tt_f16((float)d) {}
+  tt_f16(int i) : tt_f16((float)i) {}
+  operator float() const { return (float)h; }
+};
+struct tt_i32 {
+  std::int32_t v;
+  tt_i32() = default;
+  tt_i32(int i) : v(i) {}
+  tt_i32(float f) : v(tt_to_i32(f)) {}
+  tt_i32(double d) : tt_i32((float)d) {}
+  operator int() const { return v; }
+};
+struct tt_i8 {
+  std::int8_t v;
+  tt_i8() = default;
+  tt_i8(int i) : v((std::int8_t)tt_sat(i, -128, 127)) {}
+  tt_i8(float f) : tt_i8(tt_to_i32(f)) {}
+  tt_i8(double d) : tt_i8((float)d) {}
+  operator int() const { return v; }
+};
+struct tt_u8 {
+  std::uint8_t v;
+  tt_u8() = default;
+  tt_u8(int i) : v((std::uint8_t)tt_sat(i, 0, 255)) {}
+  tt_u8(float f) : tt_u8(tt_to_i32(f)) {}
+  tt_u8(double d) : tt_u8((float)d) {}
+  operator int() const { return v; }
+};
+// The vector and scalar type a storage type's values compute in.
+template <class T> struct tt_kind { typedef tt_vf vec; typedef float value; };
+template <> struct tt_kind<tt_i32> { typedef tt_vi vec; typedef int value; };
+template <> struct tt_kind<tt_i8> { typedef tt_vi vec; typedef int value; };
+template <> struct tt_kind<tt_u8> { typedef tt_vi vec; typedef int value; };
+template <class T> using tt_vec = typename tt_kind<T>::vec;
+template <class T> using tt_val = typename tt_kind<T>::value;
+static inline tt_vi tt_splati(int x) { return x - tt_vi{}; }
+template <class T> static inline tt_vec<T> tt_load(const T* p) {
+  tt_vec<T> v; for (int i = 0; i < TT_LANES; ++i) v[i] = p[i]; return v;
+}
+template <class T> static inline tt_vec<T> tt_load_n(const T* p, std::int64_t n) {
+  tt_vec<T> v = tt_vec<T>{}; for (int i = 0; i < n; ++i) v[i] = p[i]; return v;
+}
+template <class T> static inline tt_vec<T> tt_load_s(const T* p, std::int64_t s) {
+  tt_vec<T> v; for (int i = 0; i < TT_LANES; ++i) v[i] = p[i * s]; return v;
+}
+template <class T> static inline tt_vec<T> tt_load_pad(const T* p, std::int64_t i, std::int64_t n, tt_val<T> pad) {
+  tt_vec<T> v; for (int j = 0; j < TT_LANES; ++j) v[j] = tt_in(i + j, n) ? (tt_val<T>)p[j] : pad; return v;
+}
+template <class T> static inline tt_vec<T> tt_load_rows(const T* p, std::int64_t s) { return tt_load_s(p, s); }
+template <class T> static inline tt_vec<T> tt_load_rows_n(const T* p, std::int64_t s, std::int64_t n) {
+  tt_vec<T> v = tt_vec<T>{}; for (int j = 0; j < n; ++j) v[j] = p[j * s]; return v;
+}
+template <class T>
+static inline tt_vec<T> tt_load_rows_pad(const T* p, std::int64_t s, std::int64_t i, std::int64_t n, tt_val<T> pad) {
+  tt_vec<T> v; for (int j = 0; j < TT_LANES; ++j) v[j] = tt_in(i + j * s, n) ? (tt_val<T>)p[j * s] : pad; return v;
+}
+template <class T, class V> static inline void tt_store(T* p, V v) { for (int i = 0; i < TT_LANES; ++i) p[i] = v[i]; }
+template <class T, class V> static inline void tt_store_n(T* p, V v, std::int64_t n) { for (int i = 0; i < n; ++i) p[i] = v[i]; }
+template <class T, class V> static inline void tt_store_s(T* p, V v, std::int64_t s) {
+  for (int i = 0; i < TT_LANES; ++i) p[i * s] = v[i];
+}
+#if defined(__AVX512F__) && TT_LANES == 16
+// Widening loads as one instruction each: bf16 is the top half of an f32, u8 and i8 extend.
+static inline tt_vf tt_load(const tt_bf16* p) {
+  return (tt_vf)_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)p)), 16);
+}
+static inline tt_vi tt_load(const tt_u8* p) { return (tt_vi)_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)p)); }
+static inline tt_vi tt_load(const tt_i8* p) { return (tt_vi)_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)p)); }
+#endif
+static inline tt_vf tt_vto_f32(tt_vf v) { return v; }
+static inline tt_vf tt_vto_f32(tt_vi v) { return __builtin_convertvector(v, tt_vf); }
+static inline tt_vf tt_vround(tt_vf x) {
+#if defined(__AVX512F__) && TT_LANES == 16
+  return (tt_vf)_mm512_roundscale_ps((__m512)x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+#else
+  for (int i = 0; i < TT_LANES; ++i) x[i] = __builtin_rintf(x[i]);
+  return x;
+#endif
+}
+// Rounded to nearest even and saturated (2147483520 is the largest float below 2^31), NaN 0.
+static inline tt_vi tt_vto_i32(tt_vf x) {
+  tt_vf c = x == x ? tt_vmin(tt_vmax(x, tt_splat(-2147483648.0f)), tt_splat(2147483520.0f)) : tt_splat(0.0f);
+  return __builtin_convertvector(tt_vround(c), tt_vi);
+}
+static inline tt_vi tt_vto_i32(tt_vi v) { return v; }
+static inline int tt_max(int a, int b) { return a > b ? a : b; }
+static inline int tt_min(int a, int b) { return a < b ? a : b; }
+static inline int tt_abs(int x) { return x < 0 ? -x : x; }
+static inline int tt_select(float c, int a, int b) { return c != 0.0f ? a : b; }
+static inline int tt_select(int c, int a, int b) { return c != 0 ? a : b; }
+static inline float tt_select(int c, float a, float b) { return c != 0 ? a : b; }
+static inline tt_vi tt_vmax(tt_vi a, tt_vi b) { return a > b ? a : b; }
+static inline tt_vi tt_vmin(tt_vi a, tt_vi b) { return a < b ? a : b; }
+static inline tt_vi tt_vabs(tt_vi x) { return x < 0 ? -x : x; }
+static inline tt_vi tt_vselect(tt_vf c, tt_vi a, tt_vi b) { return c != tt_splat(0.0f) ? a : b; }
+static inline tt_vi tt_vselect(tt_vi c, tt_vi a, tt_vi b) { return c != 0 ? a : b; }
+static inline tt_vf tt_vselect(tt_vi c, tt_vf a, tt_vf b) { return c != 0 ? a : b; }
+static inline int tt_hsum(tt_vi v) { int s = 0; for (int i = 0; i < TT_LANES; ++i) s += v[i]; return s; }
+static inline int tt_hprod(tt_vi v) { int s = 1; for (int i = 0; i < TT_LANES; ++i) s *= v[i]; return s; }
+static inline int tt_hmax(tt_vi v) { int s = v[0]; for (int i = 1; i < TT_LANES; ++i) s = tt_max(s, v[i]); return s; }
+static inline int tt_hmin(tt_vi v) { int s = v[0]; for (int i = 1; i < TT_LANES; ++i) s = tt_min(s, v[i]); return s; }
 )TT_PRELUDE";
 }  // namespace tiletune::codegen

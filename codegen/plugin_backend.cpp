@@ -104,6 +104,7 @@ class PluginBackend : public Backend {
         throw_error(ErrorKind::InvalidInput, name() + " plug-in (ABI version 1) cannot emit op '" + w.op.name +
                                                  "': input '" + b.name +
                                                  "' is padded, and padded reads are not part of plug-in ABI 1");
+    require_f32_only(w, name() + " plug-in (ABI version 1)");
     Message m;
     std::string program = ir::program_to_json(w, nest, config_json);
     std::lock_guard<std::mutex> lock(calls_);

@@ -20,6 +20,18 @@ std::string traits_to_json(const ir::TargetTraits& t) {
       .dump();
 }
 
+void require_f32_only(const ir::Workload& w, const std::string& who) {
+  if (w.f32_only()) return;
+  std::string what = "computes in i32";
+  for (auto& b : w.buffers)
+    if (b.dtype != ir::DType::F32) {
+      what = "has the " + std::string(ir::dtype_name(b.dtype)) + " tensor '" + b.name + "'";
+      break;
+    }
+  throw_error(ErrorKind::InvalidInput, who + " runs f32 ops only, and op '" + w.op.name + "' " + what +
+                                           " (typed ops run on the cpu backend)");
+}
+
 std::string device_family(const std::string& backend, const nlohmann::json& device) {
   return hash_hex(nlohmann::json({{"backend", backend}, {"device", device}}).dump());
 }

@@ -1,6 +1,7 @@
 // Name resolution, ranks, reductions and index-range inference for a parsed op.
 // Sizes stay symbolic here; bind.cpp checks them against concrete values.
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -123,7 +124,9 @@ struct Checker {
       result = *out;
     } else {
       result.name = s.tensor;
-      result.dtype = "f32";
+      // An intermediate holds its right side's compute type: so a reduction accumulates in
+      // f32 over bf16 or f16 operands and in i32 over i8 or u8 ones (ir/dtype.hpp).
+      result.dtype = value_type(s.rhs, [&](const std::string& t) { return readable(t)->dtype; }).own();
       result.loc = s.loc;
       for (size_t d = 0; d < s.lhs_vars.size(); ++d) result.dims.push_back(s.vars[d].extent);
       op.intermediates.push_back(result);
@@ -139,7 +142,13 @@ struct Checker {
     for (auto* list : {&op.inputs, &op.outputs})
       for (auto& t : *list)
         for (auto& d : t.dims) collect_symbols(d);
-    for (auto& t : op.inputs) inputs[t.name] = &t;
+    for (auto& t : op.inputs) {
+      inputs[t.name] = &t;
+      if (t.pad && is_integer(t.dtype) &&
+          (*t.pad != std::floor(*t.pad) || *t.pad < dtype_min(t.dtype) || *t.pad > dtype_max(t.dtype)))
+        fail_at(t.loc, "pad " + pad_text(*t.pad) + " of '" + t.name + "' is not a value of its type " +
+                           dtype_name(t.dtype));
+    }
     for (auto& t : op.outputs) outputs[t.name] = &t;
     op.intermediates.clear();
     for (auto& s : op.stmts) check_stmt(s);

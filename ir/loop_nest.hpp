@@ -54,6 +54,10 @@ struct StageNest {
   int epilogue = -1;   //!< stage fused at the store (its output receives the results)
   Expr epilogue_body;  //!< its right side in this stage's axis names
   int store = -1;      //!< buffer written: the stage's own, or the epilogue's when fused
+  //! Where the partial results of a blocked reduction collect when the stored type cannot hold
+  //! them exactly (a u8 output of i32 sums, a bf16 one of f32 sums): a workspace buffer of the
+  //! accumulator's type and the store's shape, in floats from the workspace start; -1 if none.
+  std::int64_t partials = -1;
   std::vector<Pack> packs;
 };
 

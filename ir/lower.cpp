@@ -100,9 +100,15 @@ LoopNest lower(const Workload& w, const Schedule& s, const TargetTraits& t) {
   for (size_t b = 0; b < w.buffers.size(); ++b)
     if (w.buffers[b].role == Buffer::Role::Temp && materialized[b])
       nest.workspace_offset[b] = reserve(w.buffers[b].elements());
-  for (auto& sn : nest.stages)
+  for (auto& sn : nest.stages) {
     for (auto& p : sn.packs)
       if (p.box.empty()) p.offset = reserve(p.elements());
+    const Buffer& store = w.buffers[sn.store];
+    bool blocked = false;
+    for (auto& l : sn.reduce_inner) blocked = blocked || l.block < l.extent;
+    if (blocked && store.dtype != compute_type(w.buffers[w.stages[sn.stage].output].dtype))
+      sn.partials = reserve(store.elements());
+  }
   return nest;
 }
 

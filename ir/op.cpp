@@ -20,9 +20,50 @@ std::int64_t IndexExpr::coeff_of(const std::string& var) const {
 int builtin_arity(const std::string& name) {
   static const std::map<std::string, int> arity = {{"exp", 1}, {"log", 1},     {"sqrt", 1},  {"tanh", 1},
                                                    {"abs", 1}, {"sigmoid", 1}, {"erf", 1},   {"max", 2},
-                                                   {"min", 2}, {"pow", 2},     {"select", 3}};
+                                                   {"min", 2}, {"pow", 2},     {"select", 3},
+                                                   {"round", 1}, {"f32", 1},   {"i32", 1}};
   auto it = arity.find(name);
   return it == arity.end() ? -1 : it->second;
+}
+
+ValueType join(ValueType a, ValueType b) {
+  if (a.weak && b.weak) return {promote(a.type, b.type), true};
+  if (a.weak) std::swap(a, b);  // b is the weak one, if either
+  if (b.weak) return {b.type == DType::F32 ? DType::F32 : a.type, false};
+  return {promote(a.type, b.type), false};
+}
+
+ValueType value_type(const Expr& e, const std::function<DType(const std::string&)>& tensor_type) {
+  auto arg = [&](size_t i) { return value_type(e.args[i], tensor_type); };
+  switch (e.kind) {
+    case Expr::Kind::Const: {
+      bool integral = e.value == std::floor(e.value) && std::fabs(e.value) < 2147483648.0;
+      return {integral ? DType::I32 : DType::F32, true};
+    }
+    case Expr::Kind::Size:
+      return {DType::I32, true};
+    case Expr::Kind::Access:
+      return {compute_type(tensor_type(e.name)), false};
+    case Expr::Kind::Neg:
+      return arg(0);
+    case Expr::Kind::Add:
+    case Expr::Kind::Sub:
+    case Expr::Kind::Mul:
+      return join(arg(0), arg(1));
+    case Expr::Kind::Call:
+      if (e.name == "f32") return {DType::F32, false};
+      if (e.name == "i32") return {DType::I32, false};
+      if (e.name == "abs") return arg(0);
+      if (e.name == "max" || e.name == "min") return join(arg(0), arg(1));
+      if (e.name == "select") return join(arg(1), arg(2));
+      {
+        bool weak = true;
+        for (size_t i = 0; i < e.args.size(); ++i) weak = weak && arg(i).weak;
+        return {DType::F32, weak};
+      }
+    default:  // division and comparisons
+      return {DType::F32, arg(0).weak && arg(1).weak};
+  }
 }
 
 void collect_accesses(const Expr& e, std::vector<const Expr*>& out) {

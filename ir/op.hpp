@@ -1,9 +1,12 @@
 // ir/op.hpp
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "ir/dtype.hpp"
 
 namespace tiletune::ir {
 
@@ -76,7 +79,7 @@ struct Stmt {
 
 struct TensorDecl {
   std::string name;
-  std::string dtype;  //!< "f32"
+  DType dtype = DType::F32;
   std::vector<SizeExpr> dims;
   //! `X: f32[H, W] pad 0`: an input's reads outside its shape yield this value (zero padding
   //! for convolutions, -inf for max pooling) instead of being refused at binding.
@@ -95,6 +98,22 @@ struct OpDef {
 
 //! The functions the language knows, with their arity.
 int builtin_arity(const std::string& name);  //!< -1 if not a builtin
+
+//! The compute type of an expression's value (f32 or i32) and whether it is weak: made of
+//! literals only, so that it takes the type of what it is combined with (`x + 1` is i32 for
+//! an i32 x, f32 for an f32 x). Accesses have their tensor's compute type; `+ - *`, max, min,
+//! abs and select are i32 when all their strong operands are; `/`, comparisons and every
+//! other builtin are f32; the casts `f32(x)` and `i32(x)` say the type outright.
+struct ValueType {
+  DType type = DType::F32;
+  bool weak = false;
+  //! The type once it meets `context`: a weak integer literal becomes the context's type.
+  DType in(DType context) const { return weak && type == DType::I32 ? context : type; }
+  DType own() const { return in(DType::F32); }  //!< with no context: literals are f32
+};
+//! The type of an operation on two values: what `a + b` has.
+ValueType join(ValueType a, ValueType b);
+ValueType value_type(const Expr& e, const std::function<DType(const std::string&)>& tensor_type);
 
 const char* combine_token(Combine c);
 

@@ -28,8 +28,9 @@ using detail::Tok;
 using detail::Token;
 
 const std::set<std::string>& reserved_words() {
-  static const std::set<std::string> words = {"op",   "f32",    "max", "min",     "exp", "log", "sqrt",
-                                              "tanh", "select", "abs", "sigmoid", "erf", "pow"};
+  static const std::set<std::string> words = {"op",  "f32",  "bf16",   "f16", "i32",     "i8",  "u8",
+                                              "max", "min",  "exp",    "log", "sqrt",    "tanh", "select",
+                                              "abs", "sigmoid", "erf", "pow", "round"};
   return words;
 }
 
@@ -141,9 +142,9 @@ class Parser {
     d.loc = peek().loc;
     d.name = name("a tensor name");
     expect(":", "':' after the tensor name");
-    if (peek().kind != Tok::Ident) fail_at(peek().loc, "expected a dtype such as f32, found " + describe(peek()));
-    if (peek().text != "f32") fail_at(peek().loc, "unsupported dtype '" + peek().text + "': only f32 is supported");
-    d.dtype = toks_[pos_++].text;
+    if (peek().kind != Tok::Ident || !parse_dtype(peek().text, d.dtype))
+      fail_at(peek().loc, "expected an element type (f32, bf16, f16, i32, i8 or u8), found " + describe(peek()));
+    ++pos_;
     expect("[", "'[' to open the shape");
     do d.dims.push_back(size_sum());
     while (accept(","));

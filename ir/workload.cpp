@@ -1,6 +1,7 @@
 #include "ir/workload.hpp"
 
 #include <cctype>
+#include <functional>
 #include <set>
 
 #include "support/error.hpp"
@@ -66,7 +67,7 @@ void rename_vars(Expr& e, const std::map<std::string, std::string>& names) {
 }
 
 std::string decl_text(const TensorDecl& t) {
-  std::string s = t.name + ": " + t.dtype + "[";
+  std::string s = t.name + ": " + dtype_name(t.dtype) + "[";
   for (size_t i = 0; i < t.dims.size(); ++i) s += (i ? ", " : "") + to_string(t.dims[i]);
   s += "]";
   if (t.pad) s += " pad " + pad_text(*t.pad);  // only padded inputs say so: other keys stay
@@ -171,8 +172,26 @@ std::vector<OutsideRead> reads_outside(const Workload& w, int stage, std::initia
 std::int64_t Workload::io_bytes() const {
   std::int64_t n = 0;
   for (auto& b : buffers)
-    if (b.role != Buffer::Role::Temp) n += b.elements() * 4;
+    if (b.role != Buffer::Role::Temp) n += b.bytes();
   return n;
+}
+
+ValueType Workload::value_type(const Expr& e) const {
+  return ir::value_type(e, [&](const std::string& t) { return buffers[buffer_index(t)].dtype; });
+}
+
+bool Workload::f32_only() const {
+  for (auto& b : buffers)
+    if (b.dtype != DType::F32) return false;
+  std::function<bool(const Expr&)> f32 = [&](const Expr& e) {
+    if (value_type(e).own() != DType::F32) return false;
+    for (auto& a : e.args)
+      if (!f32(a)) return false;
+    return true;
+  };
+  for (auto& st : stages)
+    if (!f32(st.rhs)) return false;
+  return true;
 }
 
 std::string Workload::sizes_text() const {
@@ -238,7 +257,7 @@ Workload bind(const OpDef& op, const Sizes& sizes) {
   for (auto& st : w.op.stmts) bind_sizes(st.rhs, sizes);
 
   auto add_buffer = [&](const TensorDecl& t, Buffer::Role role) {
-    Buffer b{t.name, role, {}, t.pad};
+    Buffer b{t.name, role, {}, t.pad, t.dtype};
     for (auto& d : t.dims) {
       std::int64_t v = eval(d, sizes);
       if (v < 1)

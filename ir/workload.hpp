@@ -13,14 +13,16 @@ namespace tiletune::ir {
 
 using Sizes = std::map<std::string, std::int64_t>;
 
-//! A tensor of a bound op with its concrete shape (row-major, f32).
+//! A tensor of a bound op with its concrete shape (row-major).
 struct Buffer {
   enum class Role { Input, Output, Temp };
   std::string name;
   Role role = Role::Input;
   std::vector<std::int64_t> shape;
   std::optional<double> pad;  //!< what reads outside the shape yield (TensorDecl::pad)
+  DType dtype = DType::F32;
   std::int64_t elements() const;
+  std::int64_t bytes() const { return elements() * dtype_bytes(dtype); }
 };
 
 //! An index variable of a stage with its concrete extent.
@@ -58,6 +60,11 @@ struct Workload {
   //! `stage`: only a padded input's can (bind refuses the rest).
   bool may_read_outside(int stage, const std::string& tensor, size_t dim, const IndexExpr& ix) const;
   std::int64_t io_bytes() const;   //!< bytes of inputs plus outputs
+  //! The compute type of an expression over this workload's tensors (ir::value_type).
+  ValueType value_type(const Expr& e) const;
+  //! Whether every tensor is f32 and every value computed is too: what backends without
+  //! typed kernels can run.
+  bool f32_only() const;
   std::string sizes_text() const;  //!< "K=512,M=512,N=512"
 };
 

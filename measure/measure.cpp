@@ -9,6 +9,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -104,6 +105,21 @@ std::int64_t longest_reduction(const ir::Workload& w) {
   return longest;
 }
 
+//! Whether every tensor is an integer and every value computed is i32: results then match exactly.
+bool integer_only(const ir::Workload& w) {
+  for (auto& b : w.buffers)
+    if (!ir::is_integer(b.dtype)) return false;
+  std::function<bool(const ir::Expr&)> ints = [&](const ir::Expr& e) {
+    if (w.value_type(e).in(ir::DType::I32) != ir::DType::I32) return false;
+    for (auto& a : e.args)
+      if (!ints(a)) return false;
+    return true;
+  };
+  for (auto& s : w.stages)
+    if (!ints(s.rhs)) return false;
+  return true;
+}
+
 //! A candidate on its way through build and run.
 struct Job {
   ir::Schedule schedule;
@@ -188,14 +204,24 @@ struct Measurer::Impl {
     req.plugin = codegen::backend_origin(req.runtime);
     req.device = backend.target().device;
     req.artifact = job.artifact;
+    ir::DType narrowest = ir::DType::F32;
     for (auto& b : workload.buffers) {
-      if (b.role == ir::Buffer::Role::Input) req.inputs.push_back(b.shape);
-      if (b.role == ir::Buffer::Role::Output) req.outputs.push_back(b.shape);
+      if (b.role == ir::Buffer::Role::Input) {
+        req.inputs.push_back(b.shape);
+        req.input_types.push_back(b.dtype);
+      }
+      if (b.role == ir::Buffer::Role::Output) {
+        req.outputs.push_back(b.shape);
+        req.output_types.push_back(b.dtype);
+        if (ir::unit_roundoff(b.dtype) > ir::unit_roundoff(narrowest)) narrowest = b.dtype;
+      }
     }
     req.workspace_floats = job.nest.workspace_floats;
     req.reference_path = reference_path;
     static_cast<Timing&>(req) = o;
-    req.tolerance = tolerance_for(longest_reduction(workload));
+    req.tolerance = tolerance_for(longest_reduction(workload), narrowest);
+    // Integer results are exact unless f32 arithmetic leads to them (a requantization's scale).
+    req.integer_slack = integer_only(workload) ? 0 : 1;
     req.single_run_s = single_run_s;
     std::string req_path = job.artifact + ".req." + unique_suffix() + ".json";
     write_file_atomically(req_path, req.to_json());

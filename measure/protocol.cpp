@@ -27,6 +27,22 @@ void Timing::read_json(const json& j) {
   seed = j.value("seed", seed);
 }
 
+namespace {
+std::vector<std::string> type_names(const std::vector<ir::DType>& types) {
+  std::vector<std::string> names;
+  for (auto t : types) names.push_back(ir::dtype_name(t));
+  return names;
+}
+//! The types of `count` tensors; f32 for those the list leaves out.
+std::vector<ir::DType> types_from(const json& names, size_t count) {
+  std::vector<ir::DType> types(count, ir::DType::F32);
+  for (size_t i = 0; i < names.size() && i < count; ++i)
+    if (!ir::parse_dtype(names[i].get<std::string>(), types[i]))
+      throw_error(ErrorKind::InvalidInput, "run request: unknown element type " + names[i].dump());
+  return types;
+}
+}  // namespace
+
 std::string RunRequest::to_json() const {
   json j{{"mode", mode == Mode::Reference ? "reference" : "measure"},
          {"runtime", runtime},
@@ -35,6 +51,9 @@ std::string RunRequest::to_json() const {
          {"artifact", artifact},
          {"inputs", inputs},
          {"outputs", outputs},
+         {"input_types", type_names(input_types)},
+         {"output_types", type_names(output_types)},
+         {"integer_slack", integer_slack},
          {"workspace_floats", workspace_floats},
          {"reference_path", reference_path},
          {"tolerance", tolerance},
@@ -54,6 +73,9 @@ RunRequest RunRequest::from_json(const std::string& text) {
     r.artifact = j.at("artifact").get<std::string>();
     r.inputs = j.at("inputs").get<std::vector<std::vector<std::int64_t>>>();
     r.outputs = j.at("outputs").get<std::vector<std::vector<std::int64_t>>>();
+    r.input_types = types_from(j.value("input_types", json::array()), r.inputs.size());
+    r.output_types = types_from(j.value("output_types", json::array()), r.outputs.size());
+    r.integer_slack = j.value("integer_slack", 0.0);
     r.workspace_floats = j.at("workspace_floats").get<std::int64_t>();
     r.reference_path = j.at("reference_path").get<std::string>();
     r.tolerance = j.at("tolerance").get<double>();
@@ -82,33 +104,48 @@ RunReply RunReply::from_json(const std::string& text) {
   return r;
 }
 
-void fill_input(float* data, std::int64_t n, std::uint64_t seed, int tensor) {
+void fill_input(ir::DType t, void* data, std::int64_t n, std::uint64_t seed, int tensor) {
   std::mt19937_64 rng(seed * 1000003u + static_cast<std::uint64_t>(tensor));
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  for (std::int64_t i = 0; i < n; ++i) data[i] = dist(rng);
+  if (t == ir::DType::F32) {  // as before types: the same inputs for every f32 record
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    for (std::int64_t i = 0; i < n; ++i) static_cast<float*>(data)[i] = dist(rng);
+  } else if (ir::is_integer(t)) {
+    double lo = t == ir::DType::I32 ? -1000 : ir::dtype_min(t), hi = t == ir::DType::I32 ? 1000 : ir::dtype_max(t);
+    std::uniform_int_distribution<int> dist(static_cast<int>(lo), static_cast<int>(hi));
+    for (std::int64_t i = 0; i < n; ++i) ir::store_element(t, data, i, dist(rng));
+  } else {
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    for (std::int64_t i = 0; i < n; ++i) ir::store_element(t, data, i, dist(rng));
+  }
 }
 
-double tolerance_for(std::int64_t reduction_length) {
-  return 1e-5 * std::sqrt(static_cast<double>(std::max<std::int64_t>(reduction_length, 1))) + 1e-4;
+double tolerance_for(std::int64_t reduction_length, ir::DType output) {
+  return 1e-5 * std::sqrt(static_cast<double>(std::max<std::int64_t>(reduction_length, 1))) + 1e-4 +
+         2 * ir::unit_roundoff(output);
 }
 
-std::string compare(const float* got, const float* want, std::int64_t n, double tolerance) {
+std::string compare(ir::DType t, const void* got, const void* want, std::int64_t n, double tolerance, double slack) {
+  const bool integer = ir::is_integer(t);
   double scale = 0;
   std::int64_t finite = 0;
   for (std::int64_t i = 0; i < n; ++i)
-    if (std::isfinite(want[i])) {
-      scale += std::fabs(want[i]);
+    if (double v = ir::load_element(t, want, i); std::isfinite(v)) {
+      scale += std::fabs(v);
       ++finite;
     }
   scale = finite ? scale / finite : 1.0;
   for (std::int64_t i = 0; i < n; ++i) {
-    float a = got[i], b = want[i];
+    double a = ir::load_element(t, got, i), b = ir::load_element(t, want, i);
     bool same = (std::isnan(a) && std::isnan(b)) || a == b ||
-                std::fabs(double(a) - double(b)) <= tolerance * (std::fabs(double(b)) + scale);
+                (integer ? std::fabs(a - b) <= slack : std::fabs(a - b) <= tolerance * (std::fabs(b) + scale));
     if (!same) {
       char buf[160];
-      std::snprintf(buf, sizeof buf, "element %lld is %.7g, expected %.7g (tolerance %.2g relative)",
-                    static_cast<long long>(i), a, b, tolerance);
+      if (integer)
+        std::snprintf(buf, sizeof buf, "element %lld is %.0f, expected %.0f (%s, tolerance %g)",
+                      static_cast<long long>(i), a, b, ir::dtype_name(t), slack);
+      else
+        std::snprintf(buf, sizeof buf, "element %lld is %.7g, expected %.7g (tolerance %.2g relative)",
+                      static_cast<long long>(i), a, b, tolerance);
       return buf;
     }
   }

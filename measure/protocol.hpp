@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/dtype.hpp"
 #include "measure/timing.hpp"
 
 namespace tiletune::measure {
@@ -17,9 +18,12 @@ struct RunRequest : Timing {
   std::string device;   //!< BackendOptions::device of the tuning backend
   std::string artifact;
   std::vector<std::vector<std::int64_t>> inputs, outputs;  //!< shapes, in argument order
+  std::vector<ir::DType> input_types, output_types;        //!< element types (f32 where absent)
   std::int64_t workspace_floats = 0;
-  std::string reference_path;  //!< raw f32 outputs, concatenated
+  std::string reference_path;  //!< raw outputs in their types, concatenated
   double tolerance = 0;        //!< relative, see tolerance_for
+  //! Integer outputs computed through f32 may round the other way at a half: by this much.
+  double integer_slack = 0;
   //! > 0: a checked first run at least this long is the only timing (a far slower loser)
   double single_run_s = 0;
 
@@ -36,15 +40,26 @@ struct RunReply {
   static RunReply from_json(const std::string& text);  //!< throws on malformed text
 };
 
-//! Deterministic inputs: uniform in [-1, 1], from (seed, tensor index).
-void fill_input(float* data, std::int64_t n, std::uint64_t seed, int tensor);
+//! Deterministic inputs from (seed, tensor index): floating types uniform in [-1, 1] (rounded
+//! to the type), integer types uniform over their range (i32 over [-1000, 1000]).
+void fill_input(ir::DType t, void* data, std::int64_t n, std::uint64_t seed, int tensor);
+inline void fill_input(float* data, std::int64_t n, std::uint64_t seed, int tensor) {
+  fill_input(ir::DType::F32, data, n, seed, tensor);
+}
 
-//! Relative tolerance of the result check for a reduction of `length` terms: float rounding
-//! error grows about with its square root.
-double tolerance_for(std::int64_t reduction_length);
+//! Relative tolerance of the result check for a reduction of `length` terms stored as
+//! `output`: f32 rounding error grows about with the reduction's square root, and a result
+//! stored in a narrower type may round one unit the other way (bf16, f16). Integer outputs
+//! are compared exactly (see RunRequest::integer_slack).
+double tolerance_for(std::int64_t reduction_length, ir::DType output = ir::DType::F32);
 
 //! Compares outputs with the reference; "" when equal within tolerance, else where not.
 //! NaN matches NaN; `scale` (mean magnitude of the reference) keeps near-zero values fair.
-std::string compare(const float* got, const float* want, std::int64_t n, double tolerance);
+//! Integer types match within `slack` (absolute).
+std::string compare(ir::DType t, const void* got, const void* want, std::int64_t n, double tolerance,
+                    double slack = 0);
+inline std::string compare(const float* got, const float* want, std::int64_t n, double tolerance) {
+  return compare(ir::DType::F32, got, want, n, tolerance);
+}
 
 }  // namespace tiletune::measure

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <random>
@@ -22,10 +23,13 @@ using namespace tiletune;
 
 namespace {
 
+//! A tensor of n elements of one type; kernels take it as a float pointer (the kernel ABI).
 struct Buffer {
   float* data = nullptr;
   std::int64_t n = 0;
-  explicit Buffer(std::int64_t count) : n(count) {
+  ir::DType type = ir::DType::F32;
+  std::int64_t bytes() const { return n * ir::dtype_bytes(type); }
+  explicit Buffer(std::int64_t count, ir::DType t = ir::DType::F32) : n(count), type(t) {
     std::size_t bytes = (static_cast<std::size_t>(std::max<std::int64_t>(count, 1)) * 4 + 63) / 64 * 64;
     data = static_cast<float*>(std::aligned_alloc(64, bytes));
     if (!data) throw std::bad_alloc();
@@ -64,15 +68,19 @@ measure::RunReply run(const measure::RunRequest& req) {
   std::vector<std::unique_ptr<Buffer>> tensors;
   std::vector<float*> args;
   int index = 0;
-  for (auto& shape : req.inputs) {
-    tensors.push_back(std::make_unique<Buffer>(elements(shape)));
-    measure::fill_input(tensors.back()->data, tensors.back()->n, req.seed, index++);
+  for (size_t i = 0; i < req.inputs.size(); ++i) {
+    tensors.push_back(std::make_unique<Buffer>(elements(req.inputs[i]), req.input_types[i]));
+    measure::fill_input(tensors.back()->type, tensors.back()->data, tensors.back()->n, req.seed, index++);
     args.push_back(tensors.back()->data);
   }
-  // Outputs and workspace start as NaN, so a kernel that skips an element is caught.
-  for (auto& shape : req.outputs) {
-    tensors.push_back(std::make_unique<Buffer>(elements(shape)));
-    std::fill(tensors.back()->data, tensors.back()->data + tensors.back()->n, NAN);
+  // Outputs and workspace start as NaN (integers as an unlikely pattern), so a kernel that
+  // skips an element is caught.
+  for (size_t i = 0; i < req.outputs.size(); ++i) {
+    tensors.push_back(std::make_unique<Buffer>(elements(req.outputs[i]), req.output_types[i]));
+    if (tensors.back()->type == ir::DType::F32)
+      std::fill(tensors.back()->data, tensors.back()->data + tensors.back()->n, NAN);
+    else
+      std::memset(tensors.back()->data, 0xA5, tensors.back()->bytes());
     args.push_back(tensors.back()->data);
   }
   Buffer workspace(req.workspace_floats);
@@ -88,7 +96,7 @@ measure::RunReply run(const measure::RunRequest& req) {
     {
       std::ofstream out(tmp, std::ios::binary);
       for (size_t o = first_output; o < tensors.size(); ++o)
-        out.write(reinterpret_cast<const char*>(tensors[o]->data), tensors[o]->n * 4);
+        out.write(reinterpret_cast<const char*>(tensors[o]->data), tensors[o]->bytes());
       if (!out) throw std::runtime_error("cannot write " + tmp);
     }
     if (std::rename(tmp.c_str(), req.reference_path.c_str()) != 0) throw std::runtime_error("cannot rename " + tmp);
@@ -99,16 +107,16 @@ measure::RunReply run(const measure::RunRequest& req) {
   std::string ref = read_file(req.reference_path);
   std::int64_t offset = 0;
   for (size_t o = first_output; o < tensors.size(); ++o) {
-    if (static_cast<std::int64_t>(ref.size()) < (offset + tensors[o]->n) * 4)
+    if (static_cast<std::int64_t>(ref.size()) < offset + tensors[o]->bytes())
       throw std::runtime_error("reference file is shorter than the outputs");
-    std::string diff = measure::compare(tensors[o]->data, reinterpret_cast<const float*>(ref.data()) + offset,
-                                        tensors[o]->n, req.tolerance);
+    std::string diff = measure::compare(tensors[o]->type, tensors[o]->data, ref.data() + offset, tensors[o]->n,
+                                        req.tolerance, req.integer_slack);
     if (!diff.empty()) {
       reply.error_class = measure::error_class::kWrongResult;
       reply.message = "output " + std::to_string(o - first_output) + ": " + diff;
       return reply;
     }
-    offset += tensors[o]->n;
+    offset += tensors[o]->bytes();
   }
 
   // A kernel slower than the whole timing budget is timed by its checked first run alone:
