@@ -180,6 +180,7 @@ class Emitter {
   std::string partial_;                              // lanes in use when emitting a vector cut by the end of its axis
   std::string partials_;                             // the stage's partials buffer (StageNest::partials), "" if none
   DType acc_t_ = DType::F32;                         // the stage's accumulator (compute) type
+  bool full_tile_ = false;                           // emitting a full register tile (packs readable)
   std::int64_t out_stride_ = 1;                      // the output's stride along the vector axis (gathered if not 1)
   bool strided_vector_ = false;                      // vectors need panels or gathers: cut vectors go lane by lane
   int base_ = 1;                                     // indentation of a stage
@@ -279,6 +280,7 @@ class Emitter {
 
   //! Copies an input into its panels before the stage's loops (see ir::Pack).
   void emit_pack(int depth, const ir::Pack& pack) {
+    if (pack.group > 1) return emit_grouped_pack(depth, pack);
     const auto& buf = w_.buffers[pack.buffer];
     std::string src = tensor_.at(buf.name);
     std::string dst = fresh(buf.name + "_packed");
@@ -367,6 +369,159 @@ class Emitter {
     }
     for (size_t k = 0; k < opened.size(); ++k) line(--d, "}");
     line(depth, "}");
+  }
+
+  //! The dimension of a grouped pack's tensor that goes in groups: its last other than the panels'.
+  static int group_dim(const ir::Pack& pack, size_t rank) {
+    return pack.dim == static_cast<int>(rank) - 1 ? pack.dim - 1 : static_cast<int>(rank) - 1;
+  }
+  //! The rounded-up extent of that dimension in the pack.
+  static std::int64_t padded_group_extent(const ir::Pack& pack, std::int64_t k) {
+    return (k + pack.group - 1) / pack.group * pack.group;
+  }
+
+  //! Copies the vector operand of a dot-product stage into panels whose reduction dimension
+  //! goes in interleaved groups (ir::Pack::group): element (k, j) of a panel at
+  //! [k / g][j][k % g], so that one vector holds `g` consecutive k of TT_LANES columns.
+  void emit_grouped_pack(int depth, const ir::Pack& pack) {
+    const auto& buf = w_.buffers[pack.buffer];
+    const size_t rank = buf.shape.size();
+    const int gd = group_dim(pack, rank);
+    const std::int64_t k_extent = buf.shape[gd], k_padded = padded_group_extent(pack, k_extent);
+    std::string dst = fresh(buf.name + "_packed");
+    packed_names_[buf.name] = dst;
+    std::string blk = std::to_string(pack.block), g = std::to_string(pack.group);
+    line(depth, "// pack " + buf.name + " into panels of " + blk + " along " + pack.axis + " with " + g +
+                    " consecutive points of dimension " + std::to_string(gd) +
+                    " interleaved: " + dst + "[panel][...][k / " + g + "][" + blk + "][k % " + g + "], zero-padded");
+    line(depth, storage(pack.buffer) + "* __restrict " + dst + " = " +
+                    as_storage(pack.buffer, "tt_workspace + " + std::to_string(pack.offset)) + ";");
+    std::vector<std::int64_t> src_strides(rank);
+    std::int64_t st = 1;
+    for (size_t d = rank; d-- > 0;) {
+      src_strides[d] = st;
+      st *= buf.shape[d];
+    }
+    line(depth, "#pragma omp parallel for schedule(static) num_threads(tt_threads)");
+    std::string panel = fresh("panel");
+    line(depth, "for (std::int64_t " + panel + " = 0; " + panel + " < " + std::to_string(pack.panels) + "; ++" + panel +
+                    ") {");
+    int d = depth + 1;
+    Linear dst_lin, src_lin;
+    dst_lin.add(panel, pack.others * pack.block);
+    std::vector<std::string> opened;
+    std::int64_t dst_stride = pack.block * k_padded;
+    std::vector<std::string> idx(rank);
+    for (size_t k = 0; k < rank; ++k) {
+      if (static_cast<int>(k) == pack.dim || static_cast<int>(k) == gd) continue;
+      idx[k] = fresh("i" + std::to_string(k));
+      line(d++, "for (std::int64_t " + idx[k] + " = 0; " + idx[k] + " < " + std::to_string(buf.shape[k]) + "; ++" +
+                    idx[k] + ") {");
+      opened.push_back(idx[k]);
+      src_lin.add(idx[k], src_strides[k]);
+    }
+    for (size_t k = rank; k-- > 0;) {
+      if (idx[k].empty()) continue;
+      dst_lin.add(idx[k], dst_stride);
+      dst_stride *= buf.shape[k];
+    }
+    std::string to = fresh("to"), from = fresh("from"), kk = fresh("k"), j = fresh("j"), col = fresh("col");
+    line(d, storage(pack.buffer) + "* __restrict " + to + " = " + dst + " + " + dst_lin.str() + ";");
+    line(d, "const " + storage(pack.buffer) + "* __restrict " + from + " = " + tensor_.at(buf.name) + " + " +
+                src_lin.str() + ";");
+    line(d, "for (std::int64_t " + j + " = 0; " + j + " < " + blk + "; ++" + j + ") {");
+    line(d + 1, "const std::int64_t " + col + " = " + panel + " * " + blk + " + " + j + ";");
+    line(d + 1, "for (std::int64_t " + kk + " = 0; " + kk + " < " + std::to_string(k_padded) + "; ++" + kk + ")");
+    line(d + 2, to + "[(" + kk + " / " + g + ") * " + std::to_string(pack.block * pack.group) + " + " + j + " * " + g +
+                    " + " + kk + " % " + g + "] = " + col + " < " + std::to_string(buf.shape[pack.dim]) + " && " + kk +
+                    " < " + std::to_string(k_extent) + " ? " + from + "[" + kk + " * " + std::to_string(src_strides[gd]) +
+                    " + " + col + " * " + std::to_string(src_strides[pack.dim]) + "] : " + storage(pack.buffer) + "(0);");
+    line(d, "}");
+    for (size_t k = 0; k < opened.size(); ++k) line(--d, "}");
+    line(depth, "}");
+  }
+
+  //! The address of a dot-product stage's vector operand at a register point in its grouped
+  //! pack: the point's group of the reduction axis (at a multiple of the group) in its column.
+  std::string grouped_element(const Expr& access, const ir::Pack& pack, const Point& p) {
+    const auto& buf = w_.buffers[pack.buffer];
+    const int gd = group_dim(pack, buf.shape.size());
+    Linear lin;
+    const AxisValue& col = p.at(pack.axis);  // at the register base: panel * block
+    lin.add(col.var, pack.others);
+    lin.constant += col.offset * pack.group;
+    const AxisValue& k = p.at(access.indices[gd].plain_var());
+    lin.add(k.var, pack.block);  // (k / g) * block * g, k a multiple of g
+    lin.constant += k.offset * pack.block;
+    std::int64_t stride = pack.block * padded_group_extent(pack, buf.shape[gd]);
+    for (size_t d = buf.shape.size(); d-- > 0;) {
+      if (static_cast<int>(d) == pack.dim || static_cast<int>(d) == gd) continue;
+      const AxisValue& v = p.at(access.indices[d].plain_var());
+      lin.add(v.var, stride);
+      lin.constant += v.offset * stride;
+      stride *= buf.shape[d];
+    }
+    return packed_names_.at(buf.name) + "[" + lin.str() + "]";
+  }
+
+  //! The innermost reduction loop of a dot-product tile (StageNest::dot_group): whole groups,
+  //! then the last few points of the axis as a group whose missing points read as 0 (the pack
+  //! holds zeros there).
+  void dot_loop(int depth, const std::vector<Point>& pts, const std::vector<std::string>& acc) {
+    const Loop& l = sn_->reduce_inner.back();
+    const std::string g = std::to_string(sn_->dot_group);
+    std::string parent = var(l.axis, l.level - 1);
+    std::string end = block_end(parent, l.block, l.extent);
+    const std::string& v = var(l.axis, l.level);
+    const Expr& body = sn_->body;
+    int vi = 0;  // which operand is the vector one (packed)
+    const ir::Pack* pack = nullptr;
+    for (auto& pk : sn_->packs)
+      if (pk.group > 1) pack = &pk;
+    if (body.args[1].name == w_.buffers[pack->buffer].name) vi = 1;
+    const Expr& vec = body.args[vi];
+    const Expr& bcast = body.args[1 - vi];
+    const bool u8_vector = w_.buffers[pack->buffer].dtype == DType::U8;
+    auto body_at = [&](int d, bool tail) {
+      Block blk;
+      std::vector<std::string> lines;
+      auto named = [&](const std::string& load, const std::string& base) {
+        auto it = blk.load_names.find(load);
+        if (it != blk.load_names.end()) return it->second;
+        std::string name = names_.candidate(base + "_" + std::to_string(blk.per_tensor[base]++));
+        blk.load_names[load] = name;
+        lines.push_back("const tt_vi " + name + " = " + load + ";");
+        return name;
+      };
+      // One row of vectors, then each row's broadcast right before its updates.
+      std::vector<std::string> vs, ss;
+      for (auto& p : pts) vs.push_back(named("tt_load_raw(&" + grouped_element(vec, *pack, p) + ")", vec.name));
+      for (auto& l2 : lines) line(d, l2);
+      lines.clear();
+      for (size_t i = 0; i < pts.size(); ++i) {
+        std::string addr = element(bcast.name, bcast.indices, pts[i]);
+        std::string load = tail ? "tt_bcast_part(&" + addr + ", (" + end + " - " + v + ") * " +
+                                      std::to_string(ir::dtype_bytes(w_.buffers[w_.buffer_index(bcast.name)].dtype)) + ")"
+                                : "tt_bcast32(&" + addr + ")";
+        std::string s_name = named(load, bcast.name);
+        for (auto& l2 : lines) line(d, l2);
+        lines.clear();
+        std::string dot = sn_->dot_group == 2 ? "tt_dot_bf16(" + acc[i] + ", " + s_name + ", " + vs[i] + ")"
+                          : u8_vector         ? "tt_dot_u8s8(" + acc[i] + ", " + vs[i] + ", " + s_name + ")"
+                                              : "tt_dot_u8s8(" + acc[i] + ", " + s_name + ", " + vs[i] + ")";
+        line(d, acc[i] + " = " + dot + ";");
+      }
+    };
+    line(depth, "std::int64_t " + v + " = " + parent + ";");
+    if (sn_->unroll > 0) line(depth, "#pragma GCC unroll " + std::to_string(sn_->unroll));
+    line(depth, "for (; " + v + " + " + g + " <= " + end + "; " + v + " += " + g + ") {");
+    body_at(depth + 1, false);
+    line(depth, "}");
+    if (l.extent % sn_->dot_group != 0) {
+      line(depth, "if (" + v + " < " + end + ") {  // the axis ends inside a group");
+      body_at(depth + 1, true);
+      line(depth, "}");
+    }
   }
 
   //! True if `e` has the same value in every SIMD lane (no access moves along the vector axis
@@ -594,9 +749,10 @@ class Emitter {
   }
 
   //! The reduction loops of the micro-kernel around `body`; returns the depth inside them.
-  int open_reduce_loops(int depth, bool vector_reduce_axis_too) {
+  int open_reduce_loops(int depth, bool vector_reduce_axis_too, bool but_innermost = false) {
     for (auto& l : sn_->reduce_inner) {
       if (!vector_reduce_axis_too && sn_->vector_reduce && l.axis == sn_->vector_axis) continue;
+      if (but_innermost && &l == &sn_->reduce_inner.back()) continue;
       std::string parent = var(l.axis, l.level - 1);
       std::string end = block_end(parent, l.block, l.extent);
       if (sn_->unroll > 0 && &l == &sn_->reduce_inner.back())
@@ -651,7 +807,8 @@ class Emitter {
                         (first_.empty() ? init : "(" + first_ + ") ? " + init + " : " + prev) + ";");
       }
     }
-    int inner = open_reduce_loops(depth, mode != Mode::VecReduce);
+    const bool dot = sn_->dot_group > 1 && mode == Mode::VecSpatial && full_tile_ && !guarded_ && partial_.empty();
+    int inner = open_reduce_loops(depth, mode != Mode::VecReduce, dot);
     auto update = [&](int d, bool v, const std::string& suffix, const Point* override_axis) {
       // Each point's loads come right before its update: a broadcast is dead after its row's
       // updates, so the tile needs accumulators + one row of vectors + one broadcast registers
@@ -679,7 +836,9 @@ class Emitter {
         line(d, acc[i] + suffix + " = " + combine(c, v, acc[i] + suffix, val) + ";");
       }
     };
-    if (mode != Mode::VecReduce) {
+    if (dot) {
+      dot_loop(inner, pts, acc);
+    } else if (mode != Mode::VecReduce) {
       update(inner, vec, "", nullptr);
     } else {
       const Loop& l = sn_->reduce_inner.back();
@@ -744,14 +903,18 @@ class Emitter {
     // register base (see element()); elsewhere from the original tensor.
     packed_.clear();
     for (auto& pack : sn_->packs)
-      packed_[w_.buffers[pack.buffer].name] = {&pack, packed_names_.at(w_.buffers[pack.buffer].name)};
+      if (pack.group == 1)  // a grouped pack is read by the dot-product tiles alone
+        packed_[w_.buffers[pack.buffer].name] = {&pack, packed_names_.at(w_.buffers[pack.buffer].name)};
     auto tile = [&](int d) {
+      full_tile_ = true;
       if (full.empty()) {
         points(d, pts, mode);
+        full_tile_ = false;
         return;
       }
       line(d, "if (" + full + ") {");
       points(d + 1, pts, mode);
+      full_tile_ = false;
       line(d, "} else {  // edge tile: the same computation on the points inside the tensor");
       edge_tile(d + 1, mode);
       line(d, "}");

@@ -421,5 +421,39 @@ static inline int tt_hsum(tt_vi v) { int s = 0; for (int i = 0; i < TT_LANES; ++
 static inline int tt_hprod(tt_vi v) { int s = 1; for (int i = 0; i < TT_LANES; ++i) s *= v[i]; return s; }
 static inline int tt_hmax(tt_vi v) { int s = v[0]; for (int i = 1; i < TT_LANES; ++i) s = tt_max(s, v[i]); return s; }
 static inline int tt_hmin(tt_vi v) { int s = v[0]; for (int i = 1; i < TT_LANES; ++i) s = tt_min(s, v[i]); return s; }
+// Dot-product tiles (ir::StageNest::dot_group): a vector of TT_LANES groups of 2 bf16 or 4
+// bytes, raw; the broadcast operand's group as one 32-bit lane (the last group of an axis
+// from its first `bytes` bytes, the rest 0); and the dot-product step, which adds the group's
+// products to each lane: vdpbf16ps and vpdpbusd where the CPU has them, plain C elsewhere.
+static inline tt_vi tt_load_raw(const void* p) { tt_vi v; __builtin_memcpy(&v, p, sizeof v); return v; }
+static inline tt_vi tt_bcast32(const void* p) { int x; __builtin_memcpy(&x, p, 4); return tt_splati(x); }
+static inline tt_vi tt_bcast_part(const void* p, std::int64_t bytes) {
+  int x = 0; __builtin_memcpy(&x, p, bytes); return tt_splati(x);
+}
+static inline tt_vf tt_dot_bf16(tt_vf acc, tt_vi a, tt_vi b) {
+#if defined(__AVX512BF16__) && TT_LANES == 16
+  return (tt_vf)_mm512_dpbf16_ps((__m512)acc, (__m512bh)a, (__m512bh)b);
+#else
+  tt_bf16 x[2 * TT_LANES], y[2 * TT_LANES];
+  __builtin_memcpy(x, &a, sizeof a);
+  __builtin_memcpy(y, &b, sizeof b);
+  for (int l = 0; l < TT_LANES; ++l) acc[l] += (float)x[2 * l] * (float)y[2 * l] + (float)x[2 * l + 1] * (float)y[2 * l + 1];
+  return acc;
+#endif
+}
+// u holds unsigned bytes, s signed ones: the sums are exact in i32.
+static inline tt_vi tt_dot_u8s8(tt_vi acc, tt_vi u, tt_vi s) {
+#if defined(__AVX512VNNI__) && TT_LANES == 16
+  return (tt_vi)_mm512_dpbusd_epi32((__m512i)acc, (__m512i)u, (__m512i)s);
+#else
+  std::uint8_t x[4 * TT_LANES];
+  std::int8_t y[4 * TT_LANES];
+  __builtin_memcpy(x, &u, sizeof u);
+  __builtin_memcpy(y, &s, sizeof s);
+  for (int l = 0; l < TT_LANES; ++l)
+    for (int i = 0; i < 4; ++i) acc[l] += (int)x[4 * l + i] * (int)y[4 * l + i];
+  return acc;
+#endif
+}
 )TT_PRELUDE";
 }  // namespace tiletune::codegen

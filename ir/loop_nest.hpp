@@ -33,7 +33,12 @@ struct Pack {
   std::string axis;
   std::int64_t block = 1;
   std::int64_t panels = 1;
-  std::int64_t others = 1;  //!< product of the other dimensions
+  std::int64_t others = 1;  //!< product of the other dimensions (the grouped one rounded up)
+  //! > 1: the operand of a dot-product micro-kernel (StageNest::dot_group). The last other
+  //! dimension (the reduction axis of the dot) goes in groups of this many consecutive
+  //! points, interleaved per column: packed[panel][outer dims][k / group][block][k % group],
+  //! zero past its end.
+  int group = 1;
   std::int64_t offset = 0;  //!< in the workspace, floats
   std::vector<std::int64_t> box;
   std::int64_t elements() const;
@@ -59,6 +64,11 @@ struct StageNest {
   //! accumulator's type and the store's shape, in floats from the workspace start; -1 if none.
   std::int64_t partials = -1;
   std::vector<Pack> packs;
+  //! > 1: full register tiles run a dot-product instruction over this many consecutive points
+  //! of the innermost reduction axis (2 for bf16 pairs into f32, 4 for u8 x i8 quads into i32):
+  //! the broadcast operand's group is read as one 32-bit lane, the vector operand from its
+  //! grouped pack.
+  int dot_group = 1;
 };
 
 //! A workload lowered under a schedule: stages to run in order and the temp buffers they need.

@@ -14,6 +14,56 @@ std::int64_t Pack::elements() const {
   return n;
 }
 
+namespace {
+
+//! The dot-product group of a stage (StageNest::dot_group), 1 when its full tiles cannot run
+//! one: the body must be the product of a broadcast operand contiguous along the innermost
+//! reduction axis and a vector operand packed along the SIMD axis, in bf16 x bf16 summed in
+//! f32 or u8 x i8 summed in i32, with the reduction's blocks whole groups.
+int dot_group(const Workload& w, const StageNest& sn) {
+  const Stage& st = w.stages[sn.stage];
+  if (sn.vector_axis.empty() || sn.vector_reduce || st.combine != Combine::Add || sn.reduce_inner.empty()) return 1;
+  const Expr& b = sn.body;
+  if (b.kind != Expr::Kind::Mul || b.args[0].kind != Expr::Kind::Access || b.args[1].kind != Expr::Kind::Access)
+    return 1;
+  const Loop& k = sn.reduce_inner.back();
+  if (k.axis == sn.vector_axis) return 1;
+  for (int v = 0; v < 2; ++v) {
+    const Expr& vec = b.args[v];
+    const Expr& bcast = b.args[1 - v];
+    const Buffer& V = w.buffers[w.buffer_index(vec.name)];
+    const Buffer& S = w.buffers[w.buffer_index(bcast.name)];
+    if (V.pad || S.pad || vec.name == bcast.name) continue;
+    DType acc = compute_type(w.buffers[st.output].dtype);
+    int g = V.dtype == DType::BF16 && S.dtype == DType::BF16 && acc == DType::F32 ? 2
+            : ((V.dtype == DType::U8 && S.dtype == DType::I8) || (V.dtype == DType::I8 && S.dtype == DType::U8)) &&
+                    acc == DType::I32
+                ? 4
+                : 1;
+    if (g == 1 || (k.block % g != 0 && k.block < k.extent)) continue;
+    // The broadcast operand: its last index is the reduction axis alone, and no index moves
+    // along the SIMD axis; it is read where it lies.
+    if (bcast.indices.back().plain_var() != k.axis) continue;
+    bool moves = false;
+    for (auto& ix : bcast.indices) moves = moves || ix.coeff_of(sn.vector_axis) != 0;
+    const Pack* pack = nullptr;
+    for (auto& p : sn.packs) {
+      if (p.buffer == w.buffer_index(bcast.name)) moves = true;
+      if (p.buffer == w.buffer_index(vec.name)) pack = &p;
+    }
+    if (moves || !pack || pack->axis != sn.vector_axis) continue;
+    // The vector operand: packed along the SIMD axis, the reduction axis its last other dimension.
+    int last_other = -1;
+    for (int d = 0; d < static_cast<int>(vec.indices.size()); ++d)
+      if (d != pack->dim) last_other = d;
+    if (last_other < 0 || vec.indices[last_other].plain_var() != k.axis) continue;
+    return g;
+  }
+  return 1;
+}
+
+}  // namespace
+
 LoopNest lower(const Workload& w, const Schedule& s, const TargetTraits& t) {
   std::string why = check_schedule(w, s, t);
   if (!why.empty()) throw_error(ErrorKind::InvalidInput, "invalid config: " + why);
@@ -85,6 +135,18 @@ LoopNest lower(const Workload& w, const Schedule& s, const TargetTraits& t) {
       }
       sn.packs.push_back(p);
     }
+    if (!t.groups()) sn.dot_group = dot_group(w, sn);
+    if (sn.dot_group > 1)
+      for (auto& p : sn.packs) {
+        const Buffer& b = w.buffers[p.buffer];
+        int last_other = p.dim == static_cast<int>(b.shape.size()) - 1 ? p.dim - 1 : static_cast<int>(b.shape.size()) - 1;
+        std::int64_t k = b.shape[last_other], padded = (k + sn.dot_group - 1) / sn.dot_group * sn.dot_group;
+        bool is_vector_operand = false;
+        for (auto* e : {&sn.body.args[0], &sn.body.args[1]}) is_vector_operand |= e->name == b.name;
+        if (!is_vector_operand || p.axis != sn.vector_axis) continue;
+        p.group = sn.dot_group;
+        p.others = p.others / k * padded;
+      }
     nest.stages.push_back(std::move(sn));
   }
   if (s.fuse_rows > 0) {

@@ -236,6 +236,45 @@ TEST_CASE("typed ops: f16 elementwise, casts, round and integer reductions follo
   }
 }
 
+TEST_CASE("typed ops: bf16 and u8 x i8 matmuls run dot-product tiles from a grouped pack, tails of every kind included") {
+  // K = 67 ends inside a group of 2 and of 4; K blocks of 32 are whole groups; N = 37 and
+  // M = 19 leave edge tiles, which read the original tensors.
+  const char* config = R"({"stages":[{"fuse_epilogue":false,"order":["n.0","m.0","k.0","m.1"],"pack":["B"],)"
+                       R"("parallel":2,"stage":"C","tile":{"k":[32],"m":[12,6],"n":[32]},"unroll":2,"vectorize":"n"}],)"
+                       R"("version":1})";
+  auto be = codegen::make_backend("cpu");
+  TempDir dir;
+  for (auto [name, group] : std::vector<std::pair<const char*, int>>{{"mm_bf16", 2}, {"mm_bf16_out", 2}, {"mm_u8s8", 4}}) {
+    CAPTURE(name);
+    auto w = typed(name, "M=19,N=37,K=67");
+    auto s = ir::Schedule::from_json(config);
+    ir::LoopNest nest = ir::lower(w, s, be->target().traits);
+    REQUIRE(nest.stages[0].dot_group == group);
+    REQUIRE(nest.stages[0].packs.size() == 1);
+    CHECK(nest.stages[0].packs[0].group == group);
+    CHECK(nest.stages[0].packs[0].others == (67 + group - 1) / group * group);
+    std::string src = be->emit(w, nest, s.to_json());
+    CHECK(src.find(group == 2 ? "= tt_dot_bf16(" : "= tt_dot_u8s8(") != std::string::npos);
+    CHECK(src.find("tt_bcast_part(") != std::string::npos);  // the group cut by K's end
+    Tensors t = run(w, s, dir);
+    for (int m = 0; m < 19; ++m)
+      for (int n = 0; n < 37; ++n) {
+        double want = 0;
+        for (int k = 0; k < 67; ++k) want += t.at(0, m * 67 + k) * t.at(1, k * 37 + n);
+        double tol = group == 4 ? 0 : 67 * 0x1p-24 * 4 + 2 * ir::unit_roundoff(t.type[2]) * std::fabs(want) + 1e-6;
+        REQUIRE(std::fabs(t.at(2, m * 37 + n) - want) <= tol);
+      }
+  }
+  // Where a K block is not whole groups, or the operands' types have no dot product, the
+  // tiles stay the widening ones.
+  auto w = typed("mm_bf16", "M=19,N=37,K=67");
+  std::string odd = config;
+  odd.replace(odd.find("\"k\":[32]"), 8, "\"k\":[33]");
+  CHECK(ir::lower(w, ir::Schedule::from_json(odd), be->target().traits).stages[0].dot_group == 1);
+  auto f = test::library_workload("matmul", "M=19,N=37,K=67");
+  CHECK(ir::lower(f, ir::Schedule::from_json(config), be->target().traits).stages[0].dot_group == 1);
+}
+
 TEST_CASE("typed ops: random schedules with tails match the naive kernel through the measuring worker") {
   auto be = codegen::make_backend("cpu");
   for (auto [name, sizes] : std::vector<std::pair<const char*, const char*>>{
