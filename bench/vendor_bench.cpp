@@ -35,7 +35,21 @@ namespace {
 struct Case {
   std::string label, op, sizes;
   double adams2019 = 0;  //!< Halide 14 Adams2019 figure from ANCHORS.md (upper end), same unit; 0: none
+  std::string text;      //!< the op's text where it is not a library op
 };
+
+// Mixed precision, as a user writes it: bf16 operands summed in f32 (the language's rule),
+// and u8 x i8 summed in i32 and requantized to u8 by a scale and a zero point.
+const char* kMatmulBf16 = R"(op matmul_bf16(A: bf16[M, K], B: bf16[K, N]) -> C: f32[M, N] {
+  C[m, n] += A[m, k] * B[k, n]
+})";
+const char* kMatmulInt8 = R"(op matmul_u8s8_u8(A: u8[M, K], B: i8[K, N]) -> Y: u8[M, N] {
+  acc[m, n] += A[m, k] * B[k, n]
+  Y[m, n] = f32(acc[m, n]) * 0.0005 + 128
+})";
+const char* kConvBf16 = R"(op conv2d_p1_bf16(I: bf16[N, C, H, W] pad 0, F: bf16[K, C, R, S]) -> O: f32[N, K, H + 3 - R, W + 3 - S] {
+  O[n, k, y, x] += I[n, c, y + r - 1, x + s - 1] * F[k, c, r, s]
+})";
 
 const std::vector<Case> kCases = {
     {"matmul 1024^3", "matmul", "M=1024,N=1024,K=1024", 207},
@@ -64,6 +78,9 @@ const std::vector<Case> kCases = {
     {"max pool 3x3 s2 C64 113x113 (no pad)", "max_pool2d", "N=1,C=64,H=113,W=113", 0},
     {"max pool 3x3 s2 pad 1 C64 112x112", "max_pool2d_p1", "N=1,C=64,H=112,W=112", 0},
     {"global avg pool C2048 7x7", "global_avg_pool", "N=1,C=2048,H=7,W=7", 0},
+    {"bf16 matmul 1024^3 (f32 accumulate)", "matmul_bf16", "M=1024,N=1024,K=1024", 0, kMatmulBf16},
+    {"int8 matmul 1024^3 (u8 x s8 -> s32 -> u8)", "matmul_u8s8_u8", "M=1024,N=1024,K=1024", 0, kMatmulInt8},
+    {"bf16 conv 3x3 pad 1 C64 K64 56x56", "conv2d_p1_bf16", "N=1,C=64,H=56,W=56,K=64,R=3,S=3", 0, kConvBf16},
 };
 
 bool memory_bound(const std::string& op) {
@@ -133,7 +150,7 @@ int main(int argc, char** argv) {
     std::vector<std::vector<std::string>> rows;
     for (const Case& c : kCases) {
       if (!only.empty() && c.label.find(only) == std::string::npos) continue;
-      ir::Workload w = ir::bind(ir::parse_op(ops::op_text(c.op)), ir::parse_sizes(c.sizes));
+      ir::Workload w = ir::bind(ir::parse_op(c.text.empty() ? ops::op_text(c.op) : c.text), ir::parse_sizes(c.sizes));
       tuner::TuneOptions to;
       to.trials = trials;
       to.strategy = strategy;
@@ -173,7 +190,7 @@ int main(int argc, char** argv) {
       for (auto& b : w.buffers) {
         if (b.role == ir::Buffer::Role::Temp) continue;
         bufs.push_back(std::make_unique<Aligned>(b.elements()));
-        if (b.role == ir::Buffer::Role::Input) measure::fill_input(bufs.back()->p, b.elements(), 1, index++);
+        if (b.role == ir::Buffer::Role::Input) measure::fill_input(b.dtype, bufs.back()->p, b.elements(), 1, index++);
         tensors.push_back(bufs.back()->p);
       }
       Aligned workspace(nest.workspace_floats + 16);

@@ -49,6 +49,18 @@ VendorCall onednn_call(const ir::Workload& w, const std::vector<float*>& t, int 
                   {"bias", true},
                   {"post_ops", {{{"eltwise", "gelu_erf"}}}}});
   }
+  if (op == "matmul_bf16")
+    return layer({{"primitive", "matmul"},
+                  {"a", {size_of(w, "M"), size_of(w, "K")}},
+                  {"b", {size_of(w, "K"), size_of(w, "N")}},
+                  {"types", {{"src", "bf16"}, {"weights", "bf16"}, {"dst", "f32"}}}});
+  if (op == "matmul_u8s8_u8")  // the op's scale and zero point as oneDNN's output scale and zero point
+    return layer({{"primitive", "matmul"},
+                  {"a", {size_of(w, "M"), size_of(w, "K")}},
+                  {"b", {size_of(w, "K"), size_of(w, "N")}},
+                  {"types", {{"src", "u8"}, {"weights", "i8"}, {"dst", "u8"}}},
+                  {"alpha", 0.0005},
+                  {"dst_zero_point", 128}});
   if (op == "batch_matmul" || op == "batch_matmul_nt") {
     // The transposed operand as oneDNN takes it: B's logical [G, K, N] stored as [G, N, K].
     std::int64_t G = size_of(w, "G"), M = size_of(w, "M"), K = size_of(w, "K"), N = size_of(w, "N");
@@ -68,7 +80,11 @@ VendorCall onednn_call(const ir::Workload& w, const std::vector<float*>& t, int 
     if (dw) G = C;
     nlohmann::json post = nlohmann::json::array();
     if (bias_relu) post.push_back({{"eltwise", "relu"}});
+    nlohmann::json types = nlohmann::json::object();
+    if (op.size() > 5 && op.compare(op.size() - 5, 5, "_bf16") == 0)
+      types = {{"src", "bf16"}, {"weights", "bf16"}, {"dst", "f32"}};
     return layer({{"primitive", "convolution"},
+                  {"types", types},
                   {"src", {N, C, H, W}},
                   {"weights", {K, C / G, R, S}},
                   {"groups", G},

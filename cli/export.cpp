@@ -55,9 +55,10 @@ std::string header_text(const std::vector<Exported>& kernels, const std::string&
   std::ostringstream h;
   h << "/* " << kHeader << ": written by `tiletune export`, " << kernels.size() << " kernels measured on target "
     << target_key << ".\n"
-    << " * Call convention (README, \"Kernel ABI\"): `tensors` holds the listed f32 tensors in order, row-major\n"
-    << " * and dense; `workspace` holds at least *_WORKSPACE_BYTES bytes (may be NULL when that is 0), one\n"
-    << " * buffer per concurrent call. ENTRY runs with the thread count it was measured with,\n"
+    << " * Call convention (README, \"Kernel ABI\"): `tensors` holds the listed tensors in order, row-major\n"
+    << " * and dense, each in its element type (a bf16 tensor's pointer cast to float*); `workspace` holds\n"
+    << " * at least *_WORKSPACE_BYTES bytes (may be NULL when that is 0), one buffer per concurrent call.\n"
+    << " * ENTRY runs with the thread count it was measured with,\n"
     << " * ENTRY_threads with the caller's (0: the measured one). Link with OpenMP (-fopenmp). */\n"
     << "#ifndef TILETUNE_KERNELS_H\n#define TILETUNE_KERNELS_H\n#ifdef __cplusplus\nextern \"C\" {\n#endif\n";
   for (auto& k : kernels) {
@@ -68,7 +69,8 @@ std::string header_text(const std::vector<Exported>& kernels, const std::string&
     for (auto& a : abi["arguments"]) {
       std::string shape;
       for (auto& d : a["shape"]) shape += (shape.empty() ? "" : ", ") + std::to_string(d.get<std::int64_t>());
-      h << " *   tensors[" << a["index"].get<int>() << "]: " << a["name"].get<std::string>() << " f32[" << shape
+      h << " *   tensors[" << a["index"].get<int>() << "]: " << a["name"].get<std::string>() << " "
+        << a.value("dtype", "f32") << "[" << shape
         << "], " << a["role"].get<std::string>() << "\n";
     }
     h << " */\n#define " << upper(entry) << "_WORKSPACE_BYTES " << abi["workspace_bytes"].get<std::int64_t>() << "LL\n"

@@ -180,7 +180,6 @@ class Emitter {
   std::string partial_;                              // lanes in use when emitting a vector cut by the end of its axis
   std::string partials_;                             // the stage's partials buffer (StageNest::partials), "" if none
   DType acc_t_ = DType::F32;                         // the stage's accumulator (compute) type
-  bool full_tile_ = false;                           // emitting a full register tile (packs readable)
   std::int64_t out_stride_ = 1;                      // the output's stride along the vector axis (gathered if not 1)
   bool strided_vector_ = false;                      // vectors need panels or gathers: cut vectors go lane by lane
   int base_ = 1;                                     // indentation of a stage
@@ -429,13 +428,34 @@ class Emitter {
     line(d, storage(pack.buffer) + "* __restrict " + to + " = " + dst + " + " + dst_lin.str() + ";");
     line(d, "const " + storage(pack.buffer) + "* __restrict " + from + " = " + tensor_.at(buf.name) + " + " +
                 src_lin.str() + ";");
-    line(d, "for (std::int64_t " + j + " = 0; " + j + " < " + blk + "; ++" + j + ") {");
-    line(d + 1, "const std::int64_t " + col + " = " + panel + " * " + blk + " + " + j + ";");
-    line(d + 1, "for (std::int64_t " + kk + " = 0; " + kk + " < " + std::to_string(k_padded) + "; ++" + kk + ")");
-    line(d + 2, to + "[(" + kk + " / " + g + ") * " + std::to_string(pack.block * pack.group) + " + " + j + " * " + g +
-                    " + " + kk + " % " + g + "] = " + col + " < " + std::to_string(buf.shape[pack.dim]) + " && " + kk +
-                    " < " + std::to_string(k_extent) + " ? " + from + "[" + kk + " * " + std::to_string(src_strides[gd]) +
-                    " + " + col + " * " + std::to_string(src_strides[pack.dim]) + "] : " + storage(pack.buffer) + "(0);");
+    // Whole groups of whole panels copy without tests, one statement per point of a group
+    // (GCC vectorizes the interleaving); the panel at the end of the tensor and the group cut
+    // by the axis's end test each element.
+    const std::string ks = std::to_string(src_strides[gd]), ps = std::to_string(src_strides[pack.dim]);
+    const std::string n = std::to_string(buf.shape[pack.dim]), zero = storage(pack.buffer) + "(0)";
+    std::string kg = fresh("kg"), t = fresh("t"), f = fresh("f");
+    line(d, "for (std::int64_t " + kg + " = 0; " + kg + " < " + std::to_string(k_padded / pack.group) + "; ++" + kg +
+                ") {");
+    line(d + 1, storage(pack.buffer) + "* __restrict " + t + " = " + to + " + " + kg + " * " +
+                    std::to_string(pack.block * pack.group) + ";");
+    line(d + 1, "const " + storage(pack.buffer) + "* __restrict " + f + " = " + from + " + " + kg + " * " +
+                    std::to_string(pack.group * src_strides[gd]) + " + " + panel + " * " + blk + " * " + ps + ";");
+    line(d + 1, "if (" + panel + " * " + blk + " + " + blk + " <= " + n + " && " + kg + " * " + g + " + " + g +
+                    " <= " + std::to_string(k_extent) + ") {");
+    line(d + 2, "for (std::int64_t " + j + " = 0; " + j + " < " + blk + "; ++" + j + ") {");
+    for (int r = 0; r < pack.group; ++r)
+      line(d + 3, t + "[" + j + " * " + g + " + " + std::to_string(r) + "] = " + f + "[" + j + " * " + ps + " + " +
+                      std::to_string(r * src_strides[gd]) + "];");
+    line(d + 2, "}");
+    line(d + 1, "} else {");
+    line(d + 2, "for (std::int64_t " + j + " = 0; " + j + " < " + blk + "; ++" + j + ") {");
+    line(d + 3, "const std::int64_t " + col + " = " + panel + " * " + blk + " + " + j + ";");
+    line(d + 3, "for (std::int64_t " + kk + " = 0; " + kk + " < " + g + "; ++" + kk + ")");
+    line(d + 4, t + "[" + j + " * " + g + " + " + kk + "] = " + col + " < " + n + " && " + kg + " * " + g + " + " + kk +
+                    " < " + std::to_string(k_extent) + " ? " + f + "[" + j + " * " + ps + " + " + kk + " * " + ks +
+                    "] : " + zero + ";");
+    line(d + 2, "}");
+    line(d + 1, "}");
     line(d, "}");
     for (size_t k = 0; k < opened.size(); ++k) line(--d, "}");
     line(depth, "}");
@@ -807,7 +827,10 @@ class Emitter {
                         (first_.empty() ? init : "(" + first_ + ") ? " + init + " : " + prev) + ";");
       }
     }
-    const bool dot = sn_->dot_group > 1 && mode == Mode::VecSpatial && full_tile_ && !guarded_ && partial_.empty();
+    // Dot-product tiles wherever the SIMD axis stands at its panels (full tiles, and the rows
+    // of edge tiles cut along another axis): whole vectors there read the grouped pack.
+    bool dot = sn_->dot_group > 1 && mode == Mode::VecSpatial && !guarded_ && partial_.empty();
+    for (auto& p : pts) dot = dot && p.at(sn_->vector_axis).var == register_base(sn_->vector_axis);
     int inner = open_reduce_loops(depth, mode != Mode::VecReduce, dot);
     auto update = [&](int d, bool v, const std::string& suffix, const Point* override_axis) {
       // Each point's loads come right before its update: a broadcast is dead after its row's
@@ -906,15 +929,12 @@ class Emitter {
       if (pack.group == 1)  // a grouped pack is read by the dot-product tiles alone
         packed_[w_.buffers[pack.buffer].name] = {&pack, packed_names_.at(w_.buffers[pack.buffer].name)};
     auto tile = [&](int d) {
-      full_tile_ = true;
       if (full.empty()) {
         points(d, pts, mode);
-        full_tile_ = false;
         return;
       }
       line(d, "if (" + full + ") {");
       points(d + 1, pts, mode);
-      full_tile_ = false;
       line(d, "} else {  // edge tile: the same computation on the points inside the tensor");
       edge_tile(d + 1, mode);
       line(d, "}");

@@ -29,7 +29,7 @@ RecordKernel schedule_kernel(const codegen::Backend& be, const ir::Workload& w, 
                          {"name", b.name},
                          {"role", b.role == ir::Buffer::Role::Input ? "input" : "output"},
                          {"shape", b.shape},
-                         {"dtype", "f32"},
+                         {"dtype", ir::dtype_name(b.dtype)},
                          {"layout", "row-major, dense"}});
   }
   const codegen::CallAbi call = be.call_abi(w, config);

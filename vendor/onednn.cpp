@@ -3,6 +3,7 @@
 // epilogue as its post-ops (eltwise, sum for a residual, binary for a broadcast operand).
 #include <omp.h>
 
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -31,7 +32,20 @@ tag plain(size_t rank) {
   return tags[rank - 1];
 }
 
-dnnl::memory::desc md(const dims& d, tag t) { return dnnl::memory::desc(d, dnnl::memory::data_type::f32, t); }
+using dtype = dnnl::memory::data_type;
+dnnl::memory::desc md(const dims& d, tag t, dtype ty = dtype::f32) { return dnnl::memory::desc(d, ty, t); }
+
+//! The element type of a role ("src", "weights", "bias", "dst") from the layer's optional
+//! "types" ({"src": "bf16", ...}, tiletune's type names); f32 where it says none.
+dtype type_of(const nlohmann::json& layer, const char* role) {
+  if (!layer.contains("types") || !layer["types"].contains(role)) return dtype::f32;
+  static const std::map<std::string, dtype> names = {
+      {"f32", dtype::f32}, {"bf16", dtype::bf16}, {"f16", dtype::f16},
+      {"i32", dtype::s32}, {"i8", dtype::s8},     {"u8", dtype::u8}};
+  auto it = names.find(layer["types"][role].get<std::string>());
+  if (it == names.end()) bad("unknown element type " + layer["types"][role].dump() + " for " + role);
+  return it->second;
+}
 
 dims ints(const nlohmann::json& layer, const char* key) {
   if (!layer.contains(key) || !layer[key].is_array()) bad(std::string("'") + key + "' must be a list of integers");
@@ -55,12 +69,12 @@ struct Runner {
     stream.wait();
   }
   //! A plain memory on a caller's tensor, or on a buffer of its own.
-  dnnl::memory plain_memory(const dims& d, float* data) {
+  dnnl::memory plain_memory(const dims& d, float* data, dtype ty = dtype::f32) {
     if (!data) {
-      owned.emplace_back(count(d), 0.5f);
+      owned.emplace_back(count(d), 0.5f);  // as many floats as elements: room for any type
       data = owned.back().data();
     }
-    return dnnl::memory(md(d, plain(d.size())), engine, data);
+    return dnnl::memory(md(d, plain(d.size()), ty), engine, data);
   }
   //! `from` reordered once into the layout `want`, if it differs.
   dnnl::memory in_layout(const dnnl::memory& from, const dnnl::memory::desc& want) {
@@ -189,15 +203,17 @@ Layer convolution(const nlohmann::json& l, const std::vector<float*>& t) {
   std::vector<BinaryOperand> binary;
   dnnl::primitive_attr attr;
   attr.set_post_ops(post_ops(l, dst, 1, bias, binary, layer.unfused));
-  auto bias_md = bias ? md({w[0]}, tag::a) : dnnl::memory::desc();
+  const dtype ts = type_of(l, "src"), tw = type_of(l, "weights"), tbias = type_of(l, "bias"), td = type_of(l, "dst");
+  auto bias_md = bias ? md({w[0]}, tag::a, tbias) : dnnl::memory::desc();
   dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                                    md(src, tag::any), md(wd, tag::any), bias_md, md(dst, tag::any), st, dil, pb, pe);
+                                    md(src, tag::any, ts), md(wd, tag::any, tw), bias_md, md(dst, tag::any, td), st,
+                                    dil, pb, pe);
   dnnl::convolution_forward::primitive_desc pd(d, attr, r->engine);
   r->prim = dnnl::convolution_forward(pd);
   size_t k = 0;
-  r->args[DNNL_ARG_SRC] = r->in_layout(r->plain_memory(src, at(t, k++)), pd.src_desc());
-  r->args[DNNL_ARG_WEIGHTS] = r->in_layout(r->plain_memory(wd, at(t, k++)), pd.weights_desc());
-  if (bias) r->args[DNNL_ARG_BIAS] = r->plain_memory({w[0]}, at(t, k++));
+  r->args[DNNL_ARG_SRC] = r->in_layout(r->plain_memory(src, at(t, k++), ts), pd.src_desc());
+  r->args[DNNL_ARG_WEIGHTS] = r->in_layout(r->plain_memory(wd, at(t, k++), tw), pd.weights_desc());
+  if (bias) r->args[DNNL_ARG_BIAS] = r->plain_memory({w[0]}, at(t, k++), tbias);
   bind_binary(*r, binary, t, k);
   r->args[DNNL_ARG_DST] = dnnl::memory(pd.dst_desc(), r->engine);  // its layout, left there
   layer.name = "oneDNN convolution (its layout)";
@@ -220,29 +236,33 @@ Layer matmul(const nlohmann::json& l, const std::vector<float*>& t) {
   Layer layer;
   std::vector<BinaryOperand> binary;
   dnnl::primitive_attr attr;
+  // "alpha" scales the result (an int8 layer's requantization scale); "dst_zero_point" shifts it.
   float alpha = l.value("alpha", 1.0f);
   if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+  if (int zp = l.value("dst_zero_point", 0)) attr.set_zero_points(DNNL_ARG_DST, 0, {zp});
+  const dtype ts = type_of(l, "src"), tw = type_of(l, "weights"), tbias = type_of(l, "bias"), td = type_of(l, "dst");
   attr.set_post_ops(post_ops(l, dst, dst.size() - 1, bias, binary, layer.unfused));
   // Weights of a layer (not batched: constants of the model) in the layout oneDNN picks.
-  auto b_want = batched ? md(b, stored(tb)) : md(b, tag::any);
+  auto b_want = batched ? md(b, stored(tb), tw) : md(b, tag::any, tw);
   dnnl::matmul::primitive_desc pd(
-      dnnl::matmul::desc(md(a, stored(ta)), b_want,
-                         bias ? md(bias_dims, plain(bias_dims.size())) : dnnl::memory::desc(),
-                         md(dst, plain(dst.size()))),
+      dnnl::matmul::desc(md(a, stored(ta), ts), b_want,
+                         bias ? md(bias_dims, plain(bias_dims.size()), tbias) : dnnl::memory::desc(),
+                         md(dst, plain(dst.size()), td)),
       attr, r->engine);
   r->prim = dnnl::matmul(pd);
   size_t k = 0;
   // Plain buffers of the operands' element counts, seen in their stored layouts.
-  auto a_mem = r->plain_memory(a, at(t, k++));
-  r->args[DNNL_ARG_SRC] = dnnl::memory(md(a, stored(ta)), r->engine, a_mem.get_data_handle());
-  auto b_mem = r->plain_memory(b, at(t, k++));
+  auto a_mem = r->plain_memory(a, at(t, k++), ts);
+  r->args[DNNL_ARG_SRC] = dnnl::memory(md(a, stored(ta), ts), r->engine, a_mem.get_data_handle());
+  auto b_mem = r->plain_memory(b, at(t, k++), tw);
   r->args[DNNL_ARG_WEIGHTS] =
-      r->in_layout(dnnl::memory(md(b, stored(tb)), r->engine, b_mem.get_data_handle()), pd.weights_desc());
-  if (bias) r->args[DNNL_ARG_BIAS] = r->plain_memory(bias_dims, at(t, k++));
+      r->in_layout(dnnl::memory(md(b, stored(tb), tw), r->engine, b_mem.get_data_handle()), pd.weights_desc());
+  if (bias) r->args[DNNL_ARG_BIAS] = r->plain_memory(bias_dims, at(t, k++), tbias);
   bind_binary(*r, binary, t, k);
   k += binary.size();
-  r->args[DNNL_ARG_DST] = r->plain_memory(dst, at(t, k));
-  layer.name = std::string("oneDNN matmul") + (bias ? " + bias" : "") +
+  r->args[DNNL_ARG_DST] = r->plain_memory(dst, at(t, k), td);
+  layer.name = std::string("oneDNN matmul") + (l.contains("types") ? " " + l["types"].dump() : "") +
+               (bias ? " + bias" : "") +
                (l.value("post_ops", nlohmann::json::array()).empty() ? "" : " + post-ops");
   layer.run = [r] { (*r)(); };
   return layer;

@@ -45,6 +45,33 @@ TEST_CASE("vendor: oneDNN layers with their post-ops compute on plain tensors") 
   CHECK(vendor::median_seconds(conv.run, 0.01) > 0);
 }
 
+TEST_CASE("vendor: oneDNN matmuls in bf16 and in int8 with a requantization, on typed tensors") {
+  if (!vendor::available()) TT_SKIP("built without oneDNN");
+  // bf16 [1 2; 3 4] x [1 1; 0 1] into f32.
+  std::vector<std::uint16_t> a = {0x3f80, 0x4000, 0x4040, 0x4080}, b = {0x3f80, 0x3f80, 0, 0x3f80};
+  std::vector<float> y(4, 0);
+  auto bf = vendor::onednn_layer(nlohmann::json::parse(R"({"primitive": "matmul", "a": [2, 2], "b": [2, 2],
+      "types": {"src": "bf16", "weights": "bf16", "dst": "f32"}})"),
+                                 1, {reinterpret_cast<float*>(a.data()), reinterpret_cast<float*>(b.data()), y.data()});
+  REQUIRE(bf.run);
+  bf.run();
+  CHECK(y == std::vector<float>{1, 3, 3, 7});
+  // u8 [10 20; 200 0] x s8 [1; -2] = [-30; 200], * 2 + 100 = [40; 500]: 500 saturates at 255.
+  std::vector<std::uint8_t> u = {10, 20, 200, 0}, out(2, 0);
+  std::vector<std::int8_t> s = {1, -2};
+  auto q = vendor::onednn_layer(nlohmann::json::parse(R"({"primitive": "matmul", "a": [2, 2], "b": [2, 1],
+      "types": {"src": "u8", "weights": "i8", "dst": "u8"}, "alpha": 2, "dst_zero_point": 100})"),
+                                1, {reinterpret_cast<float*>(u.data()), reinterpret_cast<float*>(s.data()),
+                                    reinterpret_cast<float*>(out.data())});
+  REQUIRE(q.run);
+  q.run();
+  CHECK(out == std::vector<std::uint8_t>{40, 255});
+  CHECK(test::error_of([] {
+          vendor::onednn_layer(nlohmann::json::parse(R"({"primitive": "matmul", "a": [2, 3], "b": [3, 2],
+              "types": {"src": "f64"}})"), 1);
+        }).find("unknown element type \"f64\" for src") != std::string::npos);
+}
+
 TEST_CASE("vendor: a malformed layer is a clear error") {
   if (!vendor::available()) TT_SKIP("built without oneDNN");
   ErrorKind kind = ErrorKind::Internal;
