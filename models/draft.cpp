@@ -46,7 +46,7 @@ std::string Draft::dims() const { return join_axes(groups, true); }
 std::string Draft::text(const std::string& epilogue) const {
   std::string decls;
   for (auto& d : inputs) decls += (decls.empty() ? "" : ", ") + d;
-  std::string t = "op " + name + "(" + decls + ") -> Y: f32[" + dims() + "] {\n";
+  std::string t = "op " + name + "(" + decls + ") -> Y: " + out_type + "[" + dims() + "] {\n";
   for (auto& l : lines) t += "  " + l + "\n";
   std::string ix = index();
   if (!reduce.empty() && epilogue == "@" && result == "acc" + ix)
@@ -148,6 +148,7 @@ bool is_elementwise(const Node& n) {
   static const std::set<std::string> variadic = {"Max", "Min", "Sum", "Mean"};
   if (n.outputs.size() != 1) return false;
   if (unary.count(n.type) || variadic.count(n.type)) return !n.inputs.empty();
+  if (n.type == "QuantizeLinear" || n.type == "DequantizeLinear") return n.inputs.size() == 2 || n.inputs.size() == 3;
   return binary.count(n.type) && n.inputs.size() == 2;
 }
 
@@ -157,6 +158,11 @@ std::optional<std::string> elementwise_expr(const Node& n, const std::vector<std
   const std::string& a = args[0];
   const std::string b = args.size() > 1 ? args[1] : "";
   auto f = [&](const std::string& t) { return detail::apply(t, a); };
+  // Per-tensor quantization (the mapper takes scalar scales and zero points only): the store
+  // into u8 or i8 rounds to nearest even and saturates, as QuantizeLinear does.
+  const std::string c = args.size() > 2 ? args[2] : "";
+  if (n.type == "QuantizeLinear") return "(" + a + " / " + b + (c.empty() ? "" : " + " + c) + ")";
+  if (n.type == "DequantizeLinear") return "(" + (c.empty() ? a : "(" + a + " - " + c + ")") + " * " + b + ")";
   if (n.type == "Relu") return f("max(@, 0.0)");
   if (n.type == "Sigmoid") return f("sigmoid(@)");
   if (n.type == "Tanh") return f("tanh(@)");

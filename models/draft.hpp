@@ -40,6 +40,7 @@ struct Draft {
   std::vector<std::string> nodes;              //!< the ONNX nodes it computes
   std::map<std::string, std::string> tensors;  //!< op tensor -> ONNX value
   std::string value;                           //!< the ONNX value it computes
+  std::string out_type = "f32";                //!< the element type of Y (the value's)
   Dims output;                                 //!< that value's shape
   size_t last = 0;                             //!< the last node of the kernel's pattern
   nlohmann::json vendor;                       //!< the layer as a vendor library names it (models/onnx_import.hpp)

@@ -9,6 +9,52 @@
 
 namespace tiletune::models::detail {
 
+std::optional<Draft> Mapper::quantized_matmul(size_t i, std::string& why) {
+  const Node& n = g_.nodes[i];
+  const bool qlinear = n.type == "QLinearMatMul";
+  const size_t b_at = qlinear ? 3 : 1;
+  if (n.inputs.size() <= b_at) {
+    why = n.type + " without its operands";
+    return std::nullopt;
+  }
+  const Dims *a = shape(n.inputs[0]), *b = shape(n.inputs[b_at]), *y = shape(n.outputs[0]);
+  // [..., M, K] x [K, N], or a batch of the same leading dimensions on both sides.
+  const bool batched = a && b && a->size() == b->size() && a->size() >= 3 &&
+                       std::equal(a->begin(), a->end() - 2, b->begin());
+  if (!a || !b || !y || a->size() < 2 || (b->size() != 2 && !batched)) {
+    why = n.type + " is mapped for [..., M, K] x [K, N] and same-batch operands of known shapes";
+    return std::nullopt;
+  }
+  Draft d;
+  const size_t rank = y->size();
+  std::int64_t K = a->back(), N = b->back();
+  std::int64_t M = batched ? (*a)[a->size() - 2] : elements(*a) / K, G = batched ? elements(*a) / (M * K) : 1;
+  std::string gv = batched ? "g, " : "", gd = batched ? "G, " : "";
+  if (batched)
+    d.groups = {{0, rank - 2, {{"g", "G"}}}, {rank - 2, rank - 1, {{"m", "M"}}}, {rank - 1, rank, {{"n", "N"}}}};
+  else
+    d.groups = {{0, rank - 1, {{"m", "M"}}}, {rank - 1, rank, {{"n", "N"}}}};
+  d.name = qlinear ? "onnx_qlinear_matmul" : "onnx_matmul_integer";
+  d.inputs = {"A: " + tile_type(n.inputs[0]) + "[" + gd + "M, K]", "B: " + tile_type(n.inputs[b_at]) + "[" + gd + "K, N]"};
+  d.tensors = {{"A", n.inputs[0]}, {"B", n.inputs[b_at]}};
+  auto zero = [&](size_t k, const char* name) {
+    return k < n.inputs.size() && !n.inputs[k].empty() ? " - " + scalar_operand(d, n.inputs[k], name) : "";
+  };
+  std::string za = zero(2, "a_zero"), zb = zero(qlinear ? 5 : 3, "b_zero");
+  auto operand = [](const std::string& x, const std::string& z) { return z.empty() ? x : "(" + x + z + ")"; };
+  d.reduce = "+= " + operand("A[" + gv + "m, k]", za) + " * " + operand("B[" + gv + "k, n]", zb);
+  d.result = "acc" + d.index();
+  if (qlinear) {
+    std::string sa = scalar_operand(d, n.inputs[1], "a_scale"), sb = scalar_operand(d, n.inputs[4], "b_scale");
+    std::string sy = scalar_operand(d, n.inputs[6], "y_scale"), zy = scalar_operand(d, n.inputs[7], "y_zero");
+    // Stored into u8 or i8: rounded to nearest even and saturated, as QLinearMatMul does.
+    d.result = "f32(acc" + d.index() + ") * (" + sa + " * " + sb + " / " + sy + ") + " + zy;
+  }
+  d.sizes = {{"M", M}, {"K", K}, {"N", N}};
+  if (batched) d.sizes.push_back({"G", G});
+  return d;
+}
+
 std::optional<Draft> Mapper::matmul(size_t i, std::string& why) {
   const Node& n = g_.nodes[i];
   const Dims *a = shape(n.inputs[0]), *b = shape(n.inputs[1]), *y = shape(n.outputs[0]);
@@ -373,7 +419,7 @@ std::optional<Draft> Mapper::elementwise(size_t i, std::string& why) {
       }
       std::string name = tensor_names[names.size()];
       names[in] = name + "[" + (f->second.empty() ? "0" : f->second) + "]";
-      d.inputs.push_back(name + ": f32[" + (f->first.empty() ? "1" : f->first) + "]");
+      d.inputs.push_back(name + ": " + tile_type(in) + "[" + (f->first.empty() ? "1" : f->first) + "]");
       d.tensors[name] = in;
       args.push_back(names[in]);
     }

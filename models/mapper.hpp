@@ -99,8 +99,21 @@ class Mapper {
   //! into the filter (scaled) and a bias (the shift).
   bool foldable_batch_norm(const Node& n, const std::string& value) const;
 
-  //! The ONNX name of a tensor type other than f32 that the node reads or writes, "" if none.
-  std::string non_float(const Node& n) const;
+  //! The ONNX name of a tensor type other than f32 (other than the floating types, with
+  //! `halves_too`) that the node reads or writes, "" if none.
+  std::string non_float(const Node& n, bool halves_too = false) const;
+  //! The tile-op element type of a value ("f32" where its type is unknown), "" if it has none.
+  std::string tile_type(const std::string& value) const;
+  //! Why a quantized node (QuantizeLinear, DequantizeLinear, QLinearMatMul, MatMulInteger) is
+  //! not mapped: a type with no tile equivalent or a scale per channel; "" if it is.
+  std::string unmapped_quantized(const Node& n) const;
+  //! A scalar operand of an op: its number where it is a constant, else a one-element input
+  //! tensor `name` of its type, read at [0].
+  std::string scalar_operand(Draft& d, const std::string& value, const std::string& name) const;
+
+  //! QLinearMatMul and MatMulInteger: the zero points subtracted in i32, the product summed
+  //! in i32 and, for QLinearMatMul, requantized by a_scale * b_scale / y_scale.
+  std::optional<Draft> quantized_matmul(size_t i, std::string& why);
 
   std::optional<Draft> map_node(size_t i, std::string& why);
 

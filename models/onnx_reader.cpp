@@ -14,6 +14,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "ir/dtype.hpp"
 #include "models/graph.hpp"
 #include "support/error.hpp"
 
@@ -33,7 +34,8 @@ constexpr std::int64_t kKeptConstant = 4096;
 Dims tensor_dims(const onnx::TensorProto& t) { return Dims(t.dims().begin(), t.dims().end()); }
 
 //! A tensor's values as floats: f32 as stored; f64 and the integer types that carry shapes,
-//! axes and exponents (int32, int64) converted. Empty for other types.
+//! axes and exponents (int32, int64) converted, and the quantized (u8, i8) and half (f16, bf16)
+//! types' values. Empty for other types.
 std::vector<float> tensor_floats(const onnx::TensorProto& t) {
   auto from = [&](auto element, const auto& typed) {
     using E = decltype(element);
@@ -60,6 +62,25 @@ std::vector<float> tensor_floats(const onnx::TensorProto& t) {
       return from(std::int64_t(), t.int64_data());
     case onnx::TensorProto::INT32:
       return from(std::int32_t(), t.int32_data());
+    // The quantized and half types (int32_data holds them, one per element, if not raw).
+    case onnx::TensorProto::UINT8:
+      return from(std::uint8_t(), t.int32_data());
+    case onnx::TensorProto::INT8:
+      return from(std::int8_t(), t.int32_data());
+    case onnx::TensorProto::FLOAT16:
+    case onnx::TensorProto::BFLOAT16: {
+      ir::DType half = t.data_type() == onnx::TensorProto::FLOAT16 ? ir::DType::F16 : ir::DType::BF16;
+      std::vector<std::uint16_t> bits;
+      if (t.has_raw_data()) {
+        bits.resize(t.raw_data().size() / 2);
+        std::memcpy(bits.data(), t.raw_data().data(), bits.size() * 2);
+      } else {
+        for (auto b : t.int32_data()) bits.push_back(static_cast<std::uint16_t>(b));
+      }
+      std::vector<float> v(bits.size());
+      for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(ir::load_element(half, bits.data(), i));
+      return v;
+    }
     default:
       return {};
   }

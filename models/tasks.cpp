@@ -309,7 +309,7 @@ bool Mapper::foldable_batch_norm(const Node& n, const std::string& value) const 
   return true;
 }
 
-std::string Mapper::non_float(const Node& n) const {
+std::string Mapper::non_float(const Node& n, bool halves_too) const {
   static const char* names[] = {"undefined", "float",  "uint8",     "int8",       "uint16",  "int16",
                                 "int32",     "int64",  "string",    "bool",       "float16", "double",
                                 "uint32",    "uint64", "complex64", "complex128", "bfloat16"};
@@ -323,21 +323,77 @@ std::string Mapper::non_float(const Node& n) const {
       // Integer constants that are attributes in disguise are allowed: the axes of a
       // reduction, and scalars (an exponent) that the op text writes as numbers.
       bool int_constant = g_.constants.count(v) && (t == 6 || t == 7);
-      if (t == 1 || (int_constant && (scalar(v) || n.type.rfind("Reduce", 0) == 0))) continue;
+      if (t == 1 || (halves_too && (t == 10 || t == 16)) ||
+          (int_constant && (scalar(v) || n.type.rfind("Reduce", 0) == 0)))
+        continue;
       return t >= 0 && t < 17 ? names[t] : "type " + std::to_string(t);
     }
   return "";
 }
 
+std::string Mapper::tile_type(const std::string& value) const {
+  auto t = g_.types.find(value);
+  if (t == g_.types.end()) return "f32";
+  switch (t->second) {
+    case 1:
+      return "f32";
+    case 2:
+      return "u8";
+    case 3:
+      return "i8";
+    case 6:
+      return "i32";
+    case 10:
+      return "f16";
+    case 16:
+      return "bf16";
+    default:
+      return "";
+  }
+}
+
+namespace {
+bool quantized_node(const Node& n) {
+  return n.type == "QuantizeLinear" || n.type == "DequantizeLinear" || n.type == "QLinearMatMul" ||
+         n.type == "MatMulInteger";
+}
+}  // namespace
+
+std::string Mapper::unmapped_quantized(const Node& n) const {
+  for (auto* list : {&n.inputs, &n.outputs})
+    for (auto& v : *list)
+      if (!v.empty() && tile_type(v).empty()) return "tensors of type " + non_float(n) + " are not mapped";
+  // The scales and zero points: every input but the data operands.
+  for (size_t k = 0; k < n.inputs.size(); ++k) {
+    bool data = n.type == "QLinearMatMul" ? k == 0 || k == 3 : k < (n.type == "MatMulInteger" ? 2u : 1u);
+    if (data || n.inputs[k].empty()) continue;
+    const Dims* s = shape(n.inputs[k]);
+    if (!s || elements(*s) != 1)
+      return n.type + " with a scale or zero point per channel (" + n.inputs[k] + ") is not mapped";
+  }
+  return "";
+}
+
+std::string Mapper::scalar_operand(Draft& d, const std::string& value, const std::string& name) const {
+  if (auto v = scalar(value)) return ir::number_text(*v);
+  d.inputs.push_back(name + ": " + tile_type(value) + "[1]");
+  d.tensors[name] = value;
+  return name + "[0]";
+}
+
 std::optional<Draft> Mapper::map_node(size_t i, std::string& why) {
   const Node& n = g_.nodes[i];
-  if (auto t = non_float(n); !t.empty()) {
-    why = "tensors of type " + t + " are not mapped: tiletune's ops are f32";
+  if (quantized_node(n)) {
+    why = unmapped_quantized(n);
+    if (!why.empty()) return std::nullopt;
+  } else if (auto t = non_float(n, true); !t.empty()) {
+    why = "tensors of type " + t + " are not mapped: tiletune maps the floating types, and integers in quantized nodes";
     return std::nullopt;
   }
   std::optional<Draft> d;
   if (n.type == "Conv") d = conv(i, why);
   if (n.type == "Gemm" || n.type == "MatMul") d = matmul(i, why);
+  if (n.type == "QLinearMatMul" || n.type == "MatMulInteger") d = quantized_matmul(i, why);
   if (n.type == "MaxPool" || n.type == "AveragePool") d = pool(i, why);
   if (n.type == "GlobalAveragePool" || n.type == "GlobalMaxPool") d = global_pool(i, why);
   if (n.type == "Softmax" || n.type == "LogSoftmax") d = softmax(i, why);
@@ -349,6 +405,14 @@ std::optional<Draft> Mapper::map_node(size_t i, std::string& why) {
   if (d) {
     d->nodes.insert(d->nodes.begin(), n.name);
     if (d->value.empty()) d->value = n.outputs[0];
+    d->out_type = tile_type(d->value);
+    // Every mapping declares f32: each input takes its ONNX value's type (f16, bf16, u8, ...).
+    for (auto& decl : d->inputs) {
+      auto colon = decl.find(':');
+      auto it = d->tensors.find(decl.substr(0, colon));
+      std::string type = it == d->tensors.end() ? "f32" : tile_type(it->second);
+      if (colon != std::string::npos && decl.compare(colon + 2, 4, "f32[") == 0) decl.replace(colon + 2, 3, type);
+    }
     if (d->last == 0) d->last = i;
     if (d->output.empty() && shape(d->value)) d->output = *shape(d->value);
     if (d->output.empty()) {

@@ -362,8 +362,10 @@ inline void run_task(const models::Task& task, size_t occurrence, std::map<std::
     if (b.role == ir::Buffer::Role::Input) {
       const std::string& value = tensors.at(b.name);
       REQUIRE_MESSAGE(values.count(value), "no data for " << value);
-      v = values.at(value);
-      REQUIRE(static_cast<std::int64_t>(v.size()) == b.elements());
+      const auto& given = values.at(value);
+      REQUIRE(static_cast<std::int64_t>(given.size()) == b.elements());
+      // Values as numbers, stored in the tensor's element type (exact for the ONNX data's).
+      for (std::int64_t e = 0; e < b.elements(); ++e) ir::store_element(b.dtype, v.data(), e, given[e]);
     }
     data.push_back(v);
   }
@@ -373,7 +375,10 @@ inline void run_task(const models::Task& task, size_t occurrence, std::map<std::
   for (auto& v : data) args.push_back(v.data());
   std::vector<float> workspace(nest.workspace_floats + 16);
   kernel->run(args.data(), workspace.data(), codegen::Kernel::kUpload | codegen::Kernel::kDownload);
-  values[tensors.at("Y")] = data.back();
+  const ir::Buffer& y = w.buffers[w.buffer_index("Y")];
+  std::vector<float> out(y.elements());
+  for (std::int64_t e = 0; e < y.elements(); ++e) out[e] = static_cast<float>(ir::load_element(y.dtype, data.back().data(), e));
+  values[tensors.at("Y")] = out;
 }
 
 //! Runs a model's tasks in graph order (a graph without layout-only nodes between kernels),
