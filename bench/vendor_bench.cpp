@@ -47,6 +47,10 @@ const char* kMatmulInt8 = R"(op matmul_u8s8_u8(A: u8[M, K], B: i8[K, N]) -> Y: u
   acc[m, n] += A[m, k] * B[k, n]
   Y[m, n] = f32(acc[m, n]) * 0.0005 + 128
 })";
+// The same layer with channels last: the bf16 pairs then lie along the reduction (c).
+const char* kConvNhwcBf16 = R"(op conv2d_nhwc_p1_bf16(I: bf16[N, H, W, C] pad 0, F: bf16[R, S, C, K]) -> O: f32[N, H + 3 - R, W + 3 - S, K] {
+  O[n, y, x, k] += I[n, y + r - 1, x + s - 1, c] * F[r, s, c, k]
+})";
 const char* kConvBf16 = R"(op conv2d_p1_bf16(I: bf16[N, C, H, W] pad 0, F: bf16[K, C, R, S]) -> O: f32[N, K, H + 3 - R, W + 3 - S] {
   O[n, k, y, x] += I[n, c, y + r - 1, x + s - 1] * F[k, c, r, s]
 })";
@@ -80,7 +84,9 @@ const std::vector<Case> kCases = {
     {"global avg pool C2048 7x7", "global_avg_pool", "N=1,C=2048,H=7,W=7", 0},
     {"bf16 matmul 1024^3 (f32 accumulate)", "matmul_bf16", "M=1024,N=1024,K=1024", 0, kMatmulBf16},
     {"int8 matmul 1024^3 (u8 x s8 -> s32 -> u8)", "matmul_u8s8_u8", "M=1024,N=1024,K=1024", 0, kMatmulInt8},
-    {"bf16 conv 3x3 pad 1 C64 K64 56x56", "conv2d_p1_bf16", "N=1,C=64,H=56,W=56,K=64,R=3,S=3", 0, kConvBf16},
+    {"bf16 conv 3x3 pad 1 C64 K64 56x56 NCHW", "conv2d_p1_bf16", "N=1,C=64,H=56,W=56,K=64,R=3,S=3", 0, kConvBf16},
+    {"bf16 conv 3x3 pad 1 C64 K64 56x56 NHWC", "conv2d_nhwc_p1_bf16", "N=1,C=64,H=56,W=56,K=64,R=3,S=3", 0,
+     kConvNhwcBf16},
 };
 
 bool memory_bound(const std::string& op) {

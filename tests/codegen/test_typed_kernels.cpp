@@ -43,6 +43,9 @@ op casts(X: f32[N]) -> (R: f32[N], I: i32[N], Q: i8[N]) {
   I[n] = i32(X[n] * 2.5) + 7
   Q[n] = X[n] * 300
 }
+op conv_nhwc(I: bf16[N, H, W, C] pad 0, F: bf16[R, S, C, K]) -> O: f32[N, H + 3 - R, W + 3 - S, K] {
+  O[n, y, x, k] += I[n, y + r - 1, x + s - 1, c] * F[r, s, c, k]
+}
 op int_max(X: i8[N, D]) -> Y: i32[N] {
   Y[n] max= abs(X[n, d]) + 1
 }
@@ -273,6 +276,35 @@ TEST_CASE("typed ops: bf16 and u8 x i8 matmuls run dot-product tiles from a grou
   CHECK(ir::lower(w, ir::Schedule::from_json(odd), be->target().traits).stages[0].dot_group == 1);
   auto f = test::library_workload("matmul", "M=19,N=37,K=67");
   CHECK(ir::lower(f, ir::Schedule::from_json(config), be->target().traits).stages[0].dot_group == 1);
+}
+
+TEST_CASE("typed ops: a padded NHWC bf16 convolution runs dot-product tiles inside and widening ones on the border") {
+  // C = 5 ends inside a pair; K = 19 leaves a vector edge; every output row touches the border.
+  const char* config = R"({"stages":[{"fuse_epilogue":false,"order":["x.0","k.0","y.0","n.0","r.0","s.0","c.0"],)"
+                       R"("pack":["F"],"parallel":2,"stage":"O","tile":{"c":[4],"k":[16],"n":[1],"r":[3],"s":[3],)"
+                       R"("x":[1],"y":[7]},"unroll":0,"vectorize":"k"}],"version":1})";
+  auto be = codegen::make_backend("cpu");
+  TempDir dir;
+  auto w = typed("conv_nhwc", "N=1,H=7,W=6,C=5,K=19,R=3,S=3");
+  auto s = ir::Schedule::from_json(config);
+  REQUIRE(ir::lower(w, s, be->target().traits).stages[0].dot_group == 2);
+  for (auto& sched : {s, ir::naive_schedule(w)}) {
+    Tensors t = run(w, sched, dir);
+    const int H = 7, W = 6, C = 5, K = 19;
+    for (int y = 0; y < H; ++y)
+      for (int x = 0; x < W; ++x)
+        for (int k = 0; k < K; ++k) {
+          double want = 0;
+          for (int r = 0; r < 3; ++r)
+            for (int q = 0; q < 3; ++q)
+              for (int c = 0; c < C; ++c) {
+                int iy = y + r - 1, ix = x + q - 1;
+                if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
+                want += t.at(0, (iy * W + ix) * C + c) * t.at(1, ((r * 3 + q) * C + c) * K + k);
+              }
+          REQUIRE(std::fabs(t.at(2, (y * W + x) * K + k) - want) <= 45 * 0x1p-24 * 4 + 1e-6);
+        }
+  }
 }
 
 TEST_CASE("typed ops: random schedules with tails match the naive kernel through the measuring worker") {
