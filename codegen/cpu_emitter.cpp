@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <set>
 #include <sstream>
@@ -484,6 +485,19 @@ class Emitter {
     return packed_names_.at(buf.name) + "[" + lin.str() + "]";
   }
 
+  //! Whether a border tile can run the dot product: the broadcast operand's group axis (its
+  //! last dimension) never reads outside it, so a group is wholly inside or wholly pad.
+  bool dot_guardable() const {
+    for (auto* e : {&sn_->body.args[0], &sn_->body.args[1]}) {
+      const auto& b = w_.buffers[w_.buffer_index(e->name)];
+      if (!b.pad) continue;
+      bool packed = false;
+      for (auto& pk : sn_->packs) packed = packed || (pk.group > 1 && pk.buffer == w_.buffer_index(e->name));
+      if (packed || w_.may_read_outside(sn_->stage, e->name, e->indices.size() - 1, e->indices.back())) return false;
+    }
+    return true;
+  }
+
   //! The innermost reduction loop of a dot-product tile (StageNest::dot_group): whole groups,
   //! then the last few points of the axis as a group whose missing points read as 0 (the pack
   //! holds zeros there).
@@ -523,6 +537,21 @@ class Emitter {
         std::string load = tail ? "tt_bcast_part(&" + addr + ", (" + end + " - " + v + ") * " +
                                       std::to_string(ir::dtype_bytes(w_.buffers[w_.buffer_index(bcast.name)].dtype)) + ")"
                                 : "tt_bcast32(&" + addr + ")";
+        if (guarded_) {
+          // A border tile: a group whose element lies outside the padded operand is the pad
+          // value in each of its places (the group's own axis never leaves the tensor).
+          const auto& sb = w_.buffers[w_.buffer_index(bcast.name)];
+          std::string cond;
+          for (size_t dim = 0; dim + 1 < bcast.indices.size(); ++dim)
+            if (w_.may_read_outside(sn_->stage, bcast.name, dim, bcast.indices[dim]))
+              cond += (cond.empty() ? "" : " && ") + std::string("tt_in(") + index_at(bcast.indices[dim], pts[i]) +
+                      ", " + std::to_string(sb.shape[dim]) + ")";
+          std::uint32_t bits = 0;
+          unsigned char group[4] = {0, 0, 0, 0};
+          for (int e = 0; e < sn_->dot_group; ++e) ir::store_element(sb.dtype, group, e, sb.pad.value_or(0.0));
+          std::memcpy(&bits, group, 4);
+          if (!cond.empty()) load = "(" + cond + " ? " + load + " : tt_splati(" + std::to_string(static_cast<std::int32_t>(bits)) + "))";
+        }
         std::string s_name = named(load, bcast.name);
         for (auto& l2 : lines) line(d, l2);
         lines.clear();
@@ -829,7 +858,7 @@ class Emitter {
     }
     // Dot-product tiles wherever the SIMD axis stands at its panels (full tiles, and the rows
     // of edge tiles cut along another axis): whole vectors there read the grouped pack.
-    bool dot = sn_->dot_group > 1 && mode == Mode::VecSpatial && !guarded_ && partial_.empty();
+    bool dot = sn_->dot_group > 1 && mode == Mode::VecSpatial && partial_.empty() && (!guarded_ || dot_guardable());
     for (auto& p : pts) dot = dot && p.at(sn_->vector_axis).var == register_base(sn_->vector_axis);
     int inner = open_reduce_loops(depth, mode != Mode::VecReduce, dot);
     auto update = [&](int d, bool v, const std::string& suffix, const Point* override_axis) {

@@ -278,7 +278,7 @@ TEST_CASE("typed ops: bf16 and u8 x i8 matmuls run dot-product tiles from a grou
   CHECK(ir::lower(f, ir::Schedule::from_json(config), be->target().traits).stages[0].dot_group == 1);
 }
 
-TEST_CASE("typed ops: a padded NHWC bf16 convolution runs dot-product tiles inside and widening ones on the border") {
+TEST_CASE("typed ops: a padded NHWC bf16 convolution runs dot-product tiles, its border tiles reading pairs of pad") {
   // C = 5 ends inside a pair; K = 19 leaves a vector edge; every output row touches the border.
   const char* config = R"({"stages":[{"fuse_epilogue":false,"order":["x.0","k.0","y.0","n.0","r.0","s.0","c.0"],)"
                        R"("pack":["F"],"parallel":2,"stage":"O","tile":{"c":[4],"k":[16],"n":[1],"r":[3],"s":[3],)"
@@ -287,7 +287,10 @@ TEST_CASE("typed ops: a padded NHWC bf16 convolution runs dot-product tiles insi
   TempDir dir;
   auto w = typed("conv_nhwc", "N=1,H=7,W=6,C=5,K=19,R=3,S=3");
   auto s = ir::Schedule::from_json(config);
-  REQUIRE(ir::lower(w, s, be->target().traits).stages[0].dot_group == 2);
+  ir::LoopNest nest = ir::lower(w, s, be->target().traits);
+  REQUIRE(nest.stages[0].dot_group == 2);
+  // Border tiles too: a pair outside the input is the pad value.
+  CHECK(be->emit(w, nest, s.to_json()).find(" ? tt_bcast32(") != std::string::npos);
   for (auto& sched : {s, ir::naive_schedule(w)}) {
     Tensors t = run(w, sched, dir);
     const int H = 7, W = 6, C = 5, K = 19;
