@@ -184,14 +184,16 @@ struct StageFeatures {
 
   //! Bytes and cache lines of one use inside the given spans.
   std::pair<double, double> extent_of(const Use& u, const std::map<std::string, std::int64_t>& span) const {
-    const auto& shape = w.buffers[w.buffer_index(u.name)].shape;
-    double bytes = 4, lines = 1;
+    const auto& buf = w.buffers[w.buffer_index(u.name)];
+    const auto& shape = buf.shape;
+    const double element = ir::dtype_bytes(buf.dtype);
+    double bytes = element, lines = 1;
     for (size_t d = 0; d < u.indices.size(); ++d) {
       std::int64_t range = 1;
       for (auto& term : u.indices[d].terms) range += std::abs(term.coeff) * (span.at(term.var) - 1);
       double r = static_cast<double>(std::min(range, shape[d]));
       bytes *= r;
-      lines *= d + 1 < u.indices.size() ? r : std::ceil(r * 4 / 64);
+      lines *= d + 1 < u.indices.size() ? r : std::ceil(r * element / 64);
     }
     return {bytes, lines};
   }
@@ -330,7 +332,8 @@ struct StageFeatures {
     f[kIntensityReg] += static_cast<float>(2 * reg_points * reduce_inner / std::max(4.0, reg_fp));
     f[kIntensityL2] += static_cast<float>(l2_intensity);
     double packed_bytes = 0;
-    for (auto& p : sn.packs) packed_bytes += 4.0 * static_cast<double>(p.elements());
+    for (auto& p : sn.packs)
+      packed_bytes += ir::dtype_bytes(w.buffers[p.buffer].dtype) * static_cast<double>(p.elements());
     f[kPacked] += static_cast<float>(sn.packs.size());
     f[kPackedBytes] += log2p(packed_bytes);
     f[kEpilogue] += sn.epilogue >= 0 ? 1 : 0;

@@ -8,6 +8,7 @@
 #include "client/client.hpp"
 #include "codegen/backend.hpp"
 #include "helpers.hpp"
+#include "ir/parse.hpp"
 #include "ir/loop_nest.hpp"
 #include "measure/measure.hpp"
 #include "server/daemon_harness.hpp"
@@ -136,6 +137,13 @@ TEST_CASE("plug-ins: the example built out of tree tunes an op end to end throug
   CHECK(test::error_of([&] {
           be->emit(padded, ir::lower(padded, naive, be->target().traits), naive.to_json());
         }).find("input 'I' is padded, and padded reads are not part of plug-in ABI 1") != std::string::npos);
+  // So is a typed op: the program of ABI 1 is f32.
+  auto typed = ir::bind(ir::parse_op("op h(X: bf16[N]) -> Y: f32[N] { Y[n] = X[n] * 2.0 }"), ir::parse_sizes("N=8"));
+  auto typed_naive = ir::naive_schedule(typed);
+  CHECK(test::error_of([&] {
+          be->emit(typed, ir::lower(typed, typed_naive, be->target().traits), typed_naive.to_json());
+        }).find("scalar-c plug-in (ABI version 1) runs f32 ops only, and op 'h' has the bf16 tensor 'X'") !=
+        std::string::npos);
   // The daemon tunes through it as through any backend (serve --backend-plugin loads it first).
   test::InProcessDaemon d(dir.file("d.db"));
   client::Client cl(d.url(), "tok");
