@@ -159,8 +159,17 @@ void Space::gemm_seeds(const std::string& v, std::vector<ir::Schedule>& out) con
     // The vector input's panel for one reduction block: block * other reductions * reg_v floats
     // in three quarters of L1 (the broadcast rows stream through the rest).
     // An output that is not contiguous along v is gathered and scattered per block: one block.
+    // (A panel of bytes: an int8 operand's holds four times the reduction points of an f32 one.)
+    std::int64_t element = 0;
+    std::vector<const ir::Expr*> reads;
+    ir::collect_accesses(st.rhs, reads);
+    for (const ir::Expr* a : reads)
+      for (auto& ix : a->indices)
+        if (ix.coeff_of(v) != 0 && w_.buffer_index(a->name) >= 0)
+          element = std::max<std::int64_t>(element, ir::dtype_bytes(w_.buffers[w_.buffer_index(a->name)].dtype));
+    if (element == 0) element = 4;
     std::int64_t block = deepest->extent;
-    while (v == last_lhs && block > 4 && block * other_reduction * reg_v * 4 > t_.l1_bytes * 3 / 4) block /= 2;
+    while (v == last_lhs && block > 4 && block * other_reduction * reg_v * element > t_.l1_bytes * 3 / 4) block /= 2;
     // Two loop structures: the BLAS one (blocks of rows and of the vector axis outside the
     // reduction blocks, several register tiles inside), and the panel-outer one of GotoBLAS
     // (one register-wide panel of the vector axis outermost, a block of rows sweeping it, so
