@@ -48,10 +48,12 @@ const char* kMatmulInt8 = R"(op matmul_u8s8_u8(A: u8[M, K], B: i8[K, N]) -> Y: u
   Y[m, n] = f32(acc[m, n]) * 0.0005 + 128
 })";
 // The same layer with channels last: the bf16 pairs then lie along the reduction (c).
-const char* kConvNhwcBf16 = R"(op conv2d_nhwc_p1_bf16(I: bf16[N, H, W, C] pad 0, F: bf16[R, S, C, K]) -> O: f32[N, H + 3 - R, W + 3 - S, K] {
+const char* kConvNhwcBf16 =
+    R"(op conv2d_nhwc_p1_bf16(I: bf16[N, H, W, C] pad 0, F: bf16[R, S, C, K]) -> O: f32[N, H + 3 - R, W + 3 - S, K] {
   O[n, y, x, k] += I[n, y + r - 1, x + s - 1, c] * F[r, s, c, k]
 })";
-const char* kConvBf16 = R"(op conv2d_p1_bf16(I: bf16[N, C, H, W] pad 0, F: bf16[K, C, R, S]) -> O: f32[N, K, H + 3 - R, W + 3 - S] {
+const char* kConvBf16 =
+    R"(op conv2d_p1_bf16(I: bf16[N, C, H, W] pad 0, F: bf16[K, C, R, S]) -> O: f32[N, K, H + 3 - R, W + 3 - S] {
   O[n, k, y, x] += I[n, c, y + r - 1, x + s - 1] * F[k, c, r, s]
 })";
 

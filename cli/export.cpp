@@ -70,8 +70,7 @@ std::string header_text(const std::vector<Exported>& kernels, const std::string&
       std::string shape;
       for (auto& d : a["shape"]) shape += (shape.empty() ? "" : ", ") + std::to_string(d.get<std::int64_t>());
       h << " *   tensors[" << a["index"].get<int>() << "]: " << a["name"].get<std::string>() << " "
-        << a.value("dtype", "f32") << "[" << shape
-        << "], " << a["role"].get<std::string>() << "\n";
+        << a.value("dtype", "f32") << "[" << shape << "], " << a["role"].get<std::string>() << "\n";
     }
     h << " */\n#define " << upper(entry) << "_WORKSPACE_BYTES " << abi["workspace_bytes"].get<std::int64_t>() << "LL\n"
       << "void " << entry << "(float* const* tensors, float* workspace);\n"

@@ -126,8 +126,8 @@ class Emitter {
       tensor_[buf.name] = name;
       // Typed tensors come as float pointers too (the kernel ABI) and are cast to their storage.
       if (buf.role != ir::Buffer::Role::Temp) {
-        line(1, storage(b) + "* __restrict " + name + " = " + as_storage(b, "tt_tensors[" + std::to_string(arg++) + "]") +
-                    ";  // " + dtype_note(b) + shape(b));
+        line(1, storage(b) + "* __restrict " + name + " = " +
+                    as_storage(b, "tt_tensors[" + std::to_string(arg++) + "]") + ";  // " + dtype_note(b) + shape(b));
       } else if (nest_.workspace_offset[b] >= 0) {
         line(1, storage(b) + "* __restrict " + name + " = " +
                     as_storage(b, "tt_workspace + " + std::to_string(nest_.workspace_offset[b])) + ";  // temporary " +
@@ -351,8 +351,8 @@ class Emitter {
       if (cut) line(at++, "if (" + first + " + " + blk + " <= " + extent + ") {");
       line(at, "for (std::int64_t " + kk + " = 0; " + kk + " + " + ln + " <= " + ns + "; " + kk + " += " + ln + ")");
       line(at + 1, "for (std::int64_t " + jj + " = 0; " + jj + " < " + blk + "; " + jj + " += " + ln + ")");
-      line(at + 2, "tt_transpose_tile(" + from + " + " + jj + " * " + pack_stride + " + " + kk + ", " + pack_stride + ", " +
-                       to + " + " + kk + " * " + blk + " + " + jj + ", " + blk + ");");
+      line(at + 2, "tt_transpose_tile(" + from + " + " + jj + " * " + pack_stride + " + " + kk + ", " + pack_stride +
+                       ", " + to + " + " + kk + " * " + blk + " + " + jj + ", " + blk + ");");
       if (n % lanes != 0) scalar(at, std::to_string(n - n % lanes), false);
       if (cut) {
         line(d, "} else {");
@@ -363,9 +363,9 @@ class Emitter {
       line(d, "for (std::int64_t " + j + " = 0; " + j + " < " + blk + "; ++" + j + ") " + to + "[" + j + "] = " + from +
                   "[" + j + " * " + pack_stride + "];");
     } else {
-      line(d, "for (std::int64_t " + j + " = 0; " + j + " < " + blk + "; ++" + j + ") " + to + "[" + j + "] = " +
-                  first + " + " + j + " < " + extent + " ? " + from + "[" + j + " * " + pack_stride + "] : " + zero +
-                  ";");
+      line(d, "for (std::int64_t " + j + " = 0; " + j + " < " + blk + "; ++" + j + ") " + to + "[" + j +
+                  "] = " + first + " + " + j + " < " + extent + " ? " + from + "[" + j + " * " + pack_stride +
+                  "] : " + zero + ";");
     }
     for (size_t k = 0; k < opened.size(); ++k) line(--d, "}");
     line(depth, "}");
@@ -392,8 +392,8 @@ class Emitter {
     packed_names_[buf.name] = dst;
     std::string blk = std::to_string(pack.block), g = std::to_string(pack.group);
     line(depth, "// pack " + buf.name + " into panels of " + blk + " along " + pack.axis + " with " + g +
-                    " consecutive points of dimension " + std::to_string(gd) +
-                    " interleaved: " + dst + "[panel][...][k / " + g + "][" + blk + "][k % " + g + "], zero-padded");
+                    " consecutive points of dimension " + std::to_string(gd) + " interleaved: " + dst +
+                    "[panel][...][k / " + g + "][" + blk + "][k % " + g + "], zero-padded");
     line(depth, storage(pack.buffer) + "* __restrict " + dst + " = " +
                     as_storage(pack.buffer, "tt_workspace + " + std::to_string(pack.offset)) + ";");
     std::vector<std::int64_t> src_strides(rank);
@@ -535,7 +535,8 @@ class Emitter {
       for (size_t i = 0; i < pts.size(); ++i) {
         std::string addr = element(bcast.name, bcast.indices, pts[i]);
         std::string load = tail ? "tt_bcast_part(&" + addr + ", (" + end + " - " + v + ") * " +
-                                      std::to_string(ir::dtype_bytes(w_.buffers[w_.buffer_index(bcast.name)].dtype)) + ")"
+                                      std::to_string(ir::dtype_bytes(w_.buffers[w_.buffer_index(bcast.name)].dtype)) +
+                                      ")"
                                 : "tt_bcast32(&" + addr + ")";
         if (guarded_) {
           // A border tile: a group whose element lies outside the padded operand is the pad
@@ -550,7 +551,8 @@ class Emitter {
           unsigned char group[4] = {0, 0, 0, 0};
           for (int e = 0; e < sn_->dot_group; ++e) ir::store_element(sb.dtype, group, e, sb.pad.value_or(0.0));
           std::memcpy(&bits, group, 4);
-          if (!cond.empty()) load = "(" + cond + " ? " + load + " : tt_splati(" + std::to_string(static_cast<std::int32_t>(bits)) + "))";
+          if (!cond.empty())
+            load = "(" + cond + " ? " + load + " : tt_splati(" + std::to_string(static_cast<std::int32_t>(bits)) + "))";
         }
         std::string s_name = named(load, bcast.name);
         for (auto& l2 : lines) line(d, l2);
@@ -627,7 +629,7 @@ class Emitter {
     std::string inside = row_start.empty() ? load
                          : stride == 1     ? "tt_load_pad(&" + addr + ", " + row_start + ", " +
                                              std::to_string(buf.shape.back()) + ", " + pad + ")"
-                                           : "tt_load_rows_pad(&" + addr + ", " + std::to_string(stride) + ", " +
+                                       : "tt_load_rows_pad(&" + addr + ", " + std::to_string(stride) + ", " +
                                              row_start + ", " + std::to_string(buf.shape.back()) + ", " + pad + ")";
     if (cond.empty()) return inside;
     return "(" + cond + " ? " + inside + " : " + (vec ? splat(t) + pad + ")" : pad) + ")";
@@ -687,12 +689,11 @@ class Emitter {
         const size_t b = static_cast<size_t>(w_.buffer_index(e.name));
         std::string addr = element(e.name, e.indices, p);
         std::int64_t stride = vec ? vector_coeff(e) : 0;  // > 1: a strided window's row (ir::strided_row_reads)
-        std::string load = !vec          ? read(b, addr)
-                           : !stride     ? splat(t) + read(b, addr) + ")"
-                           : stride == 1 ? (partial_.empty() ? "tt_load(&" + addr + ")"
-                                                             : "tt_load_n(&" + addr + ", " + partial_ + ")")
-                           : partial_.empty()
-                               ? "tt_load_rows(&" + addr + ", " + std::to_string(stride) + ")"
+        std::string load =
+            !vec          ? read(b, addr)
+            : !stride     ? splat(t) + read(b, addr) + ")"
+            : stride == 1 ? (partial_.empty() ? "tt_load(&" + addr + ")" : "tt_load_n(&" + addr + ", " + partial_ + ")")
+            : partial_.empty() ? "tt_load_rows(&" + addr + ", " + std::to_string(stride) + ")"
                                : "tt_load_rows_n(&" + addr + ", " + std::to_string(stride) + ", " + partial_ + ")";
         if (guarded_) load = guarded_load(e, p, vec, addr, load);
         auto it = blk.load_names.find(load);
@@ -757,9 +758,9 @@ class Emitter {
   std::string previous(const Point& p, bool vec) {
     std::string addr = out_addr(p, true);
     if (!vec) return partials_.empty() ? read(sn_->store, addr) : acc_t_ == DType::F32 ? addr : "(int)" + addr;
-    return out_stride_ != 1    ? "tt_load_s(&" + addr + ", " + std::to_string(out_stride_) + ")"
+    return out_stride_ != 1   ? "tt_load_s(&" + addr + ", " + std::to_string(out_stride_) + ")"
            : partial_.empty() ? "tt_load(&" + addr + ")"
-                               : "tt_load_n(&" + addr + ", " + partial_ + ")";
+                              : "tt_load_n(&" + addr + ", " + partial_ + ")";
   }
 
   //! Stores each point's result, through the fused epilogue once the reduction is complete.

@@ -28,8 +28,8 @@ void require_f32_only(const ir::Workload& w, const std::string& who) {
       what = "has the " + std::string(ir::dtype_name(b.dtype)) + " tensor '" + b.name + "'";
       break;
     }
-  throw_error(ErrorKind::InvalidInput, who + " runs f32 ops only, and op '" + w.op.name + "' " + what +
-                                           " (typed ops run on the cpu backend)");
+  throw_error(ErrorKind::InvalidInput,
+              who + " runs f32 ops only, and op '" + w.op.name + "' " + what + " (typed ops run on the cpu backend)");
 }
 
 std::string device_family(const std::string& backend, const nlohmann::json& device) {

@@ -146,8 +146,8 @@ struct Checker {
       inputs[t.name] = &t;
       if (t.pad && is_integer(t.dtype) &&
           (*t.pad != std::floor(*t.pad) || *t.pad < dtype_min(t.dtype) || *t.pad > dtype_max(t.dtype)))
-        fail_at(t.loc, "pad " + pad_text(*t.pad) + " of '" + t.name + "' is not a value of its type " +
-                           dtype_name(t.dtype));
+        fail_at(t.loc,
+                "pad " + pad_text(*t.pad) + " of '" + t.name + "' is not a value of its type " + dtype_name(t.dtype));
     }
     for (auto& t : op.outputs) outputs[t.name] = &t;
     op.intermediates.clear();

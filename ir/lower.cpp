@@ -141,7 +141,8 @@ LoopNest lower(const Workload& w, const Schedule& s, const TargetTraits& t) {
     if (sn.dot_group > 1)
       for (auto& p : sn.packs) {
         const Buffer& b = w.buffers[p.buffer];
-        int last_other = p.dim == static_cast<int>(b.shape.size()) - 1 ? p.dim - 1 : static_cast<int>(b.shape.size()) - 1;
+        int last_other =
+            p.dim == static_cast<int>(b.shape.size()) - 1 ? p.dim - 1 : static_cast<int>(b.shape.size()) - 1;
         std::int64_t k = b.shape[last_other], padded = (k + sn.dot_group - 1) / sn.dot_group * sn.dot_group;
         bool is_vector_operand = false;
         for (auto* e : {&sn.body.args[0], &sn.body.args[1]}) is_vector_operand |= e->name == b.name;

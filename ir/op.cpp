@@ -18,10 +18,9 @@ std::int64_t IndexExpr::coeff_of(const std::string& var) const {
 }
 
 int builtin_arity(const std::string& name) {
-  static const std::map<std::string, int> arity = {{"exp", 1}, {"log", 1},     {"sqrt", 1},  {"tanh", 1},
-                                                   {"abs", 1}, {"sigmoid", 1}, {"erf", 1},   {"max", 2},
-                                                   {"min", 2}, {"pow", 2},     {"select", 3},
-                                                   {"round", 1}, {"f32", 1},   {"i32", 1}};
+  static const std::map<std::string, int> arity = {{"exp", 1},     {"log", 1},   {"sqrt", 1}, {"tanh", 1}, {"abs", 1},
+                                                   {"sigmoid", 1}, {"erf", 1},   {"max", 2},  {"min", 2},  {"pow", 2},
+                                                   {"select", 3},  {"round", 1}, {"f32", 1},  {"i32", 1}};
   auto it = arity.find(name);
   return it == arity.end() ? -1 : it->second;
 }

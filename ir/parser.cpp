@@ -28,9 +28,9 @@ using detail::Tok;
 using detail::Token;
 
 const std::set<std::string>& reserved_words() {
-  static const std::set<std::string> words = {"op",  "f32",  "bf16",   "f16", "i32",     "i8",  "u8",
-                                              "max", "min",  "exp",    "log", "sqrt",    "tanh", "select",
-                                              "abs", "sigmoid", "erf", "pow", "round"};
+  static const std::set<std::string> words = {"op",  "f32",     "bf16", "f16", "i32",  "i8",   "u8",
+                                              "max", "min",     "exp",  "log", "sqrt", "tanh", "select",
+                                              "abs", "sigmoid", "erf",  "pow", "round"};
   return words;
 }
 

@@ -59,7 +59,7 @@ struct Workload {
   //! Whether index `ix` of `tensor` (dimension `dim`) can fall outside the tensor in stage
   //! `stage`: only a padded input's can (bind refuses the rest).
   bool may_read_outside(int stage, const std::string& tensor, size_t dim, const IndexExpr& ix) const;
-  std::int64_t io_bytes() const;   //!< bytes of inputs plus outputs
+  std::int64_t io_bytes() const;  //!< bytes of inputs plus outputs
   //! The compute type of an expression over this workload's tensors (ir::value_type).
   ValueType value_type(const Expr& e) const;
   //! Whether every tensor is f32 and every value computed is too: what backends without

@@ -56,8 +56,7 @@ double tolerance_for(std::int64_t reduction_length, ir::DType output = ir::DType
 //! Compares outputs with the reference; "" when equal within tolerance, else where not.
 //! NaN matches NaN; `scale` (mean magnitude of the reference) keeps near-zero values fair.
 //! Integer types match within `slack` (absolute).
-std::string compare(ir::DType t, const void* got, const void* want, std::int64_t n, double tolerance,
-                    double slack = 0);
+std::string compare(ir::DType t, const void* got, const void* want, std::int64_t n, double tolerance, double slack = 0);
 inline std::string compare(const float* got, const float* want, std::int64_t n, double tolerance) {
   return compare(ir::DType::F32, got, want, n, tolerance);
 }

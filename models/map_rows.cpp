@@ -19,8 +19,8 @@ std::optional<Draft> Mapper::quantized_matmul(size_t i, std::string& why) {
   }
   const Dims *a = shape(n.inputs[0]), *b = shape(n.inputs[b_at]), *y = shape(n.outputs[0]);
   // [..., M, K] x [K, N], or a batch of the same leading dimensions on both sides.
-  const bool batched = a && b && a->size() == b->size() && a->size() >= 3 &&
-                       std::equal(a->begin(), a->end() - 2, b->begin());
+  const bool batched =
+      a && b && a->size() == b->size() && a->size() >= 3 && std::equal(a->begin(), a->end() - 2, b->begin());
   if (!a || !b || !y || a->size() < 2 || (b->size() != 2 && !batched)) {
     why = n.type + " is mapped for [..., M, K] x [K, N] and same-batch operands of known shapes";
     return std::nullopt;
@@ -35,7 +35,8 @@ std::optional<Draft> Mapper::quantized_matmul(size_t i, std::string& why) {
   else
     d.groups = {{0, rank - 1, {{"m", "M"}}}, {rank - 1, rank, {{"n", "N"}}}};
   d.name = qlinear ? "onnx_qlinear_matmul" : "onnx_matmul_integer";
-  d.inputs = {"A: " + tile_type(n.inputs[0]) + "[" + gd + "M, K]", "B: " + tile_type(n.inputs[b_at]) + "[" + gd + "K, N]"};
+  d.inputs = {"A: " + tile_type(n.inputs[0]) + "[" + gd + "M, K]",
+              "B: " + tile_type(n.inputs[b_at]) + "[" + gd + "K, N]"};
   d.tensors = {{"A", n.inputs[0]}, {"B", n.inputs[b_at]}};
   auto zero = [&](size_t k, const char* name) {
     return k < n.inputs.size() && !n.inputs[k].empty() ? " - " + scalar_operand(d, n.inputs[k], name) : "";

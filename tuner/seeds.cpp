@@ -84,8 +84,8 @@ std::vector<ir::Schedule> Space::seeds() const {
   std::string last_lhs;
   for (auto& a : st.axes)
     if (!a.reduce) last_lhs = a.name;
-  bool into_contiguous = std::find(axes.begin(), axes.end(), last_lhs) != axes.end() &&
-                         ir::panel_reads(st.rhs, last_lhs).empty();
+  bool into_contiguous =
+      std::find(axes.begin(), axes.end(), last_lhs) != axes.end() && ir::panel_reads(st.rhs, last_lhs).empty();
   if (!st.is_reduction() || axes.empty() || (!into_contiguous && inputs_of(0).size() < 2)) return otherwise();
   for (auto& v : axes) gemm_seeds(v, out);
   return out;

@@ -39,9 +39,8 @@ dnnl::memory::desc md(const dims& d, tag t, dtype ty = dtype::f32) { return dnnl
 //! "types" ({"src": "bf16", ...}, tiletune's type names); f32 where it says none.
 dtype type_of(const nlohmann::json& layer, const char* role) {
   if (!layer.contains("types") || !layer["types"].contains(role)) return dtype::f32;
-  static const std::map<std::string, dtype> names = {
-      {"f32", dtype::f32}, {"bf16", dtype::bf16}, {"f16", dtype::f16},
-      {"i32", dtype::s32}, {"i8", dtype::s8},     {"u8", dtype::u8}};
+  static const std::map<std::string, dtype> names = {{"f32", dtype::f32}, {"bf16", dtype::bf16}, {"f16", dtype::f16},
+                                                     {"i32", dtype::s32}, {"i8", dtype::s8},     {"u8", dtype::u8}};
   auto it = names.find(layer["types"][role].get<std::string>());
   if (it == names.end()) bad("unknown element type " + layer["types"][role].dump() + " for " + role);
   return it->second;
@@ -262,8 +261,7 @@ Layer matmul(const nlohmann::json& l, const std::vector<float*>& t) {
   k += binary.size();
   r->args[DNNL_ARG_DST] = r->plain_memory(dst, at(t, k), td);
   layer.name = std::string("oneDNN matmul") + (l.contains("types") ? " " + l["types"].dump() : "") +
-               (bias ? " + bias" : "") +
-               (l.value("post_ops", nlohmann::json::array()).empty() ? "" : " + post-ops");
+               (bias ? " + bias" : "") + (l.value("post_ops", nlohmann::json::array()).empty() ? "" : " + post-ops");
   layer.run = [r] { (*r)(); };
   return layer;
 }

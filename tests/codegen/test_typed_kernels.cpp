@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <optional>
 
 #include "codegen/backend.hpp"
 #include "helpers.hpp"
@@ -62,13 +63,15 @@ struct Tensors {
   double at(size_t t, std::int64_t i) const { return ir::load_element(type[t], mem[t].data(), i); }
 };
 
-//! Runs a schedule in this process on deterministic inputs.
-Tensors run(const ir::Workload& w, const ir::Schedule& s, const TempDir& dir) {
+//! Runs a schedule in this process on deterministic inputs, generated for this machine's
+//! target or for `traits` (another SIMD width: the plain C forms of the typed helpers).
+Tensors run(const ir::Workload& w, const ir::Schedule& s, const TempDir& dir,
+            const std::optional<ir::TargetTraits>& traits = std::nullopt) {
   auto be = codegen::make_backend("cpu");
-  ir::LoopNest nest = ir::lower(w, s, be->target().traits);
-  std::string name = w.key + "-" + s.key();
+  ir::LoopNest nest = ir::lower(w, s, traits ? *traits : be->target().traits);
+  std::string name = w.key + "-" + s.key() + (traits ? "-" + std::to_string(traits->vector_lanes) : "");
   std::string src = dir.file(name + ".cpp"), lib = dir.file(name + ".so");
-  std::ofstream(src) << be->emit(w, nest, s.to_json());
+  std::ofstream(src) << (traits ? be->emit_for(*traits, w, nest, s.to_json()) : be->emit(w, nest, s.to_json()));
   std::string log = be->build(src, lib);
   REQUIRE_MESSAGE(log.empty(), log);
   codegen::KernelShape shape;
@@ -121,8 +124,9 @@ TEST_CASE("typed ops: element types parse, are part of the key, and intermediate
   auto bf = typed("mm_bf16", "M=3,N=4,K=5");
   CHECK(bf.io_bytes() == (3 * 5 + 5 * 4) * 2 + 3 * 4 * 4);
   // The same op in f32 has another key, and f32 ops keep their text (so their keys).
-  auto f32 = ir::bind(ir::parse_op("op mm_bf16(A: f32[M, K], B: f32[K, N]) -> C: f32[M, N] { C[m, n] += A[m, k] * B[k, n] }"),
-                      ir::parse_sizes("M=3,N=4,K=5"));
+  auto f32 =
+      ir::bind(ir::parse_op("op mm_bf16(A: f32[M, K], B: f32[K, N]) -> C: f32[M, N] { C[m, n] += A[m, k] * B[k, n] }"),
+               ir::parse_sizes("M=3,N=4,K=5"));
   CHECK(f32.key != bf.key);
   CHECK(f32.canonical_text.find("A: f32[M, K]") != std::string::npos);
   CHECK(f32.f32_only());
@@ -142,7 +146,8 @@ TEST_CASE("typed ops: bad types and pad values are refused with where and why") 
       CHECK_MESSAGE(std::string(e.what()).find(part) != std::string::npos, e.what());
     }
   };
-  refused("op a(X: f64[N]) -> Y: f32[N] { Y[n] = X[n] }", "1:9: expected an element type (f32, bf16, f16, i32, i8 or u8)");
+  refused("op a(X: f64[N]) -> Y: f32[N] { Y[n] = X[n] }",
+          "1:9: expected an element type (f32, bf16, f16, i32, i8 or u8)");
   refused("op a(X: u8[N] pad -inf) -> Y: u8[N] { Y[n] = X[n - 1] }", "pad -inf of 'X' is not a value of its type u8");
   refused("op a(X: i8[N] pad 0.5) -> Y: i8[N] { Y[n] = X[n - 1] }", "pad 0.5 of 'X' is not a value of its type i8");
   refused("op a(X: f32[N]) -> Y: f32[N] { Y[n] = i32(X[n], 2) }", "'i32' takes 1 argument(s), got 2");
@@ -215,8 +220,7 @@ TEST_CASE("typed ops: f16 elementwise, casts, round and integer reductions follo
   auto w = typed("f16_act", "N=3,D=37");
   for (auto& s : schedules(w, 3)) {
     Tensors t = run(w, s, dir);
-    for (int i = 0; i < 3 * 37; ++i)
-      REQUIRE(t.at(1, i) == stored(DType::F16, std::fmax(t.at(0, i), 0.0) * 3 - 1));
+    for (int i = 0; i < 3 * 37; ++i) REQUIRE(t.at(1, i) == stored(DType::F16, std::fmax(t.at(0, i), 0.0) * 3 - 1));
   }
   auto c = typed("casts", "N=45");
   for (auto& s : schedules(c, 3)) {
@@ -239,7 +243,8 @@ TEST_CASE("typed ops: f16 elementwise, casts, round and integer reductions follo
   }
 }
 
-TEST_CASE("typed ops: bf16 and u8 x i8 matmuls run dot-product tiles from a grouped pack, tails of every kind included") {
+TEST_CASE(
+    "typed ops: bf16 and u8 x i8 matmuls run dot-product tiles from a grouped pack, tails of every kind included") {
   // K = 67 ends inside a group of 2 and of 4; K blocks of 32 are whole groups; N = 37 and
   // M = 19 leave edge tiles, which read the original tensors.
   const char* config = R"({"stages":[{"fuse_epilogue":false,"order":["n.0","m.0","k.0","m.1"],"pack":["B"],)"
@@ -247,7 +252,8 @@ TEST_CASE("typed ops: bf16 and u8 x i8 matmuls run dot-product tiles from a grou
                        R"("version":1})";
   auto be = codegen::make_backend("cpu");
   TempDir dir;
-  for (auto [name, group] : std::vector<std::pair<const char*, int>>{{"mm_bf16", 2}, {"mm_bf16_out", 2}, {"mm_u8s8", 4}}) {
+  for (auto [name, group] :
+       std::vector<std::pair<const char*, int>>{{"mm_bf16", 2}, {"mm_bf16_out", 2}, {"mm_u8s8", 4}}) {
     CAPTURE(name);
     auto w = typed(name, "M=19,N=37,K=67");
     auto s = ir::Schedule::from_json(config);
@@ -259,14 +265,20 @@ TEST_CASE("typed ops: bf16 and u8 x i8 matmuls run dot-product tiles from a grou
     std::string src = be->emit(w, nest, s.to_json());
     CHECK(src.find(group == 2 ? "= tt_dot_bf16(" : "= tt_dot_u8s8(") != std::string::npos);
     CHECK(src.find("tt_bcast_part(") != std::string::npos);  // the group cut by K's end
-    Tensors t = run(w, s, dir);
-    for (int m = 0; m < 19; ++m)
-      for (int n = 0; n < 37; ++n) {
-        double want = 0;
-        for (int k = 0; k < 67; ++k) want += t.at(0, m * 67 + k) * t.at(1, k * 37 + n);
-        double tol = group == 4 ? 0 : 67 * 0x1p-24 * 4 + 2 * ir::unit_roundoff(t.type[2]) * std::fabs(want) + 1e-6;
-        REQUIRE(std::fabs(t.at(2, m * 37 + n) - want) <= tol);
-      }
+    // At 8 lanes (AVX2's width) the dot product takes its plain C form: the same results.
+    ir::TargetTraits eight = be->target().traits;
+    eight.vector_lanes = 8;
+    eight.vector_registers = 32;
+    for (auto* traits : {static_cast<ir::TargetTraits*>(nullptr), &eight}) {
+      Tensors t = traits ? run(w, s, dir, *traits) : run(w, s, dir);
+      for (int m = 0; m < 19; ++m)
+        for (int n = 0; n < 37; ++n) {
+          double want = 0;
+          for (int k = 0; k < 67; ++k) want += t.at(0, m * 67 + k) * t.at(1, k * 37 + n);
+          double tol = group == 4 ? 0 : 67 * 0x1p-24 * 4 + 2 * ir::unit_roundoff(t.type[2]) * std::fabs(want) + 1e-6;
+          REQUIRE(std::fabs(t.at(2, m * 37 + n) - want) <= tol);
+        }
+    }
   }
   // Where a K block is not whole groups, or the operands' types have no dot product, the
   // tiles stay the widening ones.

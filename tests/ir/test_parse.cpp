@@ -59,8 +59,8 @@ TEST_CASE("parse errors: syntax, with line and column and what was expected") {
   CHECK(parse_error("op f(A: f32[N]) B: f32[N] { B[i] = A[i] }").find("1:17: expected '->'") != std::string::npos);
   CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] { B[i] = A[i]").find("expected '}'") != std::string::npos);
   CHECK(parse_error("").find("expected 'op'") != std::string::npos);
-  CHECK(parse_error("op f(A: f64[N]) -> B: f32[N] { B[i] = A[i] }").find("1:9: expected an element type (f32, bf16, f16, i32, i8 or u8), found 'f64'") !=
-        std::string::npos);
+  CHECK(parse_error("op f(A: f64[N]) -> B: f32[N] { B[i] = A[i] }")
+            .find("1:9: expected an element type (f32, bf16, f16, i32, i8 or u8), found 'f64'") != std::string::npos);
   CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] { B[i] = A[i * i] }").find("affine") != std::string::npos);
   CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] { B[i] = foo(A[i]) }").find("unknown function 'foo'") !=
         std::string::npos);

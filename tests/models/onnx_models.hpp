@@ -377,7 +377,8 @@ inline void run_task(const models::Task& task, size_t occurrence, std::map<std::
   kernel->run(args.data(), workspace.data(), codegen::Kernel::kUpload | codegen::Kernel::kDownload);
   const ir::Buffer& y = w.buffers[w.buffer_index("Y")];
   std::vector<float> out(y.elements());
-  for (std::int64_t e = 0; e < y.elements(); ++e) out[e] = static_cast<float>(ir::load_element(y.dtype, data.back().data(), e));
+  for (std::int64_t e = 0; e < y.elements(); ++e)
+    out[e] = static_cast<float>(ir::load_element(y.dtype, data.back().data(), e));
   values[tensors.at("Y")] = out;
 }
 

@@ -59,16 +59,18 @@ TEST_CASE("vendor: oneDNN matmuls in bf16 and in int8 with a requantization, on 
   // u8 [10 20; 200 0] x s8 [1; -2] = [-30; 200], * 2 + 100 = [40; 500]: 500 saturates at 255.
   std::vector<std::uint8_t> u = {10, 20, 200, 0}, out(2, 0);
   std::vector<std::int8_t> s = {1, -2};
-  auto q = vendor::onednn_layer(nlohmann::json::parse(R"({"primitive": "matmul", "a": [2, 2], "b": [2, 1],
+  auto q = vendor::onednn_layer(
+      nlohmann::json::parse(R"({"primitive": "matmul", "a": [2, 2], "b": [2, 1],
       "types": {"src": "u8", "weights": "i8", "dst": "u8"}, "alpha": 2, "dst_zero_point": 100})"),
-                                1, {reinterpret_cast<float*>(u.data()), reinterpret_cast<float*>(s.data()),
-                                    reinterpret_cast<float*>(out.data())});
+      1,
+      {reinterpret_cast<float*>(u.data()), reinterpret_cast<float*>(s.data()), reinterpret_cast<float*>(out.data())});
   REQUIRE(q.run);
   q.run();
   CHECK(out == std::vector<std::uint8_t>{40, 255});
   CHECK(test::error_of([] {
           vendor::onednn_layer(nlohmann::json::parse(R"({"primitive": "matmul", "a": [2, 3], "b": [3, 2],
-              "types": {"src": "f64"}})"), 1);
+              "types": {"src": "f64"}})"),
+                               1);
         }).find("unknown element type \"f64\" for src") != std::string::npos);
 }
 
