@@ -46,8 +46,10 @@ int dot_group(const Workload& w, const StageNest& sn) {
     // The broadcast operand: its last index is the reduction axis alone, and no index moves
     // along the SIMD axis; it is read where it lies.
     if (bcast.indices.back().plain_var() != k.axis) continue;
-    bool moves = false;
-    for (auto& ix : bcast.indices) moves = moves || ix.coeff_of(sn.vector_axis) != 0;
+    bool moves = false;  // along the SIMD axis, or along the reduction axis in another dimension
+    for (size_t d = 0; d < bcast.indices.size(); ++d)
+      moves = moves || bcast.indices[d].coeff_of(sn.vector_axis) != 0 ||
+              (d + 1 < bcast.indices.size() && bcast.indices[d].coeff_of(k.axis) != 0);
     const Pack* pack = nullptr;
     for (auto& p : sn.packs) {
       if (p.buffer == w.buffer_index(bcast.name)) moves = true;
@@ -59,6 +61,9 @@ int dot_group(const Workload& w, const StageNest& sn) {
     for (int d = 0; d < static_cast<int>(vec.indices.size()); ++d)
       if (d != pack->dim) last_other = d;
     if (last_other < 0 || vec.indices[last_other].plain_var() != k.axis) continue;
+    for (int d = 0; d < static_cast<int>(vec.indices.size()); ++d)
+      if (d != last_other && vec.indices[d].coeff_of(k.axis) != 0) moves = true;
+    if (moves) continue;
     return g;
   }
   return 1;

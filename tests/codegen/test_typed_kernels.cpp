@@ -288,6 +288,12 @@ TEST_CASE(
   CHECK(ir::lower(w, ir::Schedule::from_json(odd), be->target().traits).stages[0].dot_group == 1);
   auto f = test::library_workload("matmul", "M=19,N=37,K=67");
   CHECK(ir::lower(f, ir::Schedule::from_json(config), be->target().traits).stages[0].dot_group == 1);
+  // Nor where the reduction axis also moves another index of an operand: its groups are not
+  // consecutive elements.
+  auto diag = ir::bind(ir::parse_op("op d(A: bf16[K, K], B: bf16[K, N]) -> C: f32[M, N] {\n"
+                                    "  C[m, n] += A[k, k] * B[k, n] }"),
+                       ir::parse_sizes("M=19,N=37,K=67"));
+  CHECK(ir::lower(diag, ir::Schedule::from_json(config), be->target().traits).stages[0].dot_group == 1);
 }
 
 TEST_CASE("typed ops: a padded NHWC bf16 convolution runs dot-product tiles, its border tiles reading pairs of pad") {
