@@ -82,7 +82,15 @@ std::optional<std::vector<std::int64_t>> window_pads(const Node& n, const Dims& 
 
 std::optional<Draft> Mapper::conv(size_t i, std::string& why) {
   const Node& n = g_.nodes[i];
-  const Dims *x = shape(n.inputs[0]), *f = shape(n.inputs[1]), *y = shape(n.outputs[0]);
+  // QLinearConv: x, x_scale, x_zero, w, w_scale, w_zero, y_scale, y_zero, bias; ConvInteger:
+  // x, w, x_zero, w_zero. The same convolution of the data operands, then see `quantized` below.
+  const bool qlinear = n.type == "QLinearConv", integer = n.type == "ConvInteger";
+  const size_t w_at = qlinear ? 3 : 1, bias_at = qlinear ? 8 : integer ? n.inputs.size() : 2;
+  if (n.inputs.size() <= w_at) {
+    why = n.type + " without its operands";
+    return std::nullopt;
+  }
+  const Dims *x = shape(n.inputs[0]), *f = shape(n.inputs[w_at]), *y = shape(n.outputs[0]);
   if (!x || !f || !y || x->size() < 3 || x->size() > 5 || f->size() != x->size()) {
     why = "only 1-, 2- and 3-D convolutions with known shapes are mapped";
     return std::nullopt;
@@ -105,10 +113,11 @@ std::optional<Draft> Mapper::conv(size_t i, std::string& why) {
   d.last = i;
   d.output = *y;
   std::string bias;
-  bool has_bias = n.inputs.size() > 2 && !n.inputs[2].empty();
-  if (has_bias) bias = n.inputs[2];
+  bool has_bias = n.inputs.size() > bias_at && !n.inputs[bias_at].empty();
+  if (has_bias) bias = n.inputs[bias_at];
   // BatchNormalization for inference folds into the filter and a bias: same kernel.
-  if (auto next = only_consumer(d.value); next && foldable_batch_norm(g_.nodes[*next], d.value)) {
+  if (auto next = only_consumer(d.value);
+      next && !qlinear && !integer && foldable_batch_norm(g_.nodes[*next], d.value)) {
     pending_.insert(*next);
     d.nodes.push_back(g_.nodes[*next].name);
     d.value = g_.nodes[*next].outputs[0];
@@ -172,8 +181,35 @@ std::optional<Draft> Mapper::conv(size_t i, std::string& why) {
     bias_ix = "[" + gv + "k]";
   }
   d.result = "acc" + d.index() + (has_bias ? " + bias" + bias_ix : "");
-  d.tensors = {{"I", n.inputs[0]}, {"F", n.inputs[1]}};
+  d.tensors = {{"I", n.inputs[0]}, {"F", n.inputs[w_at]}};
   if (has_bias) d.tensors["bias"] = bias;
+  if (qlinear || integer) {
+    // The zero points are subtracted in i32 before the product; the input's padding must read
+    // as its zero point, so padding needs the zero point as a constant.
+    d.vendor = nullptr;
+    d.name = std::string(qlinear ? "onnx_qlinear_" : "onnx_integer_") + d.name.substr(5);
+    const std::string x_zero = n.inputs.size() > 2 && !n.inputs[2].empty() ? n.inputs[2] : "";
+    const std::string w_zero = qlinear ? n.inputs[5] : n.inputs.size() > 3 ? n.inputs[3] : "";
+    if (pads) {
+      auto z = x_zero.empty() ? std::optional<float>(0.0f) : scalar(x_zero);
+      if (!z) {
+        why = n.type + " with padding and a zero point that is not a constant is not mapped";
+        return std::nullopt;
+      }
+      d.inputs[0].replace(d.inputs[0].rfind(" pad 0"), 6, " pad " + ir::number_text(*z));
+    }
+    auto star = d.reduce.find("] * ");
+    std::string xi = d.reduce.substr(3, star + 1 - 3), wi = d.reduce.substr(star + 4);
+    std::string zx = x_zero.empty() ? "" : scalar_operand(d, x_zero, "x_zero"),
+                zw = w_zero.empty() ? "" : scalar_operand(d, w_zero, "w_zero");
+    d.reduce = "+= " + (zx.empty() ? xi : "(" + xi + " - " + zx + ")") + " * " +
+               (zw.empty() ? wi : "(" + wi + " - " + zw + ")");
+    if (qlinear) {
+      std::string sx = scalar_operand(d, n.inputs[1], "x_scale"), sw = scalar_operand(d, n.inputs[4], "w_scale"),
+                  sy = scalar_operand(d, n.inputs[6], "y_scale"), zy = scalar_operand(d, n.inputs[7], "y_zero");
+      d.result = "f32(" + d.result + ") * (" + sx + " * " + sw + " / " + sy + ") + " + zy;
+    }
+  }
   return d;
 }
 

@@ -355,7 +355,7 @@ std::string Mapper::tile_type(const std::string& value) const {
 namespace {
 bool quantized_node(const Node& n) {
   return n.type == "QuantizeLinear" || n.type == "DequantizeLinear" || n.type == "QLinearMatMul" ||
-         n.type == "MatMulInteger";
+         n.type == "MatMulInteger" || n.type == "QLinearConv" || n.type == "ConvInteger";
 }
 }  // namespace
 
@@ -365,7 +365,9 @@ std::string Mapper::unmapped_quantized(const Node& n) const {
       if (!v.empty() && tile_type(v).empty()) return "tensors of type " + non_float(n) + " are not mapped";
   // The scales and zero points: every input but the data operands.
   for (size_t k = 0; k < n.inputs.size(); ++k) {
-    bool data = n.type == "QLinearMatMul" ? k == 0 || k == 3 : k < (n.type == "MatMulInteger" ? 2u : 1u);
+    bool data = n.type == "QLinearMatMul" || n.type == "QLinearConv"
+                    ? k == 0 || k == 3 || k == 8
+                    : k < (n.type == "MatMulInteger" || n.type == "ConvInteger" ? 2u : 1u);
     if (data || n.inputs[k].empty()) continue;
     const Dims* s = shape(n.inputs[k]);
     if (!s || elements(*s) != 1)
@@ -391,7 +393,7 @@ std::optional<Draft> Mapper::map_node(size_t i, std::string& why) {
     return std::nullopt;
   }
   std::optional<Draft> d;
-  if (n.type == "Conv") d = conv(i, why);
+  if (n.type == "Conv" || n.type == "QLinearConv" || n.type == "ConvInteger") d = conv(i, why);
   if (n.type == "Gemm" || n.type == "MatMul") d = matmul(i, why);
   if (n.type == "QLinearMatMul" || n.type == "MatMulInteger") d = quantized_matmul(i, why);
   if (n.type == "MaxPool" || n.type == "AveragePool") d = pool(i, why);

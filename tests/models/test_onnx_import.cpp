@@ -142,6 +142,9 @@ TEST_CASE("onnx import: quantized and f16 nodes become typed ops that give ONNX'
                                                                         {"node/test_qlinearmatmul_2D", true},
                                                                         {"node/test_qlinearmatmul_3D", true},
                                                                         {"node/test_matmulinteger", true},
+                                                                        {"node/test_qlinearconv", true},
+                                                                        {"node/test_basic_convinteger", true},
+                                                                        {"node/test_convinteger_without_padding", true},
                                                                         {"node/test_max_float16", false},
                                                                         {"node/test_min_float16", false}}) {
     CAPTURE(test);
@@ -160,6 +163,77 @@ TEST_CASE("onnx import: quantized and f16 nodes become typed ops that give ONNX'
   auto m = models::detail::map_graph(g);
   REQUIRE(m.skipped.size() == 1);
   CHECK(m.skipped[0].reason.find("per channel") != std::string::npos);
+  // Padding reads as the input's zero point: a zero point given at run time cannot be a pad.
+  auto padded = models::detail::map_graph(
+      models::detail::read_onnx(kTestData + "node/test_convinteger_with_padding/model.onnx", {}));
+  REQUIRE(padded.skipped.size() == 1);
+  CHECK(padded.skipped[0].reason.find("padding and a zero point that is not a constant") != std::string::npos);
+}
+
+TEST_CASE("onnx import: a padded QLinearConv reads its input's constant zero point outside it") {
+  TempDir dir;
+  onnx::ModelProto model;
+  auto* g = new_graph(model, "qconv", 13);
+  auto* in = g->add_input();
+  in->set_name("x");
+  auto* type = in->mutable_type()->mutable_tensor_type();
+  type->set_elem_type(onnx::TensorProto::UINT8);
+  for (auto d : {1, 2, 5, 5}) type->mutable_shape()->add_dim()->set_dim_value(d);
+  auto constant = [&](const std::string& name, int data_type, std::vector<std::int64_t> dims, std::vector<int> values) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(data_type);
+    for (auto d : dims) t->add_dims(d);
+    for (int v : values) t->add_int32_data(v);
+  };
+  std::vector<int> w(3 * 2 * 3 * 3);
+  for (size_t k = 0; k < w.size(); ++k) w[k] = static_cast<int>(k * 7 % 23) - 11;
+  constant("w", onnx::TensorProto::INT8, {3, 2, 3, 3}, w);
+  constant("x_zero", onnx::TensorProto::UINT8, {}, {100});
+  constant("w_zero", onnx::TensorProto::INT8, {}, {2});
+  constant("y_zero", onnx::TensorProto::UINT8, {}, {128});
+  auto scale = [&](const std::string& name, float v) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    t->add_float_data(v);
+  };
+  scale("x_scale", 0.05f);
+  scale("w_scale", 0.1f);
+  scale("y_scale", 0.2f);
+  auto* n = add_node(g, "QLinearConv", "qconv",
+                     {"x", "x_scale", "x_zero", "w", "w_scale", "w_zero", "y_scale", "y_zero"}, {"y"});
+  set_ints(n, "pads", {1, 1, 1, 1});
+  set_ints(n, "kernel_shape", {3, 3});
+  auto* out = g->add_output();
+  out->set_name("y");
+  out->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::UINT8);
+  std::string path = save(model, dir.file("qconv.onnx"));
+  auto graph = models::detail::read_onnx(path, {});
+  auto m = models::detail::map_graph(graph);
+  REQUIRE_MESSAGE(m.skipped.empty(), m.skipped.front().reason);
+  REQUIRE(m.tasks.size() == 1);
+  CHECK(m.tasks[0].op_text.find("I: u8[N, C, H, W] pad 100") != std::string::npos);
+  std::vector<float> x(2 * 5 * 5);
+  for (size_t k = 0; k < x.size(); ++k) x[k] = static_cast<float>(k * 37 % 256);
+  std::map<std::string, std::vector<float>> values{{"x", x}};
+  run_model(graph, m, values, dir);
+  const auto& y = values.at("y");
+  REQUIRE(y.size() == 3 * 5 * 5);
+  for (int k = 0; k < 3; ++k)
+    for (int oy = 0; oy < 5; ++oy)
+      for (int ox = 0; ox < 5; ++ox) {
+        long long acc = 0;
+        for (int c = 0; c < 2; ++c)
+          for (int r = 0; r < 3; ++r)
+            for (int q = 0; q < 3; ++q) {
+              int iy = oy + r - 1, ix = ox + q - 1;
+              int xv = iy < 0 || iy >= 5 || ix < 0 || ix >= 5 ? 100 : static_cast<int>(x[(c * 5 + iy) * 5 + ix]);
+              acc += static_cast<long long>(xv - 100) * (w[((k * 2 + c) * 3 + r) * 3 + q] - 2);
+            }
+        double want = std::nearbyint(std::fmin(std::fmax(acc * (0.05 * 0.1 / 0.2) + 128, 0.0), 255.0));
+        CHECK(std::fabs(y[(k * 5 + oy) * 5 + ox] - want) <= 1);
+      }
 }
 
 TEST_CASE("onnx import: a network's kernels with their epilogues fused, merged, the rest listed with why") {
