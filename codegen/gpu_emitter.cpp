@@ -56,7 +56,9 @@ const Dialect& dialect_of(GpuDialect d) {
                                {"max", "TT_MAX"},
                                {"min", "TT_MIN"},
                                {"sigmoid", "tt_sigmoid"},
-                               {"select", "tt_select"}}};
+                               {"select", "tt_select"},
+                               {"round", "rint"},
+                               {"f32", "(float)"}}};
   static const Dialect cuda{"extern \"C\" __global__",
                             "",
                             "__restrict__",
@@ -79,7 +81,9 @@ const Dialect& dialect_of(GpuDialect d) {
                              {"max", "TT_MAX"},
                              {"min", "TT_MIN"},
                              {"sigmoid", "tt_sigmoid"},
-                             {"select", "tt_select"}}};
+                             {"select", "tt_select"},
+                             {"round", "rintf"},
+                             {"f32", "(float)"}}};
   return d == GpuDialect::OpenCL ? opencl : cuda;
 }
 

@@ -11,6 +11,7 @@
 #include "forwarding_backend.hpp"
 #include "helpers.hpp"
 #include "ir/loop_nest.hpp"
+#include "ir/parse.hpp"
 #include "random_schedules.hpp"
 #include "tuner/space.hpp"
 
@@ -105,6 +106,16 @@ TEST_CASE("split vectors (the CUDA style) with tails, staging and epilogues comp
     for (int i = 0; i < 4; ++i) batch.push_back(space.sample(rng));
     test::all_correct(be, w, batch);
   }
+}
+
+TEST_CASE("opencl: round and the f32 cast of f32 values, as every builtin, run on the device") {
+  if (auto why = test::no_opencl_platform()) TT_SKIP(*why);
+  auto be = codegen::make_backend("opencl");
+  auto w = ir::bind(ir::parse_op("op r(X: f32[N, D]) -> Y: f32[N, D] { Y[n, d] = round(f32(X[n, d]) * 7.5) }"),
+                    ir::parse_sizes("N=5,D=37"));
+  tuner::Space space(w, be->target().traits);
+  tuner::Rng rng(3);
+  test::all_correct(*be, w, {ir::naive_schedule(w), space.sample(rng), space.sample(rng)});
 }
 
 TEST_CASE("opencl: the schedule space respects the device's work-group limits") {
