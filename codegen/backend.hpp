@@ -94,7 +94,8 @@ class Backend {
 
 //! Error(InvalidInput) naming `who` and the op's first typed tensor unless the workload is
 //! f32 throughout (ir::Workload::f32_only): for backends whose kernels compute f32 only.
-void require_f32_only(const ir::Workload& w, const std::string& who);
+//! With `halves`, bf16 and f16 tensors are allowed too (stored in 16 bits, computed in f32).
+void require_f32_only(const ir::Workload& w, const std::string& who, bool halves = false);
 
 //! The backend used when none is named (CLI, REST requests).
 inline constexpr const char* kDefaultBackend = "cpu";

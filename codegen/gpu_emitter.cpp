@@ -30,9 +30,33 @@ struct Dialect {
   const char* group_id;
   const char* local_id;
   const char* barrier;
-  const char* prelude;
+  std::string prelude;
   std::map<std::string, std::string> functions;  //!< language builtin -> dialect function
 };
+
+constexpr const char* kHalves =
+    R"TT(// bf16 and f16 tensors are stored as 16-bit words and computed in f32: widened on load,
+// rounded to nearest even on store (f16: saturating to inf past 65504, subnormals kept).
+TT_FN float tt_ld_bf16(TT_HALF b) { return TT_AS_FLOAT(((unsigned int)b) << 16); }
+TT_FN TT_HALF tt_st_bf16(float f) {
+  unsigned int u = TT_AS_UINT(f);
+  return f != f ? (TT_HALF)((u >> 16) | 0x40u) : (TT_HALF)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+TT_FN float tt_ld_f16(TT_HALF h) {
+  unsigned int s = ((unsigned int)h & 0x8000u) << 16, e = ((unsigned int)h >> 10) & 0x1fu, m = (unsigned int)h & 0x3ffu;
+  if (e == 0) return TT_AS_FLOAT(s) + (s ? -1.0f : 1.0f) * (float)m * 5.9604645e-8f;
+  if (e == 31) return TT_AS_FLOAT(s | 0x7f800000u | (m << 13));
+  return TT_AS_FLOAT(s | ((e + 112u) << 23) | (m << 13));
+}
+TT_FN TT_HALF tt_st_f16(float f) {
+  unsigned int u = TT_AS_UINT(f), s = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return (TT_HALF)(s | 0x7e00u);
+  if (a >= 0x477ff000u) return (TT_HALF)(s | 0x7c00u);
+  if (a < 0x38800000u) return (TT_HALF)(s | (unsigned int)TT_RINT(TT_AS_FLOAT(a) * 16777216.0f));
+  return (TT_HALF)(s | ((a + 0xc8000fffu + ((a >> 13) & 1u)) >> 13));
+}
+
+)TT";
 
 const Dialect& dialect_of(GpuDialect d) {
   static const Dialect opencl{"__kernel",
@@ -45,7 +69,10 @@ const Dialect& dialect_of(GpuDialect d) {
                               "#define TT_MAX(a, b) ((a) > (b) ? (a) : (b))\n"
                               "#define TT_MIN(a, b) ((a) < (b) ? (a) : (b))\n"
                               "#define tt_sigmoid(x) (1.0f / (1.0f + exp(-(x))))\n"
-                              "#define tt_select(c, a, b) ((c) != 0.0f ? (a) : (b))\n",
+                              "#define tt_select(c, a, b) ((c) != 0.0f ? (a) : (b))\n"
+                              "#define TT_FN inline\n#define TT_HALF ushort\n#define TT_AS_FLOAT as_float\n"
+                              "#define TT_AS_UINT as_uint\n#define TT_RINT rint\n" +
+                                  std::string(kHalves),
                               {{"exp", "exp"},
                                {"log", "log"},
                                {"sqrt", "sqrt"},
@@ -70,7 +97,11 @@ const Dialect& dialect_of(GpuDialect d) {
                             "#define TT_MAX(a, b) ((a) > (b) ? (a) : (b))\n"
                             "#define TT_MIN(a, b) ((a) < (b) ? (a) : (b))\n"
                             "#define tt_sigmoid(x) (1.0f / (1.0f + expf(-(x))))\n"
-                            "#define tt_select(c, a, b) ((c) != 0.0f ? (a) : (b))\n",
+                            "#define tt_select(c, a, b) ((c) != 0.0f ? (a) : (b))\n"
+                            "#define TT_FN __device__ inline\n#define TT_HALF unsigned short\n"
+                            "#define TT_AS_FLOAT __uint_as_float\n#define TT_AS_UINT __float_as_uint\n"
+                            "#define TT_RINT rintf\n" +
+                                std::string(kHalves),
                             {{"exp", "expf"},
                              {"log", "logf"},
                              {"sqrt", "sqrtf"},
@@ -204,6 +235,20 @@ class Emitter {
   void line(int depth, const std::string& text) { out_ << std::string(2 * depth, ' ') << text << "\n"; }
 
   std::string vector_type() const { return lanes_ > 1 ? "float" + std::to_string(lanes_) : "float"; }
+  //! Whether a tensor is stored in 16-bit words (bf16, f16) and its conversion's suffix.
+  const char* half(const std::string& tensor) const {
+    ir::DType t = w_.buffers[w_.buffer_index(tensor)].dtype;
+    return t == ir::DType::BF16 ? "bf16" : t == ir::DType::F16 ? "f16" : nullptr;
+  }
+  //! An element `base[flat]` of a tensor in f32; a vector of `lanes_` of them where `vec`.
+  std::string widened(const std::string& tensor, const std::string& base, const std::string& flat, bool vec) const {
+    const char* h = half(tensor);
+    if (!vec) return std::string("tt_ld_") + h + "(" + base + "[" + flat + "])";
+    std::string v = "(" + vector_type() + ")(";
+    for (std::int64_t j = 0; j < lanes_; ++j)
+      v += std::string(j ? ", " : "") + "tt_ld_" + h + "(" + base + "[" + flat + " + " + std::to_string(j) + "])";
+    return v + ")";
+  }
   //! A lane-invariant value as a whole vector.
   std::string widen(const std::string& v) const { return lanes_ > 1 ? "(" + vector_type() + ")(" + v + ")" : v; }
   bool along_vector(const Expr& access) const {
@@ -226,7 +271,7 @@ class Emitter {
   //! tensor or of its staged tile). Work-item starts are multiples of the split (the register
   //! tile along the vector axis is whole vectors) and so are workspace offsets.
   bool split_aligned(const Expr& access) const {
-    if (access.indices.empty()) return false;
+    if (access.indices.empty() || (half(access.name) && !staged_.count(access.name))) return false;
     const ir::IndexExpr& last = access.indices.back();
     if (last.terms.size() != 1 || last.terms[0].var != vec_axis_ || last.terms[0].coeff != 1 ||
         last.constant % split_ != 0)
@@ -355,8 +400,9 @@ class Emitter {
         if (split_ && split_aligned(e)) return split_load(e, point, blk);
         auto [base, flat] = address(e, point);
         bool vec = along_vector(e);
-        std::string load =
-            vec ? "vload" + std::to_string(lanes_) + "(0, " + base + " + " + flat + ")" : base + "[" + flat + "]";
+        std::string load = half(e.name) && !staged_.count(e.name) ? widened(e.name, base, flat, vec)
+                           : vec ? "vload" + std::to_string(lanes_) + "(0, " + base + " + " + flat + ")"
+                                 : base + "[" + flat + "]";
         // A padded input past its border reads its pad value (check_schedule keeps such
         // reads scalar and unstaged).
         const auto& buf = w_.buffers[w_.buffer_index(e.name)];
@@ -529,8 +575,9 @@ class Emitter {
       box_stride *= p.box[d];
       stride *= buf.shape[d];
     }
-    line(depth + 1, staged_name_.at(buf.name) + "[" + i + "] = (" + cond + ") ? " + tensor_.at(buf.name) + "[" +
-                        flat.str() + "] : 0.0f;");
+    std::string element = tensor_.at(buf.name) + "[" + flat.str() + "]";
+    if (const char* h = half(buf.name)) element = std::string("tt_ld_") + h + "(" + element + ")";
+    line(depth + 1, staged_name_.at(buf.name) + "[" + i + "] = (" + cond + ") ? " + element + " : 0.0f;");
     line(depth, "}");
   }
 
@@ -631,7 +678,18 @@ class Emitter {
       std::string store = base + "[" + flat + "] = " + finals[i] + ";";
       if (lanes_ > 1)
         store = "vstore" + std::to_string(lanes_) + "(" + finals[i] + ", 0, " + base + " + " + flat + ");";
-      if (split_ && split_aligned(target)) {
+      if (const char* h = half(target.name)) {
+        // Rounded lane by lane into the 16-bit words.
+        store = base + "[" + flat + "] = tt_st_" + h + "(" + finals[i] + ");";
+        if (lanes_ > 1) {
+          store = "{ const " + vector_type() + " tt_out = " + finals[i] + ";";
+          for (std::int64_t j = 0; j < lanes_; ++j)
+            store += std::string(" ") + base + "[" + flat + " + " + std::to_string(j) + "] = tt_st_" + h + "(tt_out.s" +
+                     "0123456789abcdef"[j] + ");";
+          store += " }";
+        }
+      }
+      if (split_ && !half(target.name) && split_aligned(target)) {
         // The lanes of one vector are consecutive points (the vector axis is the last of the
         // register tile): one store per vector, from its first point.
         std::int64_t lane = pts[i].at(vec_axis_) % split_;
@@ -659,8 +717,8 @@ class Emitter {
     for (auto& b : w_.buffers) {
       if (b.role == ir::Buffer::Role::Temp) continue;
       bool input = b.role == ir::Buffer::Role::Input;
-      params += std::string(arg++ ? ",\n    " : "") + d_.global_ptr + (input ? "const " : "") + "float* " +
-                d_.restrict_kw + " " + tensor_[b.name];
+      params += std::string(arg++ ? ",\n    " : "") + d_.global_ptr + (input ? "const " : "") +
+                (half(b.name) ? "TT_HALF* " : "float* ") + d_.restrict_kw + " " + tensor_[b.name];
     }
     params += std::string(arg ? ",\n    " : "") + d_.global_ptr + "float* " + d_.restrict_kw + " tt_ws";
     if (cuda_)

@@ -64,7 +64,7 @@ class WorkGroupBackend : public Backend {
     return target_;
   }
   std::string emit(const ir::Workload& w, const ir::LoopNest& nest, const std::string& config_json) const override {
-    require_f32_only(w, "the " + name() + " backend");
+    require_f32_only(w, "the " + name() + " backend", true);
     return emit_gpu_kernel(w, nest, config_json, dialect_);
   }
 

@@ -1,3 +1,4 @@
+#include <functional>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -20,16 +21,30 @@ std::string traits_to_json(const ir::TargetTraits& t) {
       .dump();
 }
 
-void require_f32_only(const ir::Workload& w, const std::string& who) {
-  if (w.f32_only()) return;
-  std::string what = "computes in i32";
+void require_f32_only(const ir::Workload& w, const std::string& who, bool halves) {
+  auto allowed = [&](ir::DType t) {
+    return t == ir::DType::F32 || (halves && (t == ir::DType::BF16 || t == ir::DType::F16));
+  };
+  std::string what;
   for (auto& b : w.buffers)
-    if (b.dtype != ir::DType::F32) {
+    if (!allowed(b.dtype)) {
       what = "has the " + std::string(ir::dtype_name(b.dtype)) + " tensor '" + b.name + "'";
       break;
     }
-  throw_error(ErrorKind::InvalidInput,
-              who + " runs f32 ops only, and op '" + w.op.name + "' " + what + " (typed ops run on the cpu backend)");
+  if (what.empty()) {
+    // The values computed: f32 throughout (i32 arithmetic, from casts, runs on the cpu only).
+    std::function<bool(const ir::Expr&)> f32 = [&](const ir::Expr& e) {
+      if (w.value_type(e).own() != ir::DType::F32) return false;
+      for (auto& a : e.args)
+        if (!f32(a)) return false;
+      return true;
+    };
+    for (auto& st : w.stages)
+      if (!f32(st.rhs)) what = "computes in i32";
+  }
+  if (what.empty()) return;
+  throw_error(ErrorKind::InvalidInput, who + " runs " + (halves ? "f32, bf16 and f16" : "f32") + " ops only, and op '" +
+                                           w.op.name + "' " + what + " (typed ops run on the cpu backend)");
 }
 
 std::string device_family(const std::string& backend, const nlohmann::json& device) {

@@ -10,6 +10,7 @@
 #include "codegen/backend.hpp"
 #include "helpers.hpp"
 #include "ir/loop_nest.hpp"
+#include "ir/parse.hpp"
 #include "measure/measure.hpp"
 #include "tuner/space.hpp"
 
@@ -44,6 +45,30 @@ TEST_CASE("cuda: kernels of every library op compile for sm_80 and sm_90") {
         auto size = std::filesystem::file_size(bin, ec);
         CHECK_MESSAGE((!ec && size > 0), bin << " is missing or empty after a successful build");
       }
+    }
+  }
+}
+
+TEST_CASE("cuda: kernels of bf16 and f16 ops (16-bit storage, f32 math) compile") {
+  if (!test::have_nvcc()) TT_SKIP("no nvcc under /usr/local/cuda/bin or on PATH");
+  TempDir dir;
+  codegen::BackendOptions o;
+  o.device = "sm_80";
+  auto be = codegen::make_backend("cuda", o);
+  int built = 0;
+  for (auto [text, sizes] : std::vector<std::pair<const char*, const char*>>{
+           {"op m(A: bf16[M, K], B: bf16[K, N]) -> C: bf16[M, N] { C[m, n] += A[m, k] * B[k, n] }", "M=19,N=37,K=23"},
+           {"op h(X: f16[N, D] pad 0) -> Y: f16[N, D] { Y[n, d] = max(X[n, d - 1], 0.0) * 3 - 1 }", "N=5,D=41"}}) {
+    CAPTURE(text);
+    auto w = ir::bind(ir::parse_op(text), ir::parse_sizes(sizes));
+    tuner::Space space(w, be->target().traits);
+    tuner::Rng rng(7);
+    for (ir::Schedule s : {ir::naive_schedule(w), space.sample(rng), space.sample(rng)}) {
+      std::string src = dir.file("typed-" + std::to_string(built) + ".cu");
+      std::string bin = dir.file("typed-" + std::to_string(built++) + ".bin");
+      std::ofstream(src) << be->emit(w, ir::lower(w, s, be->target().traits), s.to_json());
+      std::string log = be->build(src, bin);
+      CHECK_MESSAGE(log.empty(), log);
     }
   }
 }

@@ -4,7 +4,10 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <fstream>
+#include <random>
 
 #include "codegen/backend.hpp"
 #include "codegen/gpu_kernel.hpp"
@@ -22,6 +25,30 @@ using tiletune::test::TempDir;
 namespace {
 
 ir::Schedule from_json(const std::string& text) { return ir::Schedule::from_json(text); }
+
+//! Runs the naive schedule of `w` on a backend in this process: `inputs` as raw memory of a
+//! float per element (the room KernelShape promises a device), the outputs returned the same.
+std::vector<std::vector<float>> run_naive(const codegen::Backend& be, const ir::Workload& w,
+                                          std::vector<std::vector<float>> tensors, const TempDir& dir) {
+  ir::Schedule s = ir::naive_schedule(w);
+  ir::LoopNest nest = ir::lower(w, s, be.target().traits);
+  std::string src = dir.file(w.key + be.source_extension()), lib = dir.file(w.key + ".bin");
+  std::ofstream(src) << be.emit(w, nest, s.to_json());
+  std::string log = be.build(src, lib);
+  REQUIRE_MESSAGE(log.empty(), log);
+  codegen::KernelShape shape;
+  for (auto& b : w.buffers)
+    if (b.role == ir::Buffer::Role::Output) tensors.emplace_back(b.elements(), NAN);
+  for (auto& b : w.buffers)
+    if (b.role != ir::Buffer::Role::Temp) shape.tensor_floats.push_back(b.elements());
+  shape.workspace_floats = nest.workspace_floats;
+  auto kernel = be.load(lib, shape);
+  std::vector<float*> args;
+  for (auto& t : tensors) args.push_back(t.data());
+  std::vector<float> workspace(nest.workspace_floats + 16);
+  kernel->run(args.data(), workspace.data(), codegen::Kernel::kUpload | codegen::Kernel::kDownload);
+  return tensors;
+}
 
 //! The OpenCL backend emitting split vectors, the CUDA style (scalar math, float4 loads and
 //! stores), so that they are run and checked where there is no GPU. Like the CUDA target it
@@ -116,6 +143,76 @@ TEST_CASE("opencl: round and the f32 cast of f32 values, as every builtin, run o
   tuner::Space space(w, be->target().traits);
   tuner::Rng rng(3);
   test::all_correct(*be, w, {ir::naive_schedule(w), space.sample(rng), space.sample(rng)});
+}
+
+TEST_CASE("opencl: bf16 and f16 tensors widen and round exactly as the host does, special values included") {
+  if (auto why = test::no_opencl_platform()) TT_SKIP(*why);
+  auto be = codegen::make_backend("opencl");
+  TempDir dir;
+  // Every 16-bit pattern through a load, then f32 values through a store: zeros, subnormals of
+  // both types, the f16 range's end and the halfway points around it, infinities, NaN.
+  const int n = 65536;
+  std::vector<float> words(n);  // a float per element: what a device copies (KernelShape)
+  for (int i = 0; i < n; ++i) reinterpret_cast<std::uint16_t*>(words.data())[i] = static_cast<std::uint16_t>(i);
+  auto widen =
+      ir::bind(ir::parse_op("op w(B: bf16[N], H: f16[N]) -> (Y: f32[N], Z: f32[N]) { Y[n] = B[n]\n Z[n] = H[n] }"),
+               ir::parse_sizes("N=65536"));
+  auto out = run_naive(*be, widen, {words, words}, dir);
+  for (int i = 0; i < n; ++i) {
+    double b = ir::load_element(ir::DType::BF16, words.data(), i),
+           h = ir::load_element(ir::DType::F16, words.data(), i);
+    if (std::isnan(b) ? !std::isnan(out[2][i]) : out[2][i] != b) FAIL_CHECK("bf16 " << i << ": " << out[2][i]);
+    if (std::isnan(h) ? !std::isnan(out[3][i]) : out[3][i] != h) FAIL_CHECK("f16 " << i << ": " << out[3][i]);
+  }
+  std::vector<float> values = {0.0f,      -0.0f,    1e-45f,      1e-39f,      5.96e-8f,  2.98e-8f, 2.99e-8f,
+                               6.1e-5f,   65504.0f, 65519.0f,    65520.0f,    -65520.0f, 1e6f,     INFINITY,
+                               -INFINITY, NAN,      1.00390625f, 1.01171875f, 3.14159f,  -2.71828f};
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<std::uint32_t> bits;
+  while (values.size() < 4096) {
+    std::uint32_t u = bits(rng);
+    float f;
+    std::memcpy(&f, &u, 4);
+    values.push_back(f);
+  }
+  auto narrow = ir::bind(ir::parse_op("op s(X: f32[N]) -> (B: bf16[N], H: f16[N]) { B[n] = X[n]\n H[n] = X[n] }"),
+                         ir::parse_sizes("N=4096"));
+  auto stored = run_naive(*be, narrow, {values}, dir);
+  for (size_t i = 0; i < values.size(); ++i) {
+    std::uint16_t want_b, want_h;
+    ir::store_element(ir::DType::BF16, &want_b, 0, values[i]);
+    ir::store_element(ir::DType::F16, &want_h, 0, values[i]);
+    std::uint16_t got_b = reinterpret_cast<const std::uint16_t*>(stored[1].data())[i];
+    std::uint16_t got_h = reinterpret_cast<const std::uint16_t*>(stored[2].data())[i];
+    bool nan = std::isnan(values[i]);
+    // NaN: any NaN pattern (quiet, same sign).
+    if (nan ? (got_b & 0x7f80) != 0x7f80 || (got_b & 0x7f) == 0 : got_b != want_b)
+      FAIL_CHECK("bf16 of " << values[i] << ": " << got_b << ", want " << want_b);
+    if (nan ? (got_h & 0x7c00) != 0x7c00 || (got_h & 0x3ff) == 0 : got_h != want_h)
+      FAIL_CHECK("f16 of " << values[i] << ": " << got_h << ", want " << want_h);
+  }
+}
+
+TEST_CASE("opencl: typed matmuls and padded f16 windows match the naive kernel; integer ops are refused by name") {
+  if (auto why = test::no_opencl_platform()) TT_SKIP(*why);
+  auto be = codegen::make_backend("opencl");
+  for (auto [text, sizes] : std::vector<std::pair<const char*, const char*>>{
+           {"op m(A: bf16[M, K], B: bf16[K, N]) -> C: bf16[M, N] { C[m, n] += A[m, k] * B[k, n] }", "M=19,N=37,K=23"},
+           {"op h(X: f16[N, D] pad 0) -> Y: f16[N, D] { Y[n, d] = max(X[n, d - 1], 0.0) * 3 - 1 }", "N=5,D=41"}}) {
+    CAPTURE(text);
+    auto w = ir::bind(ir::parse_op(text), ir::parse_sizes(sizes));
+    tuner::Space space(w, be->target().traits);
+    tuner::Rng rng(9);
+    std::vector<ir::Schedule> batch{ir::naive_schedule(w)};
+    for (int i = 0; i < 5; ++i) batch.push_back(space.sample(rng));
+    test::all_correct(*be, w, batch);
+  }
+  auto q = ir::bind(ir::parse_op("op q(A: u8[M, K], B: i8[K, N]) -> C: i32[M, N] { C[m, n] += A[m, k] * B[k, n] }"),
+                    ir::parse_sizes("M=3,N=4,K=5"));
+  CHECK(test::error_of([&] {
+          auto naive = ir::naive_schedule(q);
+          be->emit(q, ir::lower(q, naive, be->target().traits), naive.to_json());
+        }).find("runs f32, bf16 and f16 ops only, and op 'q' has the u8 tensor 'A'") != std::string::npos);
 }
 
 TEST_CASE("opencl: the schedule space respects the device's work-group limits") {
