@@ -31,17 +31,7 @@ void require_f32_only(const ir::Workload& w, const std::string& who, bool halves
       what = "has the " + std::string(ir::dtype_name(b.dtype)) + " tensor '" + b.name + "'";
       break;
     }
-  if (what.empty()) {
-    // The values computed: f32 throughout (i32 arithmetic, from casts, runs on the cpu only).
-    std::function<bool(const ir::Expr&)> f32 = [&](const ir::Expr& e) {
-      if (w.value_type(e).own() != ir::DType::F32) return false;
-      for (auto& a : e.args)
-        if (!f32(a)) return false;
-      return true;
-    };
-    for (auto& st : w.stages)
-      if (!f32(st.rhs)) what = "computes in i32";
-  }
+  if (what.empty() && !w.computes_in(ir::DType::F32)) what = "computes in i32";  // i32 arithmetic runs on the cpu only
   if (what.empty()) return;
   throw_error(ErrorKind::InvalidInput, who + " runs " + (halves ? "f32, bf16 and f16" : "f32") + " ops only, and op '" +
                                            w.op.name + "' " + what + " (typed ops run on the cpu backend)");

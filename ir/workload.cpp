@@ -180,18 +180,22 @@ ValueType Workload::value_type(const Expr& e) const {
   return ir::value_type(e, [&](const std::string& t) { return buffers[buffer_index(t)].dtype; });
 }
 
-bool Workload::f32_only() const {
-  for (auto& b : buffers)
-    if (b.dtype != DType::F32) return false;
-  std::function<bool(const Expr&)> f32 = [&](const Expr& e) {
-    if (value_type(e).own() != DType::F32) return false;
+bool Workload::computes_in(DType t) const {
+  std::function<bool(const Expr&)> all = [&](const Expr& e) {
+    if (value_type(e).in(t) != t) return false;
     for (auto& a : e.args)
-      if (!f32(a)) return false;
+      if (!all(a)) return false;
     return true;
   };
   for (auto& st : stages)
-    if (!f32(st.rhs)) return false;
+    if (!all(st.rhs)) return false;
   return true;
+}
+
+bool Workload::f32_only() const {
+  for (auto& b : buffers)
+    if (b.dtype != DType::F32) return false;
+  return computes_in(DType::F32);
 }
 
 std::string Workload::sizes_text() const {

@@ -109,15 +109,7 @@ std::int64_t longest_reduction(const ir::Workload& w) {
 bool integer_only(const ir::Workload& w) {
   for (auto& b : w.buffers)
     if (!ir::is_integer(b.dtype)) return false;
-  std::function<bool(const ir::Expr&)> ints = [&](const ir::Expr& e) {
-    if (w.value_type(e).in(ir::DType::I32) != ir::DType::I32) return false;
-    for (auto& a : e.args)
-      if (!ints(a)) return false;
-    return true;
-  };
-  for (auto& s : w.stages)
-    if (!ints(s.rhs)) return false;
-  return true;
+  return w.computes_in(ir::DType::I32);
 }
 
 //! A candidate on its way through build and run.
