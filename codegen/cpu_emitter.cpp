@@ -371,23 +371,14 @@ class Emitter {
     line(depth, "}");
   }
 
-  //! The dimension of a grouped pack's tensor that goes in groups: its last other than the panels'.
-  static int group_dim(const ir::Pack& pack, size_t rank) {
-    return pack.dim == static_cast<int>(rank) - 1 ? pack.dim - 1 : static_cast<int>(rank) - 1;
-  }
-  //! The rounded-up extent of that dimension in the pack.
-  static std::int64_t padded_group_extent(const ir::Pack& pack, std::int64_t k) {
-    return (k + pack.group - 1) / pack.group * pack.group;
-  }
-
   //! Copies the vector operand of a dot-product stage into panels whose reduction dimension
   //! goes in interleaved groups (ir::Pack::group): element (k, j) of a panel at
   //! [k / g][j][k % g], so that one vector holds `g` consecutive k of TT_LANES columns.
   void emit_grouped_pack(int depth, const ir::Pack& pack) {
     const auto& buf = w_.buffers[pack.buffer];
     const size_t rank = buf.shape.size();
-    const int gd = group_dim(pack, rank);
-    const std::int64_t k_extent = buf.shape[gd], k_padded = padded_group_extent(pack, k_extent);
+    const int gd = pack.group_dim(rank);
+    const std::int64_t k_extent = buf.shape[gd], k_padded = pack.grouped(k_extent);
     std::string dst = fresh(buf.name + "_packed");
     packed_names_[buf.name] = dst;
     std::string blk = std::to_string(pack.block), g = std::to_string(pack.group);
@@ -466,7 +457,7 @@ class Emitter {
   //! pack: the point's group of the reduction axis (at a multiple of the group) in its column.
   std::string grouped_element(const Expr& access, const ir::Pack& pack, const Point& p) {
     const auto& buf = w_.buffers[pack.buffer];
-    const int gd = group_dim(pack, buf.shape.size());
+    const int gd = pack.group_dim(buf.shape.size());
     Linear lin;
     const AxisValue& col = p.at(pack.axis);  // at the register base: panel * block
     lin.add(col.var, pack.others);
@@ -474,7 +465,7 @@ class Emitter {
     const AxisValue& k = p.at(access.indices[gd].plain_var());
     lin.add(k.var, pack.block);  // (k / g) * block * g, k a multiple of g
     lin.constant += k.offset * pack.block;
-    std::int64_t stride = pack.block * padded_group_extent(pack, buf.shape[gd]);
+    std::int64_t stride = pack.block * pack.grouped(buf.shape[gd]);
     for (size_t d = buf.shape.size(); d-- > 0;) {
       if (static_cast<int>(d) == pack.dim || static_cast<int>(d) == gd) continue;
       const AxisValue& v = p.at(access.indices[d].plain_var());
@@ -486,15 +477,11 @@ class Emitter {
   }
 
   //! Whether a border tile can run the dot product: the broadcast operand's group axis (its
-  //! last dimension) never reads outside it, so a group is wholly inside or wholly pad.
+  //! last dimension) never reads outside it, so a group is wholly inside or wholly pad. (The
+  //! packed vector operand is never padded: ir::lower.)
   bool dot_guardable() const {
-    for (auto* e : {&sn_->body.args[0], &sn_->body.args[1]}) {
-      const auto& b = w_.buffers[w_.buffer_index(e->name)];
-      if (!b.pad) continue;
-      bool packed = false;
-      for (auto& pk : sn_->packs) packed = packed || (pk.group > 1 && pk.buffer == w_.buffer_index(e->name));
-      if (packed || w_.may_read_outside(sn_->stage, e->name, e->indices.size() - 1, e->indices.back())) return false;
-    }
+    for (auto* e : {&sn_->body.args[0], &sn_->body.args[1]})
+      if (w_.may_read_outside(sn_->stage, e->name, e->indices.size() - 1, e->indices.back())) return false;
     return true;
   }
 
@@ -515,48 +502,43 @@ class Emitter {
     if (body.args[1].name == w_.buffers[pack->buffer].name) vi = 1;
     const Expr& vec = body.args[vi];
     const Expr& bcast = body.args[1 - vi];
+    const auto& sb = w_.buffers[w_.buffer_index(bcast.name)];
     const bool u8_vector = w_.buffers[pack->buffer].dtype == DType::U8;
+    // A group of the broadcast operand outside it (border tiles) is its pad value in each place.
+    std::int32_t pad_group = 0;
+    {
+      unsigned char group[4] = {0, 0, 0, 0};
+      for (int e = 0; e < sn_->dot_group; ++e) ir::store_element(sb.dtype, group, e, sb.pad.value_or(0.0));
+      std::memcpy(&pad_group, group, 4);
+    }
     auto body_at = [&](int d, bool tail) {
       Block blk;
-      std::vector<std::string> lines;
+      // A load's variable, declared on its first use in this block.
       auto named = [&](const std::string& load, const std::string& base) {
         auto it = blk.load_names.find(load);
         if (it != blk.load_names.end()) return it->second;
         std::string name = names_.candidate(base + "_" + std::to_string(blk.per_tensor[base]++));
         blk.load_names[load] = name;
-        lines.push_back("const tt_vi " + name + " = " + load + ";");
+        line(d, "const tt_vi " + name + " = " + load + ";");
         return name;
       };
       // One row of vectors, then each row's broadcast right before its updates.
-      std::vector<std::string> vs, ss;
+      std::vector<std::string> vs;
       for (auto& p : pts) vs.push_back(named("tt_load_raw(&" + grouped_element(vec, *pack, p) + ")", vec.name));
-      for (auto& l2 : lines) line(d, l2);
-      lines.clear();
       for (size_t i = 0; i < pts.size(); ++i) {
         std::string addr = element(bcast.name, bcast.indices, pts[i]);
         std::string load = tail ? "tt_bcast_part(&" + addr + ", (" + end + " - " + v + ") * " +
-                                      std::to_string(ir::dtype_bytes(w_.buffers[w_.buffer_index(bcast.name)].dtype)) +
-                                      ")"
+                                      std::to_string(ir::dtype_bytes(sb.dtype)) + ")"
                                 : "tt_bcast32(&" + addr + ")";
-        if (guarded_) {
-          // A border tile: a group whose element lies outside the padded operand is the pad
-          // value in each of its places (the group's own axis never leaves the tensor).
-          const auto& sb = w_.buffers[w_.buffer_index(bcast.name)];
+        if (guarded_) {  // the group's own axis never leaves the tensor (dot_guardable)
           std::string cond;
           for (size_t dim = 0; dim + 1 < bcast.indices.size(); ++dim)
             if (w_.may_read_outside(sn_->stage, bcast.name, dim, bcast.indices[dim]))
               cond += (cond.empty() ? "" : " && ") + std::string("tt_in(") + index_at(bcast.indices[dim], pts[i]) +
                       ", " + std::to_string(sb.shape[dim]) + ")";
-          std::uint32_t bits = 0;
-          unsigned char group[4] = {0, 0, 0, 0};
-          for (int e = 0; e < sn_->dot_group; ++e) ir::store_element(sb.dtype, group, e, sb.pad.value_or(0.0));
-          std::memcpy(&bits, group, 4);
-          if (!cond.empty())
-            load = "(" + cond + " ? " + load + " : tt_splati(" + std::to_string(static_cast<std::int32_t>(bits)) + "))";
+          if (!cond.empty()) load = "(" + cond + " ? " + load + " : tt_splati(" + std::to_string(pad_group) + "))";
         }
         std::string s_name = named(load, bcast.name);
-        for (auto& l2 : lines) line(d, l2);
-        lines.clear();
         std::string dot = sn_->dot_group == 2 ? "tt_dot_bf16(" + acc[i] + ", " + s_name + ", " + vs[i] + ")"
                           : u8_vector         ? "tt_dot_u8s8(" + acc[i] + ", " + vs[i] + ", " + s_name + ")"
                                               : "tt_dot_u8s8(" + acc[i] + ", " + s_name + ", " + vs[i] + ")";

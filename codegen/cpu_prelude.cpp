@@ -332,22 +332,17 @@ struct tt_i32 {
   tt_i32(double d) : tt_i32((float)d) {}
   operator int() const { return v; }
 };
-struct tt_i8 {
-  std::int8_t v;
-  tt_i8() = default;
-  tt_i8(int i) : v((std::int8_t)tt_sat(i, -128, 127)) {}
-  tt_i8(float f) : tt_i8(tt_to_i32(f)) {}
-  tt_i8(double d) : tt_i8((float)d) {}
+// A byte that saturates to [lo, hi] when written: i8 and u8.
+template <class T, int lo, int hi> struct tt_byte {
+  T v;
+  tt_byte() = default;
+  tt_byte(int i) : v((T)tt_sat(i, lo, hi)) {}
+  tt_byte(float f) : tt_byte(tt_to_i32(f)) {}
+  tt_byte(double d) : tt_byte((float)d) {}
   operator int() const { return v; }
 };
-struct tt_u8 {
-  std::uint8_t v;
-  tt_u8() = default;
-  tt_u8(int i) : v((std::uint8_t)tt_sat(i, 0, 255)) {}
-  tt_u8(float f) : tt_u8(tt_to_i32(f)) {}
-  tt_u8(double d) : tt_u8((float)d) {}
-  operator int() const { return v; }
-};
+typedef tt_byte<std::int8_t, -128, 127> tt_i8;
+typedef tt_byte<std::uint8_t, 0, 255> tt_u8;
 // The vector and scalar type a storage type's values compute in.
 template <class T> struct tt_kind { typedef tt_vf vec; typedef float value; };
 template <> struct tt_kind<tt_i32> { typedef tt_vi vec; typedef int value; };
@@ -410,7 +405,8 @@ static inline tt_vi tt_vto_i32(tt_vf x) {
 }
 static inline tt_vi tt_vto_i32(tt_vi v) { return v; }
 // Typed stores a vector at a time: the lanes rounded and saturated as the scalar stores do
-// (one narrowing instruction each on AVX-512; a lane-by-lane store took 1 ms of a 2 ms int8 GEMM).
+// (one narrowing instruction each on AVX-512: with lane-by-lane stores the int8 GEMM 1024^3 of
+// tiletune-bench ran at 825 GOP/s, with these at 1250-1400).
 static inline tt_vi tt_clamp(tt_vi v, int lo, int hi) { return v < lo ? tt_splati(lo) : v > hi ? tt_splati(hi) : v; }
 static inline void tt_store(tt_i32* p, tt_vi v) { __builtin_memcpy(p, &v, sizeof v); }
 static inline void tt_store(tt_i32* p, tt_vf v) { tt_store(p, tt_vto_i32(v)); }

@@ -42,6 +42,10 @@ struct Pack {
   std::int64_t offset = 0;  //!< in the workspace, floats
   std::vector<std::int64_t> box;
   std::int64_t elements() const;
+  //! The dimension that goes in groups: the last one other than the panels' (`rank` dims).
+  int group_dim(size_t rank) const { return dim == static_cast<int>(rank) - 1 ? dim - 1 : static_cast<int>(rank) - 1; }
+  //! An extent rounded up to whole groups.
+  std::int64_t grouped(std::int64_t extent) const { return (extent + group - 1) / group * group; }
 };
 
 //! A stage after scheduling: what the code generators emit and the cost model reads.

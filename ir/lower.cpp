@@ -19,8 +19,9 @@ namespace {
 //! The dot-product group of a stage (StageNest::dot_group), 1 when its full tiles cannot run
 //! one: the body must be the product of a broadcast operand contiguous along the innermost
 //! reduction axis and a vector operand packed along the SIMD axis, in bf16 x bf16 summed in
-//! f32 or u8 x i8 summed in i32, with the reduction's blocks whole groups.
-int dot_group(const Workload& w, const StageNest& sn) {
+//! f32 or u8 x i8 summed in i32, with the reduction's blocks whole groups. `pack` gets the
+//! index of the vector operand's pack in sn.packs.
+int dot_group(const Workload& w, const StageNest& sn, size_t& pack) {
   const Stage& st = w.stages[sn.stage];
   if (sn.vector_axis.empty() || sn.vector_reduce || st.combine != Combine::Add || sn.reduce_inner.empty()) return 1;
   const Expr& b = sn.body;
@@ -50,19 +51,17 @@ int dot_group(const Workload& w, const StageNest& sn) {
     for (size_t d = 0; d < bcast.indices.size(); ++d)
       moves = moves || bcast.indices[d].coeff_of(sn.vector_axis) != 0 ||
               (d + 1 < bcast.indices.size() && bcast.indices[d].coeff_of(k.axis) != 0);
-    const Pack* pack = nullptr;
-    for (auto& p : sn.packs) {
-      if (p.buffer == w.buffer_index(bcast.name)) moves = true;
-      if (p.buffer == w.buffer_index(vec.name)) pack = &p;
+    pack = sn.packs.size();
+    for (size_t p = 0; p < sn.packs.size(); ++p) {
+      if (sn.packs[p].buffer == w.buffer_index(bcast.name)) moves = true;
+      if (sn.packs[p].buffer == w.buffer_index(vec.name)) pack = p;
     }
-    if (moves || !pack || pack->axis != sn.vector_axis) continue;
-    // The vector operand: packed along the SIMD axis, the reduction axis its last other dimension.
-    int last_other = -1;
+    if (moves || pack == sn.packs.size() || sn.packs[pack].axis != sn.vector_axis || vec.indices.size() < 2) continue;
+    // The vector operand: packed along the SIMD axis, the reduction axis its group dimension alone.
+    const int gd = sn.packs[pack].group_dim(vec.indices.size());
+    if (vec.indices[gd].plain_var() != k.axis) continue;
     for (int d = 0; d < static_cast<int>(vec.indices.size()); ++d)
-      if (d != pack->dim) last_other = d;
-    if (last_other < 0 || vec.indices[last_other].plain_var() != k.axis) continue;
-    for (int d = 0; d < static_cast<int>(vec.indices.size()); ++d)
-      if (d != last_other && vec.indices[d].coeff_of(k.axis) != 0) moves = true;
+      if (d != gd && vec.indices[d].coeff_of(k.axis) != 0) moves = true;
     if (moves) continue;
     return g;
   }
@@ -142,19 +141,15 @@ LoopNest lower(const Workload& w, const Schedule& s, const TargetTraits& t) {
       }
       sn.packs.push_back(p);
     }
-    if (!t.groups()) sn.dot_group = dot_group(w, sn);
-    if (sn.dot_group > 1)
-      for (auto& p : sn.packs) {
-        const Buffer& b = w.buffers[p.buffer];
-        int last_other =
-            p.dim == static_cast<int>(b.shape.size()) - 1 ? p.dim - 1 : static_cast<int>(b.shape.size()) - 1;
-        std::int64_t k = b.shape[last_other], padded = (k + sn.dot_group - 1) / sn.dot_group * sn.dot_group;
-        bool is_vector_operand = false;
-        for (auto* e : {&sn.body.args[0], &sn.body.args[1]}) is_vector_operand |= e->name == b.name;
-        if (!is_vector_operand || p.axis != sn.vector_axis) continue;
-        p.group = sn.dot_group;
-        p.others = p.others / k * padded;
-      }
+    size_t grouped = 0;
+    if (!t.groups()) sn.dot_group = dot_group(w, sn, grouped);
+    if (sn.dot_group > 1) {
+      Pack& p = sn.packs[grouped];
+      const auto& shape = w.buffers[p.buffer].shape;
+      const std::int64_t k = shape[p.group_dim(shape.size())];
+      p.group = sn.dot_group;
+      p.others = p.others / k * p.grouped(k);
+    }
     nest.stages.push_back(std::move(sn));
   }
   if (s.fuse_rows > 0) {

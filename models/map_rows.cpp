@@ -420,7 +420,7 @@ std::optional<Draft> Mapper::elementwise(size_t i, std::string& why) {
       }
       std::string name = tensor_names[names.size()];
       names[in] = name + "[" + (f->second.empty() ? "0" : f->second) + "]";
-      d.inputs.push_back(name + ": " + tile_type(in) + "[" + (f->first.empty() ? "1" : f->first) + "]");
+      d.inputs.push_back(name + ": f32[" + (f->first.empty() ? "1" : f->first) + "]");
       d.tensors[name] = in;
       args.push_back(names[in]);
     }

@@ -102,6 +102,8 @@ class Mapper {
   //! The ONNX name of a tensor type other than f32 (other than the floating types, with
   //! `halves_too`) that the node reads or writes, "" if none.
   std::string non_float(const Node& n, bool halves_too = false) const;
+  //! A value's ONNX element type (TensorProto::DataType; float where it is not known).
+  int onnx_type(const std::string& value) const;
   //! The tile-op element type of a value ("f32" where its type is unknown), "" if it has none.
   std::string tile_type(const std::string& value) const;
   //! Why a quantized node (QuantizeLinear, DequantizeLinear, QLinearMatMul, MatMulInteger) is

@@ -309,44 +309,50 @@ bool Mapper::foldable_batch_norm(const Node& n, const std::string& value) const 
   return true;
 }
 
-std::string Mapper::non_float(const Node& n, bool halves_too) const {
+namespace {
+//! The ONNX name of an element type (TensorProto::DataType).
+std::string onnx_type_name(int t) {
   static const char* names[] = {"undefined", "float",  "uint8",     "int8",       "uint16",  "int16",
                                 "int32",     "int64",  "string",    "bool",       "float16", "double",
                                 "uint32",    "uint64", "complex64", "complex128", "bfloat16"};
-  auto type_of = [&](const std::string& v) {
-    auto t = g_.types.find(v);
-    return t == g_.types.end() ? 1 : t->second;
-  };
+  return t >= 0 && t < 17 ? names[t] : "type " + std::to_string(t);
+}
+}  // namespace
+
+int Mapper::onnx_type(const std::string& value) const {
+  auto t = g_.types.find(value);
+  return t == g_.types.end() ? 1 : t->second;  // unknown: float, as the graph's own tensors are
+}
+
+std::string Mapper::non_float(const Node& n, bool halves_too) const {
   for (auto* list : {&n.inputs, &n.outputs})
     for (auto& v : *list) {
-      int t = v.empty() ? 1 : type_of(v);
+      int t = v.empty() ? 1 : onnx_type(v);
       // Integer constants that are attributes in disguise are allowed: the axes of a
       // reduction, and scalars (an exponent) that the op text writes as numbers.
       bool int_constant = g_.constants.count(v) && (t == 6 || t == 7);
       if (t == 1 || (halves_too && (t == 10 || t == 16)) ||
           (int_constant && (scalar(v) || n.type.rfind("Reduce", 0) == 0)))
         continue;
-      return t >= 0 && t < 17 ? names[t] : "type " + std::to_string(t);
+      return onnx_type_name(t);
     }
   return "";
 }
 
 std::string Mapper::tile_type(const std::string& value) const {
-  auto t = g_.types.find(value);
-  if (t == g_.types.end()) return "f32";
-  switch (t->second) {
+  switch (onnx_type(value)) {  // TensorProto::DataType
     case 1:
-      return "f32";
+      return ir::dtype_name(ir::DType::F32);
     case 2:
-      return "u8";
+      return ir::dtype_name(ir::DType::U8);
     case 3:
-      return "i8";
+      return ir::dtype_name(ir::DType::I8);
     case 6:
-      return "i32";
+      return ir::dtype_name(ir::DType::I32);
     case 10:
-      return "f16";
+      return ir::dtype_name(ir::DType::F16);
     case 16:
-      return "bf16";
+      return ir::dtype_name(ir::DType::BF16);
     default:
       return "";
   }
@@ -362,7 +368,8 @@ bool quantized_node(const Node& n) {
 std::string Mapper::unmapped_quantized(const Node& n) const {
   for (auto* list : {&n.inputs, &n.outputs})
     for (auto& v : *list)
-      if (!v.empty() && tile_type(v).empty()) return "tensors of type " + non_float(n) + " are not mapped";
+      if (!v.empty() && tile_type(v).empty())
+        return "tensors of type " + onnx_type_name(onnx_type(v)) + " are not mapped";
   // The scales and zero points: every input but the data operands.
   for (size_t k = 0; k < n.inputs.size(); ++k) {
     bool data = n.type == "QLinearMatMul" || n.type == "QLinearConv"

@@ -109,6 +109,17 @@ inline const std::map<std::string, std::string>& library_test_sizes() {
   return sizes;
 }
 
+//! Ops in bf16 and f16 that the GPU backends run (16-bit storage, f32 math): a matmul into
+//! bf16 and a padded window in f16, at sizes no tile divides.
+inline std::vector<ir::Workload> half_workloads() {
+  std::vector<ir::Workload> out;
+  for (auto [text, sizes] : std::vector<std::pair<const char*, const char*>>{
+           {"op m(A: bf16[M, K], B: bf16[K, N]) -> C: bf16[M, N] { C[m, n] += A[m, k] * B[k, n] }", "M=19,N=37,K=23"},
+           {"op h(X: f16[N, D] pad 0) -> Y: f16[N, D] { Y[n, d] = max(X[n, d - 1], 0.0) * 3 - 1 }", "N=5,D=41"}})
+    out.push_back(ir::bind(ir::parse_op(text), ir::parse_sizes(sizes)));
+  return out;
+}
+
 //! A library op at its library_test_sizes(); fails the test if it has none.
 inline ir::Workload library_test_workload(const std::string& op) {
   auto it = library_test_sizes().find(op);

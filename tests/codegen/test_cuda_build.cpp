@@ -56,11 +56,8 @@ TEST_CASE("cuda: kernels of bf16 and f16 ops (16-bit storage, f32 math) compile"
   o.device = "sm_80";
   auto be = codegen::make_backend("cuda", o);
   int built = 0;
-  for (auto [text, sizes] : std::vector<std::pair<const char*, const char*>>{
-           {"op m(A: bf16[M, K], B: bf16[K, N]) -> C: bf16[M, N] { C[m, n] += A[m, k] * B[k, n] }", "M=19,N=37,K=23"},
-           {"op h(X: f16[N, D] pad 0) -> Y: f16[N, D] { Y[n, d] = max(X[n, d - 1], 0.0) * 3 - 1 }", "N=5,D=41"}}) {
-    CAPTURE(text);
-    auto w = ir::bind(ir::parse_op(text), ir::parse_sizes(sizes));
+  for (const ir::Workload& w : test::half_workloads()) {
+    CAPTURE(w.canonical_text);
     tuner::Space space(w, be->target().traits);
     tuner::Rng rng(7);
     for (ir::Schedule s : {ir::naive_schedule(w), space.sample(rng), space.sample(rng)}) {

@@ -196,11 +196,8 @@ TEST_CASE("opencl: bf16 and f16 tensors widen and round exactly as the host does
 TEST_CASE("opencl: typed matmuls and padded f16 windows match the naive kernel; integer ops are refused by name") {
   if (auto why = test::no_opencl_platform()) TT_SKIP(*why);
   auto be = codegen::make_backend("opencl");
-  for (auto [text, sizes] : std::vector<std::pair<const char*, const char*>>{
-           {"op m(A: bf16[M, K], B: bf16[K, N]) -> C: bf16[M, N] { C[m, n] += A[m, k] * B[k, n] }", "M=19,N=37,K=23"},
-           {"op h(X: f16[N, D] pad 0) -> Y: f16[N, D] { Y[n, d] = max(X[n, d - 1], 0.0) * 3 - 1 }", "N=5,D=41"}}) {
-    CAPTURE(text);
-    auto w = ir::bind(ir::parse_op(text), ir::parse_sizes(sizes));
+  for (const ir::Workload& w : test::half_workloads()) {
+    CAPTURE(w.canonical_text);
     tuner::Space space(w, be->target().traits);
     tuner::Rng rng(9);
     std::vector<ir::Schedule> batch{ir::naive_schedule(w)};

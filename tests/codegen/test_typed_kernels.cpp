@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "codegen/backend.hpp"
@@ -340,6 +341,17 @@ TEST_CASE("typed ops: random schedules with tails match the naive kernel through
     for (int i = 0; i < 6; ++i) batch.push_back(space.sample(rng));
     test::all_correct(*be, w, batch);
   }
+}
+
+TEST_CASE("typed ops: a run request with an unknown element type is refused") {
+  measure::RunRequest r;
+  r.inputs = {{2}};
+  r.input_types = {DType::BF16};
+  nlohmann::json j = nlohmann::json::parse(r.to_json());
+  CHECK(measure::RunRequest::from_json(j.dump()).input_types == std::vector<DType>{DType::BF16});
+  j["input_types"] = {"f64"};
+  CHECK(test::error_of([&] { measure::RunRequest::from_json(j.dump()); }).find("unknown element type \"f64\"") !=
+        std::string::npos);
 }
 
 TEST_CASE("typed ops: backends that compute f32 only refuse them, naming the tensor") {
