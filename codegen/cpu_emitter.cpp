@@ -661,8 +661,7 @@ class Emitter {
     return convert(node(e, t, p, vec, blk, acc_value), t, want, vec);
   }
   std::string node(const Expr& e, DType t, const Point& p, bool vec, Block& blk, const std::string& acc_value) {
-    auto arg = [&](size_t i, DType as) { return value(e.args[i], p, vec, blk, acc_value, as); };
-    auto own = [&](size_t i) { return w_.value_type(e.args[i]).own(); };
+    auto arg = [&](size_t i) { return value(e.args[i], p, vec, blk, acc_value, w_.operand_type(e, i, t)); };
     switch (e.kind) {
       case Expr::Kind::Const:
         return vec ? splat(t) + literal(e.value, t) + ")" : literal(e.value, t);
@@ -689,29 +688,27 @@ class Emitter {
         return name;
       }
       case Expr::Kind::Neg:
-        return "(-" + arg(0, t) + ")";
+        return "(-" + arg(0) + ")";
       case Expr::Kind::Add:
       case Expr::Kind::Sub:
       case Expr::Kind::Mul:
-        return "(" + arg(0, t) + c_operator(e.kind) + arg(1, t) + ")";
+        return "(" + arg(0) + c_operator(e.kind) + arg(1) + ")";
       case Expr::Kind::Div:
         // A divisor that is the same in every lane is inverted once: a SIMD division costs
         // several multiplications (x / s[n] in softmax).
         if (vec && lane_invariant(e.args[1]))
-          return "(" + arg(0, t) + " * tt_splat(1.0f / " + value(e.args[1], p, false, blk, acc_value, t) + "))";
-        return "(" + arg(0, t) + " / " + arg(1, t) + ")";
+          return "(" + arg(0) + " * tt_splat(1.0f / " + value(e.args[1], p, false, blk, acc_value, t) + "))";
+        return "(" + arg(0) + " / " + arg(1) + ")";
       case Expr::Kind::Call: {
-        if (e.name == "f32" || e.name == "i32") return convert(arg(0, own(0)), own(0), t, vec);
+        if (e.name == "f32" || e.name == "i32") return convert(arg(0), w_.operand_type(e, 0, t), t, vec);
         // abs, max, min and select compute in the node's type; the other builtins in f32.
         std::string s = std::string(vec ? "tt_v" : "tt_") + e.name + "(";
-        for (size_t i = 0; i < e.args.size(); ++i)
-          s += (i ? ", " : "") + arg(i, e.name == "select" && i == 0 ? own(0) : t);
+        for (size_t i = 0; i < e.args.size(); ++i) s += (i ? ", " : "") + arg(i);
         return s + ")";
       }
       default: {
         // Comparisons compare in the operands' joint type and give 1 or 0 as f32.
-        DType as = ir::join(w_.value_type(e.args[0]), w_.value_type(e.args[1])).own();
-        std::string cmp = "(" + arg(0, as) + c_operator(e.kind) + arg(1, as) + ")";
+        std::string cmp = "(" + arg(0) + c_operator(e.kind) + arg(1) + ")";
         return vec ? "tt_vbool" + cmp : "(" + cmp + " ? 1.0f : 0.0f)";
       }
     }

@@ -2,7 +2,9 @@
 // becomes a Backend in the same registry as the in-tree ones.
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -30,6 +32,13 @@ struct Message {
     return s.empty() ? fallback : s;
   }
 };
+
+//! The program minor version a plug-in reads: what it declares, up to this tiletune's; 0 for a
+//! table from before abi_minor (a smaller struct_size), whose fields past its size are zero.
+std::uint32_t minor(const tt_plugin& p) {
+  if (p.struct_size < offsetof(tt_plugin, abi_minor) + sizeof p.abi_minor) return 0;
+  return std::min<std::uint32_t>(p.abi_minor, TT_PLUGIN_ABI_MINOR);
+}
 
 class PluginKernel : public Kernel {
  public:
@@ -97,14 +106,16 @@ class PluginBackend : public Backend {
   }
 
   std::string emit(const ir::Workload& w, const ir::LoopNest& nest, const std::string& config_json) const override {
-    // The program's "pad" field came after ABI version 1: a plug-in built against it would
-    // read past a padded input's border. Refused until the ABI says the plug-in knows it.
-    for (auto& b : w.buffers)
-      if (b.pad)
-        throw_error(ErrorKind::InvalidInput, name() + " plug-in (ABI version 1) cannot emit op '" + w.op.name +
-                                                 "': input '" + b.name +
-                                                 "' is padded, and padded reads are not part of plug-in ABI 1");
-    require_f32_only(w, name() + " plug-in (ABI version 1)");
+    // Padded reads and element types came with ABI 1.1: a plug-in reading 1.0 would read past
+    // a padded input's border or treat bytes as floats, so such ops are refused by name.
+    if (minor(p_) < 1) {
+      const std::string who = name() + " plug-in (ABI version 1.0)";
+      for (auto& b : w.buffers)
+        if (b.pad)
+          throw_error(ErrorKind::InvalidInput, who + " cannot emit op '" + w.op.name + "': input '" + b.name +
+                                                   "' is padded, and padded reads came with plug-in ABI 1.1");
+      require_f32_only(w, who);
+    }
     Message m;
     std::string program = ir::program_to_json(w, nest, config_json);
     std::lock_guard<std::mutex> lock(calls_);
@@ -182,7 +193,8 @@ std::string load_backend_plugin(const std::string& given) {
   if (t.abi_version != TT_PLUGIN_ABI_VERSION)
     fail("was built for plug-in ABI version " + std::to_string(t.abi_version) + "; this tiletune speaks version " +
          std::to_string(TT_PLUGIN_ABI_VERSION) + ": rebuild it against this tiletune's backend_plugin.h");
-  if (t.struct_size < sizeof(tt_plugin)) fail("fills a smaller tt_plugin table than ABI version 1 defines");
+  if (t.struct_size < offsetof(tt_plugin, abi_minor))
+    fail("fills a smaller tt_plugin table than ABI version 1 defines");
   if (!t.name || !std::regex_match(t.name, std::regex("[a-z0-9_-]{1,64}")))
     fail("names itself '" + std::string(t.name ? t.name : "") + "'; a backend name is 1-64 of [a-z0-9_-]");
   std::string name = t.name;

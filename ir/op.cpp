@@ -65,6 +65,24 @@ ValueType value_type(const Expr& e, const std::function<DType(const std::string&
   }
 }
 
+DType operand_type(const Expr& e, size_t i, DType t, const std::function<DType(const std::string&)>& tensor_type) {
+  auto own = [&](size_t k) { return value_type(e.args[k], tensor_type); };
+  switch (e.kind) {
+    case Expr::Kind::Call:
+      if (e.name == "f32" || e.name == "i32" || (e.name == "select" && i == 0)) return own(i).own();
+      return t;
+    case Expr::Kind::Lt:
+    case Expr::Kind::Le:
+    case Expr::Kind::Gt:
+    case Expr::Kind::Ge:
+    case Expr::Kind::Eq:
+    case Expr::Kind::Ne:
+      return join(own(0), own(1)).own();
+    default:
+      return t;
+  }
+}
+
 void collect_accesses(const Expr& e, std::vector<const Expr*>& out) {
   if (e.kind == Expr::Kind::Access) out.push_back(&e);
   for (auto& a : e.args) collect_accesses(a, out);

@@ -114,6 +114,11 @@ struct ValueType {
 //! The type of an operation on two values: what `a + b` has.
 ValueType join(ValueType a, ValueType b);
 ValueType value_type(const Expr& e, const std::function<DType(const std::string&)>& tensor_type);
+//! The type argument `i` of `e` is computed in when `e` itself computes in `t` (so an
+//! argument of another type is converted where it meets `e`): the node's type for arithmetic,
+//! abs, max, min, select's values and the other builtins; its own type for a cast's argument
+//! and select's condition; the operands' joint type for both sides of a comparison.
+DType operand_type(const Expr& e, size_t i, DType t, const std::function<DType(const std::string&)>& tensor_type);
 
 const char* combine_token(Combine c);
 

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "tiletune/backend_plugin.h"
+
 namespace tiletune::ir {
 
 namespace {
@@ -51,8 +53,21 @@ json index_json(const IndexExpr& ix) {
   return {{"terms", terms}, {"constant", ix.constant}};
 }
 
-json expr_json(const Workload& w, const Expr& e) {
-  json j = {{"op", kind_name(e.kind)}};
+//! `e` as a plug-in reads it, its value wanted as `want`: every node says the type it computes
+//! in ("f32" or "i32"), and a "cast" node converts wherever a value meets a node of another
+//! type (ir::operand_type), so that a plug-in never applies the typing rules itself. The casts
+//! `f32(x)` and `i32(x)` become such nodes too (or nothing, where x has the type already).
+json expr_json(const Workload& w, const Expr& e, DType want) {
+  const DType t = w.value_type(e).in(want);
+  auto cast = [](json inner, DType from, DType to) {
+    if (from == to) return inner;
+    return json{{"op", "cast"}, {"type", dtype_name(to)}, {"args", json::array({std::move(inner)})}};
+  };
+  if (e.kind == Expr::Kind::Call && (e.name == "f32" || e.name == "i32")) {
+    DType from = w.operand_type(e, 0, t);
+    return cast(cast(expr_json(w, e.args[0], from), from, t), t, want);
+  }
+  json j = {{"op", kind_name(e.kind)}, {"type", dtype_name(t)}};
   switch (e.kind) {
     case Expr::Kind::Const:
       j["value"] = e.value;
@@ -71,10 +86,10 @@ json expr_json(const Workload& w, const Expr& e) {
       [[fallthrough]];
     default: {
       j["args"] = json::array();
-      for (auto& a : e.args) j["args"].push_back(expr_json(w, a));
+      for (size_t i = 0; i < e.args.size(); ++i) j["args"].push_back(expr_json(w, e.args[i], w.operand_type(e, i, t)));
     }
   }
-  return j;
+  return cast(std::move(j), t, want);
 }
 
 json loops_json(const std::vector<Loop>& loops) {
@@ -111,6 +126,7 @@ std::string program_to_json(const Workload& w, const LoopNest& nest, const std::
     buffers.push_back({{"name", w.buffers[b].name},
                        {"role", role_name(w.buffers[b].role)},
                        {"argument", w.buffers[b].role == Buffer::Role::Temp ? -1 : argument++},
+                       {"dtype", dtype_name(w.buffers[b].dtype)},
                        {"shape", w.buffers[b].shape},
                        {"pad", pad_json(w.buffers[b].pad)},
                        {"workspace_offset", nest.workspace_offset[b]}});
@@ -121,13 +137,21 @@ std::string program_to_json(const Workload& w, const LoopNest& nest, const std::
     for (auto& a : st.axes) axes.push_back({{"name", a.name}, {"extent", a.extent}, {"reduce", a.reduce}});
     json packs = json::array();
     for (auto& p : sn.packs) packs.push_back(w.buffers[p.buffer].name);
+    // The body's value is converted to the accumulator's type; the epilogue's stays in its own.
+    const DType accumulate = compute_type(w.buffers[st.output].dtype);
+    json epilogue = nullptr;
+    if (sn.epilogue >= 0) {
+      const Stage& e = w.stages[sn.epilogue];
+      epilogue = expr_json(w, sn.epilogue_body, w.value_type(e.rhs).in(compute_type(w.buffers[e.output].dtype)));
+    }
     stages.push_back({{"name", st.name},
                       {"output", w.buffers[st.output].name},
                       {"store", w.buffers[sn.store].name},
                       {"combine", combine_token(st.combine)},
                       {"axes", axes},
-                      {"body", expr_json(w, sn.body)},
-                      {"epilogue_body", sn.epilogue >= 0 ? expr_json(w, sn.epilogue_body) : json(nullptr)},
+                      {"accumulate", dtype_name(accumulate)},
+                      {"body", expr_json(w, sn.body, accumulate)},
+                      {"epilogue_body", epilogue},
                       {"outer", loops_json(sn.outer)},
                       {"reduce_inner", loops_json(sn.reduce_inner)},
                       {"reg", loops_json(sn.reg)},
@@ -139,6 +163,7 @@ std::string program_to_json(const Workload& w, const LoopNest& nest, const std::
   }
   json config = json::parse(config_json, nullptr, false);
   return json{{"abi", 1},
+              {"abi_minor", TT_PLUGIN_ABI_MINOR},
               {"op", w.op.name},
               {"workload", w.key},
               {"sizes", w.sizes},

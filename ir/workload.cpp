@@ -176,8 +176,17 @@ std::int64_t Workload::io_bytes() const {
   return n;
 }
 
-ValueType Workload::value_type(const Expr& e) const {
-  return ir::value_type(e, [&](const std::string& t) { return buffers[buffer_index(t)].dtype; });
+namespace {
+//! A tensor's element type by name, as the typing rules look it up.
+std::function<DType(const std::string&)> tensor_types(const Workload& w) {
+  return [&w](const std::string& t) { return w.buffers[w.buffer_index(t)].dtype; };
+}
+}  // namespace
+
+ValueType Workload::value_type(const Expr& e) const { return ir::value_type(e, tensor_types(*this)); }
+
+DType Workload::operand_type(const Expr& e, size_t i, DType t) const {
+  return ir::operand_type(e, i, t, tensor_types(*this));
 }
 
 bool Workload::computes_in(DType t) const {

@@ -62,6 +62,8 @@ struct Workload {
   std::int64_t io_bytes() const;  //!< bytes of inputs plus outputs
   //! The compute type of an expression over this workload's tensors (ir::value_type).
   ValueType value_type(const Expr& e) const;
+  //! The type argument `i` of `e` computes in when `e` computes in `t` (ir::operand_type).
+  DType operand_type(const Expr& e, size_t i, DType t) const;
   //! Whether every value the stages compute has compute type `t` (literals taking it).
   bool computes_in(DType t) const;
   //! Whether every tensor is f32 and every value computed is too: what backends without

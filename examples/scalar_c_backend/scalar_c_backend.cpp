@@ -13,6 +13,10 @@
 // Knobs a scalar backend cannot use (packing, vectorization, parallel loops, row fusion) are
 // ignored: by contract none of them changes the results.
 //
+// It reads program ABI 1.1: padded inputs (a guarded load per padded read) and element types
+// (typed C pointers; values computed in float or int32_t as each node's "type" says; stores
+// round and saturate; a reduction into a narrower type sums in a buffer of its accumulator's).
+//
 // No C++ exception crosses the C boundary: every entry point catches everything and reports
 // the message through its err/log buffer.
 
@@ -50,10 +54,11 @@ using nlohmann::json;
 constexpr const char* kName = "scalar-c";
 constexpr const char* kDescription = "example plug-in: plain C loops through the system C compiler";
 constexpr const char* kSourceExtension = ".c";
-constexpr const char* kCodegenVersion = "scalar-c-1";
+constexpr const char* kCodegenVersion = "scalar-c-2";
 constexpr const char* kDefaultCompiler = "cc";
 // The compiler's arguments around source and artifact: <cc> FLAGS -o artifact source -lm
-const std::vector<std::string> kFlags = {"-O2", "-std=c11", "-fPIC", "-shared"};
+// -fwrapv: i32 arithmetic wraps, as tiletune's own kernels' does.
+const std::vector<std::string> kFlags = {"-O2", "-std=c11", "-fwrapv", "-fPIC", "-shared"};
 
 void set_error(char* err, size_t err_size, const std::string& message) {
   if (err && err_size > 0) std::snprintf(err, err_size, "%s", message.c_str());
@@ -142,7 +147,7 @@ struct Instance {
 
 struct LoadedKernel {
   void* handle = nullptr;
-  void (*fn)(float* const*, float*) = nullptr;
+  int (*fn)(float* const*, float*) = nullptr;  // non-zero: out of memory
   std::vector<int64_t> tensor_floats;
   int64_t workspace_floats = 0;
 };
@@ -250,6 +255,8 @@ void describe_instance(Instance& inst) {
 
 struct Buf {
   std::string name, role, cname;
+  std::string dtype = "f32";
+  json pad;  // null, a number, "inf" or "-inf"
   std::vector<int64_t> shape;
   int64_t workspace_offset = -1;
   bool materialized = false;
@@ -279,6 +286,12 @@ bool is_identifier(const std::string& s) {
   return true;
 }
 
+std::string int_literal(double v) {
+  if (!(v == std::floor(v)) || std::fabs(v) > 2147483647.0)
+    throw std::runtime_error("the i32 constant " + std::to_string(v) + " is not a 32-bit integer");
+  return v < 0 ? "(" + std::to_string(static_cast<long long>(v)) + ")" : std::to_string(static_cast<long long>(v));
+}
+
 std::string float_literal(double v) {
   if (std::isnan(v)) return "NAN";
   if (std::isinf(v)) return v > 0 ? "INFINITY" : "(-INFINITY)";
@@ -293,6 +306,35 @@ std::string float_literal(double v) {
 std::string comment_safe(std::string s) {
   for (size_t p; (p = s.find("*/")) != std::string::npos;) s.replace(p, 2, "* /");
   return s;
+}
+
+// Element types (program ABI 1.1): the C type an element is stored in, and the compute type
+// ("f32" or "i32") its values have.
+const std::map<std::string, std::pair<std::string, std::string>>& element_types() {
+  static const std::map<std::string, std::pair<std::string, std::string>> t = {
+      {"f32", {"float", "f32"}},   {"bf16", {"uint16_t", "f32"}}, {"f16", {"_Float16", "f32"}},
+      {"i32", {"int32_t", "i32"}}, {"i8", {"int8_t", "i32"}},     {"u8", {"uint8_t", "i32"}}};
+  return t;
+}
+std::string compute_c_type(const std::string& type) { return type == "i32" ? "int32_t" : "float"; }
+
+//! A stored element as its compute type.
+std::string widen(const std::string& dtype, const std::string& element) {
+  if (dtype == "bf16") return "tt_bf16_to_f32(" + element + ")";
+  if (dtype == "f16") return "((float)" + element + ")";
+  if (dtype == "i8" || dtype == "u8") return "((int32_t)" + element + ")";
+  return element;
+}
+
+//! A value of compute type `type` as it is stored into `dtype`: nearest even, saturated.
+std::string narrow(const std::string& dtype, const std::string& type, const std::string& value) {
+  if (dtype == "f32") return type == "f32" ? value : "((float)" + value + ")";
+  if (dtype == "bf16") return "tt_f32_to_bf16(" + std::string(type == "f32" ? "" : "(float)") + value + ")";
+  if (dtype == "f16") return "((_Float16)" + value + ")";
+  std::string i = type == "i32" ? value : "tt_f32_to_i32(" + value + ")";
+  if (dtype == "i8") return "((int8_t)tt_clamp(" + i + ", -128, 127))";
+  if (dtype == "u8") return "((uint8_t)tt_clamp(" + i + ", 0, 255))";
+  return i;
 }
 
 int64_t get_int(const json& j, const char* key, const std::string& where) {
@@ -314,23 +356,29 @@ class Emitter {
     if (!p_.is_object()) throw std::runtime_error("the program is not a JSON object");
     if (p_.contains("abi") && p_["abi"] != 1)
       throw std::runtime_error("program JSON abi " + p_["abi"].dump() + " is not supported (this plug-in reads abi 1)");
+    if (p_.contains("abi_minor") && !(p_["abi_minor"].is_number_unsigned() && p_["abi_minor"].get<unsigned>() <= 1))
+      throw std::runtime_error("program JSON abi_minor " + p_["abi_minor"].dump() +
+                               " is not supported (this plug-in reads abi 1.1)");
     read_buffers();
     header();
-    out_ << "void tt_kernel(float* const* tensors, float* workspace) {\n";
+    out_ << "int tt_kernel(float* const* tensors, float* workspace) {\n";
     line(1, "(void)tensors;");
     line(1, "(void)workspace;");
     int arg = 0;
     for (auto& b : bufs_) {
+      std::string type = element_types().at(b.dtype).first;
       if (b.role != "temp") {
-        line(1, "float* const " + b.cname + " = tensors[" + std::to_string(arg++) + "];  /* " + b.role + " " +
-                    shape_text(b.shape) + " */");
+        line(1, type + "* const " + b.cname + " = (" + type + "*)tensors[" + std::to_string(arg++) + "];  /* " +
+                    b.role + " " + b.dtype + shape_text(b.shape) + " */");
       } else if (b.materialized) {
-        line(1, "float* const " + b.cname + " = workspace + " + std::to_string(b.workspace_offset) +
-                    ";  /* temporary " + shape_text(b.shape) + " */");
+        // The workspace is in 4-byte units; temporaries have a compute type (f32 or i32).
+        line(1, type + "* const " + b.cname + " = (" + type + "*)(workspace + " + std::to_string(b.workspace_offset) +
+                    ");  /* temporary " + b.dtype + shape_text(b.shape) + " */");
       }
     }
     if (!p_.contains("stages") || !p_["stages"].is_array()) throw std::runtime_error("'stages' must be an array");
     for (size_t s = 0; s < p_["stages"].size(); ++s) stage(p_["stages"][s], "stage " + std::to_string(s));
+    line(1, "return 0;");
     out_ << "}\n";
     return out_.str();
   }
@@ -374,6 +422,18 @@ class Emitter {
           throw std::runtime_error(where + ": dimensions must be integers >= 0");
         b.shape.push_back(d.get<int64_t>());
       }
+      if (jb.contains("dtype")) {
+        b.dtype = get_string(jb, "dtype", where);
+        if (!element_types().count(b.dtype)) throw std::runtime_error(where + ": unknown dtype '" + b.dtype + "'");
+        if (b.role == "temp" && element_types().at(b.dtype).second != b.dtype)
+          throw std::runtime_error(where + ": a temporary of type " + b.dtype + " (the workspace holds f32 and i32)");
+      }
+      if (jb.contains("pad") && !jb["pad"].is_null()) {
+        b.pad = jb["pad"];
+        if (!(b.pad.is_number() || b.pad == "inf" || b.pad == "-inf"))
+          throw std::runtime_error(where + ": 'pad' must be a number, \"inf\" or \"-inf\"");
+        if (b.role != "input") throw std::runtime_error(where + ": only inputs have a pad value");
+      }
       b.workspace_offset = jb.contains("workspace_offset") && !jb["workspace_offset"].is_null()
                                ? get_int(jb, "workspace_offset", where)
                                : -1;
@@ -400,43 +460,43 @@ class Emitter {
     out_ << " * Plain C loops in the candidate's tile order; packing, vectorization, parallel loops\n"
             " * and row fusion are not used (they never change the results).\n"
             " */\n"
-            "#include <math.h>\n\n"
+            "#include <math.h>\n"
+            "#include <stdint.h>\n"
+            "#include <stdlib.h>\n"
+            "#include <string.h>\n\n"
             "static inline long tt_imin(long a, long b) { return a < b ? a : b; }\n"
             "static inline float tt_max(float a, float b) { return a > b ? a : b; }\n"
             "static inline float tt_min(float a, float b) { return a < b ? a : b; }\n"
-            "static inline float tt_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }\n\n";
+            "static inline int32_t tt_max_i(int32_t a, int32_t b) { return a > b ? a : b; }\n"
+            "static inline int32_t tt_min_i(int32_t a, int32_t b) { return a < b ? a : b; }\n"
+            "static inline int32_t tt_abs_i(int32_t a) { return a < 0 ? -a : a; }\n"
+            "static inline float tt_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }\n"
+            "/* Conversions of program ABI 1.1: nearest even, saturating; NaN to an integer is 0. */\n"
+            "static inline int32_t tt_clamp(int32_t x, int32_t lo, int32_t hi) { return x < lo ? lo : x > hi ? hi : x; "
+            "}\n"
+            "static inline int32_t tt_f32_to_i32(float x) {\n"
+            "  if (x != x) return 0;\n"
+            "  float r = rintf(x);\n"
+            "  return r >= 2147483648.0f ? INT32_MAX : r < -2147483648.0f ? INT32_MIN : (int32_t)r;\n"
+            "}\n"
+            "static inline float tt_bf16_to_f32(uint16_t h) {\n"
+            "  uint32_t u = (uint32_t)h << 16;\n"
+            "  float f;\n"
+            "  memcpy(&f, &u, 4);\n"
+            "  return f;\n"
+            "}\n"
+            "static inline uint16_t tt_f32_to_bf16(float f) {\n"
+            "  uint32_t u;\n"
+            "  memcpy(&u, &f, 4);\n"
+            "  if (f != f) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */\n"
+            "  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);\n"
+            "}\n\n";
   }
 
   // --- expressions ------------------------------------------------------------------------
 
-  //! Row-major address of `tensor[index...]` as a C expression in the loop variables.
-  std::string address(const Buf& b, const json& index) {
-    if (!index.is_array() || index.size() != b.shape.size())
-      throw std::runtime_error(where_ + ": a load of '" + b.name + "' needs " + std::to_string(b.shape.size()) +
-                               " indices");
-    std::vector<std::pair<std::string, int64_t>> terms;  // C variable, coefficient (first use order)
-    int64_t constant = 0, stride = 1;
-    for (size_t d = b.shape.size(); d-- > 0;) {
-      const json& ix = index[d];
-      if (!ix.is_object()) throw std::runtime_error(where_ + ": an index of '" + b.name + "' is not an object");
-      constant += stride * (ix.contains("constant") ? get_int(ix, "constant", where_) : 0);
-      if (ix.contains("terms")) {
-        for (auto& t : ix["terms"]) {
-          if (!t.is_array() || t.size() != 2 || !t[0].is_string() || !t[1].is_number_integer())
-            throw std::runtime_error(where_ + ": an index term of '" + b.name + "' is not [variable, coefficient]");
-          std::string var = t[0].get<std::string>();
-          if (!axis_names_.count(var))
-            throw std::runtime_error(where_ + ": index variable '" + var + "' is not an axis of the stage");
-          int64_t c = stride * t[1].get<int64_t>();
-          bool merged = false;
-          for (auto& e : terms)
-            if (e.first == "i_" + var) e.second += c, merged = true;
-          if (!merged) terms.emplace_back("i_" + var, c);
-        }
-      }
-      stride *= b.shape[d];
-    }
-    // Largest stride first reads naturally: i_m * 29 + i_n + 3
+  //! `c1 * v1 + c2 * v2 + k` as C, largest coefficient first (i_m * 29 + i_n + 3).
+  static std::string linear_text(std::vector<std::pair<std::string, int64_t>> terms, int64_t constant) {
     std::stable_sort(terms.begin(), terms.end(), [](const auto& x, const auto& y) {
       return (x.second < 0 ? -x.second : x.second) > (y.second < 0 ? -y.second : y.second);
     });
@@ -450,13 +510,63 @@ class Emitter {
       int64_t a = c < 0 ? -c : c;
       s += a == 1 ? var : var + " * " + std::to_string(a);
     }
-    if (s.empty())
-      s = std::to_string(constant);
-    else if (constant > 0)
-      s += " + " + std::to_string(constant);
-    else if (constant < 0)
-      s += " - " + std::to_string(-constant);
-    return b.cname + "[" + s + "]";
+    if (s.empty()) return std::to_string(constant);
+    if (constant > 0) s += " + " + std::to_string(constant);
+    if (constant < 0) s += " - " + std::to_string(-constant);
+    return s;
+  }
+
+  //! The terms of one index (variable, coefficient) and its constant, checked.
+  std::pair<std::vector<std::pair<std::string, int64_t>>, int64_t> index_terms(const Buf& b, const json& ix) {
+    if (!ix.is_object()) throw std::runtime_error(where_ + ": an index of '" + b.name + "' is not an object");
+    std::vector<std::pair<std::string, int64_t>> terms;
+    if (ix.contains("terms")) {
+      for (auto& t : ix["terms"]) {
+        if (!t.is_array() || t.size() != 2 || !t[0].is_string() || !t[1].is_number_integer())
+          throw std::runtime_error(where_ + ": an index term of '" + b.name + "' is not [variable, coefficient]");
+        std::string var = t[0].get<std::string>();
+        if (!axis_names_.count(var))
+          throw std::runtime_error(where_ + ": index variable '" + var + "' is not an axis of the stage");
+        terms.emplace_back("i_" + var, t[1].get<int64_t>());
+      }
+    }
+    return {terms, ix.contains("constant") ? get_int(ix, "constant", where_) : 0};
+  }
+
+  //! The C condition that `b[index...]` lies inside `b` (for a padded input); "" when no index can
+  //! leave it (the load of another tensor, or indices with constant, in-range values only).
+  std::string inside(const Buf& b, const json& index) {
+    std::string cond;
+    for (size_t d = 0; d < b.shape.size(); ++d) {
+      auto [terms, constant] = index_terms(b, index[d]);
+      std::string e = linear_text(terms, constant);
+      if (terms.empty() && constant >= 0 && constant < b.shape[d]) continue;
+      cond +=
+          std::string(cond.empty() ? "" : " && ") + "(" + e + ") >= 0 && (" + e + ") < " + std::to_string(b.shape[d]);
+    }
+    return cond;
+  }
+
+  //! Row-major address of `tensor[index...]` as a C expression in the loop variables.
+  std::string address(const Buf& b, const json& index) {
+    if (!index.is_array() || index.size() != b.shape.size())
+      throw std::runtime_error(where_ + ": a load of '" + b.name + "' needs " + std::to_string(b.shape.size()) +
+                               " indices");
+    std::vector<std::pair<std::string, int64_t>> terms;  // C variable, coefficient (first use order)
+    int64_t constant = 0, stride = 1;
+    for (size_t d = b.shape.size(); d-- > 0;) {
+      auto [dim_terms, dim_constant] = index_terms(b, index[d]);
+      constant += stride * dim_constant;
+      for (auto& [var, coeff] : dim_terms) {
+        int64_t c = stride * coeff;
+        bool merged = false;
+        for (auto& e : terms)
+          if (e.first == var) e.second += c, merged = true;
+        if (!merged) terms.emplace_back(var, c);
+      }
+      stride *= b.shape[d];
+    }
+    return b.cname + "[" + linear_text(terms, constant) + "]";
   }
 
   //! C expression of a body. `acc_tensor`/`acc_value`: loads of that tensor (the stage's own,
@@ -465,6 +575,10 @@ class Emitter {
     if (!e.is_object() || !e.contains("op") || !e["op"].is_string())
       throw std::runtime_error(where_ + ": an expression has no 'op'");
     std::string op = e["op"].get<std::string>();
+    // The type the node computes in (program ABI 1.1; f32 throughout before it).
+    std::string type = e.contains("type") ? get_string(e, "type", where_) : "f32";
+    if (type != "f32" && type != "i32") throw std::runtime_error(where_ + ": unknown node type '" + type + "'");
+    const bool integer = type == "i32";
     auto args = [&](size_t n) {
       if (!e.contains("args") || !e["args"].is_array() || e["args"].size() != n)
         throw std::runtime_error(where_ + ": '" + op + "' takes " + std::to_string(n) + " argument(s)");
@@ -475,7 +589,16 @@ class Emitter {
     if (op == "const") {
       if (!e.contains("value") || !e["value"].is_number())
         throw std::runtime_error(where_ + ": a constant has no numeric 'value' (a non-finite number?)");
-      return float_literal(e["value"].get<double>());
+      return integer ? int_literal(e["value"].get<double>()) : float_literal(e["value"].get<double>());
+    }
+    if (op == "cast") {
+      if (!e.contains("args") || !e["args"].is_array() || e["args"].size() != 1)
+        throw std::runtime_error(where_ + ": 'cast' takes 1 argument");
+      const json& a = e["args"][0];
+      std::string from = a.is_object() && a.contains("type") ? get_string(a, "type", where_) : "f32";
+      std::string v = expr(a, acc_tensor, acc_value);
+      if (from == type) return v;
+      return integer ? "tt_f32_to_i32(" + v + ")" : "((float)" + v + ")";
     }
     if (op == "load") {
       std::string tensor = get_string(e, "tensor", where_);
@@ -500,7 +623,14 @@ class Emitter {
       if (!b.materialized)
         throw std::runtime_error(where_ + ": reads temporary '" + tensor +
                                  "', which is not materialized (workspace_offset -1)");
-      return address(b, e.contains("index") ? e["index"] : json());
+      const json& index = e.contains("index") ? e["index"] : json();
+      std::string value = widen(b.dtype, address(b, index));
+      if (b.pad.is_null()) return value;
+      // A padded input: a read outside it yields the pad value.
+      std::string cond = inside(b, index);
+      if (cond.empty()) return value;
+      double pad = b.pad.is_number() ? b.pad.get<double>() : b.pad == "inf" ? INFINITY : -INFINITY;
+      return "((" + cond + ") ? " + value + " : " + (integer ? int_literal(pad) : float_literal(pad)) + ")";
     }
     static const std::map<std::string, std::string> binary = {
         {"add", " + "}, {"sub", " - "}, {"mul", " * "}, {"div", " / "}};
@@ -513,19 +643,24 @@ class Emitter {
     }
     if (compare.count(op)) {
       auto a = args(2);
-      return "((" + a[0] + compare.at(op) + a[1] + ") ? 1.0f : 0.0f)";
+      return "((" + a[0] + compare.at(op) + a[1] + ") ? " + (integer ? "1 : 0)" : "1.0f : 0.0f)");
     }
     if (op == "call") {
       std::string fn = get_string(e, "fn", where_);
       static const std::map<std::string, std::pair<std::string, size_t>> calls = {
           {"exp", {"expf", 1}},   {"log", {"logf", 1}},           {"sqrt", {"sqrtf", 1}}, {"tanh", {"tanhf", 1}},
           {"abs", {"fabsf", 1}},  {"sigmoid", {"tt_sigmoid", 1}}, {"erf", {"erff", 1}},   {"pow", {"powf", 2}},
-          {"max", {"tt_max", 2}}, {"min", {"tt_min", 2}}};
+          {"max", {"tt_max", 2}}, {"min", {"tt_min", 2}},         {"round", {"rintf", 1}}};
+      // Integer forms of the builtins that compute in i32; every other builtin is f32.
+      static const std::map<std::string, std::pair<std::string, size_t>> integer_calls = {
+          {"abs", {"tt_abs_i", 1}}, {"max", {"tt_max_i", 2}}, {"min", {"tt_min_i", 2}}};
       if (fn == "select") {
         auto a = args(3);
-        return "((" + a[0] + " != 0.0f) ? " + a[1] + " : " + a[2] + ")";
+        return "((" + a[0] + " != 0) ? " + a[1] + " : " + a[2] + ")";
       }
-      auto it = calls.find(fn);
+      if (integer && !integer_calls.count(fn))
+        throw std::runtime_error(where_ + ": '" + fn + "' computes in f32, not in i32");
+      auto it = integer ? integer_calls.find(fn) : calls.find(fn);
       if (it == calls.end()) throw std::runtime_error(where_ + ": unknown function '" + fn + "'");
       auto a = args(it->second.second);
       std::string s = it->second.first + "(";
@@ -627,8 +762,17 @@ class Emitter {
     const Buf& store =
         buffer(st.contains("store") && !st["store"].is_null() ? get_string(st, "store", where_) : output.name);
     std::string combine = st.value("combine", std::string("="));
-    static const std::map<std::string, std::string> identity = {
-        {"=", "0.0f"}, {"+=", "0.0f"}, {"*=", "1.0f"}, {"max=", "(-INFINITY)"}, {"min=", "INFINITY"}};
+    // The type the body's value and the reduction have (program ABI 1.1; f32 before it).
+    std::string accumulate = st.contains("accumulate") ? get_string(st, "accumulate", where_) : "f32";
+    if (accumulate != "f32" && accumulate != "i32")
+      throw std::runtime_error(where_ + ": unknown accumulate type '" + accumulate + "'");
+    const bool integer = accumulate == "i32";
+    static const std::map<std::string, std::pair<std::string, std::string>> identity = {
+        {"=", {"0.0f", "0"}},
+        {"+=", {"0.0f", "0"}},
+        {"*=", {"1.0f", "1"}},
+        {"max=", {"(-INFINITY)", "INT32_MIN"}},
+        {"min=", {"INFINITY", "INT32_MAX"}}};
     if (!identity.count(combine)) throw std::runtime_error(where_ + ": unknown combine '" + combine + "'");
 
     std::vector<AxisSpec> axes;
@@ -708,11 +852,22 @@ class Emitter {
                 "; micro-kernel (axis[block]): " + comment_safe(inner_text) + " */");
     line(1, "{");
 
-    // A reduction starts from the identity of its combine, not from what the buffer held.
-    std::string acc = store.cname;  // the buffer reduced into (the output, or the store under an epilogue)
+    // A reduction starts from the identity of its combine, not from what the buffer held. It
+    // sums in the store itself when that holds the accumulator's type, else in a buffer of
+    // that type (a bf16 or u8 output of f32 or i32 sums): rounding every partial sum would be wrong.
+    const bool in_place = store.dtype == accumulate;
+    Buf acc = store;  // the buffer reduced into (the output, or the store under an epilogue)
+    if (reduction && !in_place) {
+      acc.cname = "tt_acc";
+      acc.dtype = accumulate;
+      line(2, compute_c_type(accumulate) + "* const tt_acc = (" + compute_c_type(accumulate) + "*)malloc(" +
+                  std::to_string(std::max<int64_t>(store.elements(), 1)) + " * sizeof(" + compute_c_type(accumulate) +
+                  "));");
+      line(2, "if (!tt_acc) return 1;");
+    }
     if (reduction) {
-      line(2, "for (long tt_i = 0; tt_i < " + std::to_string(store.elements()) + "; ++tt_i) " + acc +
-                  "[tt_i] = " + identity.at(combine) + ";");
+      line(2, "for (long tt_i = 0; tt_i < " + std::to_string(store.elements()) + "; ++tt_i) " + acc.cname +
+                  "[tt_i] = " + (integer ? identity.at(combine).second : identity.at(combine).first) + ";");
     }
 
     // Tile loops, outermost first
@@ -751,37 +906,41 @@ class Emitter {
     // The update of one point
     std::string target = address(store, point_index());
     std::string value = expr(body);
+    // The value stored: the epilogue's of the reduced value `v` (in the accumulator's type)
+    // where there is one, else `v`, rounded into the store's type.
+    const std::string epilogue_type = has_epilogue && epilogue.contains("type") ? get_string(epilogue, "type", where_)
+                                      : has_epilogue                            ? "f32"
+                                                                                : accumulate;
+    auto stored = [&](const std::string& v) {
+      return narrow(store.dtype, epilogue_type, has_epilogue ? expr(epilogue, name, v) : v);
+    };
     if (reduction) {
-      if (combine == "+=")
-        line(depth, target + " += " + value + ";");
-      else if (combine == "*=")
-        line(depth, target + " *= " + value + ";");
-      else if (combine == "max=")
-        line(depth, target + " = tt_max(" + target + ", " + value + ");");
-      else if (combine == "min=")
-        line(depth, target + " = tt_min(" + target + ", " + value + ");");
-      else
-        line(depth, target + " = " + value + ";");
-    } else if (has_epilogue) {
-      // No reduction: the epilogue applies right away.
-      line(depth, "const float tt_v = " + value + ";");
-      line(depth, target + " = " + expr(epilogue, name, "tt_v") + ";");
+      std::string into = address(acc, point_index());
+      std::string fold = combine == "+="     ? into + " += " + value
+                         : combine == "*="   ? into + " *= " + value
+                         : combine == "max=" ? into + " = tt_max" + (integer ? "_i(" : "(") + into + ", " + value + ")"
+                         : combine == "min=" ? into + " = tt_min" + (integer ? "_i(" : "(") + into + ", " + value + ")"
+                                             : into + " = " + value;
+      line(depth, fold + ";");
     } else {
-      line(depth, target + " = " + value + ";");
+      // No reduction: the value is stored (through the epilogue) right away.
+      line(depth, "const " + compute_c_type(accumulate) + " tt_v = " + value + ";");
+      line(depth, target + " = " + stored("tt_v") + ";");
     }
     while (depth > 2) line(--depth, "}");
 
-    if (reduction && has_epilogue) {
-      // The reduction is complete everywhere: one pass applies the epilogue in place.
-      line(2, "/* epilogue, once every point is reduced */");
+    if (reduction && (has_epilogue || !in_place)) {
+      // The reduction is complete everywhere: one pass stores the final values.
+      line(2, "/* once every point is reduced: " + std::string(has_epilogue ? "the epilogue, " : "") + "the store */");
       for (size_t d = 0; d < spatial_.size(); ++d) {
         std::string v = "i_" + spatial_[d];
         line(depth++, "for (long " + v + " = 0; " + v + " < " + std::to_string(out_shape[d]) + "; ++" + v + ") {");
       }
-      line(depth, "const float tt_v = " + target + ";");
-      line(depth, target + " = " + expr(epilogue, name, "tt_v") + ";");
+      line(depth, "const " + compute_c_type(accumulate) + " tt_v = " + address(acc, point_index()) + ";");
+      line(depth, target + " = " + stored("tt_v") + ";");
       while (depth > 2) line(--depth, "}");
     }
+    if (reduction && !in_place) line(2, "free(tt_acc);");
     line(1, "}");
   }
 
@@ -902,7 +1061,7 @@ void* sc_load(void* backend, const char* artifact_path, const int64_t* tensor_fl
       dlclose(k->handle);
       throw std::runtime_error(msg);
     }
-    k->fn = reinterpret_cast<void (*)(float* const*, float*)>(sym);
+    k->fn = reinterpret_cast<int (*)(float* const*, float*)>(sym);
     return k.release();
   } catch (const std::exception& e) {
     set_error(err, err_size, std::string("scalar-c: ") + e.what());
@@ -936,8 +1095,12 @@ int sc_run(void* kernel, float* const* tensors, float* workspace, uint32_t /*fla
   }
   timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  k->fn(tensors, workspace);
+  int status = k->fn(tensors, workspace);
   clock_gettime(CLOCK_MONOTONIC, &t1);
+  if (status != 0) {
+    set_error(err, err_size, "scalar-c: the kernel ran out of memory for its accumulators");
+    return 1;
+  }
   if (seconds)
     *seconds = static_cast<double>(t1.tv_sec - t0.tv_sec) + 1e-9 * static_cast<double>(t1.tv_nsec - t0.tv_nsec);
   return 0;
@@ -982,5 +1145,6 @@ extern "C" __attribute__((visibility("default"))) int tt_plugin_init(uint32_t ho
   out->load = sc_load;
   out->run = sc_run;
   out->unload = sc_unload;
+  out->abi_minor = 1;  // reads program ABI 1.1: padded inputs and element types
   return 0;
 }

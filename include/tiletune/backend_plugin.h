@@ -1,4 +1,4 @@
-/* tiletune backend plug-in interface, ABI version 1.
+/* tiletune backend plug-in interface, ABI version 1.1.
  *
  * A backend is a shared library that exports one function, tt_plugin_init, which fills a
  * tt_plugin table. tiletune loads it with `--backend-plugin PATH.so` (CLI, daemon and worker)
@@ -26,6 +26,31 @@
  * loops of the micro-kernel, the register tile). Knobs a backend cannot use (packing,
  * vectorization, parallel loops, row fusion) may be ignored: every one of them leaves the
  * results unchanged.
+ *
+ * Minor versions add to the program what a plug-in must understand to emit a correct kernel;
+ * a plug-in says in abi_minor which it reads, and tiletune never sends it a program that needs
+ * a later one (the op is refused by name instead). A table from before abi_minor existed
+ * (struct_size without it) reads minor 0.
+ * - 1.0: f32 tensors, no padded inputs.
+ * - 1.1: padded inputs and element types.
+ *   - A buffer's "pad" (a number, "inf" or "-inf"; null for none): a load of that input at an
+ *     index outside its shape, in any dimension, yields the pad value.
+ *   - A buffer's "dtype": "f32", "bf16", "f16", "i32", "i8" or "u8". tensors[i] points at
+ *     elements of that type (bf16 and f16 as 16-bit words, IEEE binary16 for f16), and
+ *     tensor_floats[i] in load counts elements. The workspace stays in 4-byte units.
+ *   - Every expression node has a "type", "f32" or "i32": the type it computes in. Its
+ *     operands have that type already, except that both sides of a comparison share a type
+ *     of their own (its value is 1 or 0 in the node's type) and a select's condition has its
+ *     own (non-zero selects the second operand). A load widens its element exactly; a
+ *     constant is written in the node's type.
+ *   - A "cast" node (one operand, "type" the result) converts: i32 to f32 as C does; f32 to
+ *     i32 rounding to nearest even, saturating, NaN giving 0.
+ *   - A stage's "accumulate" ("f32" or "i32") is the type its body's value and its reduction
+ *     have; the epilogue's value has the epilogue_body's root type.
+ *   - Storing a value into an element rounds to nearest even and saturates: f32 to bf16/f16
+ *     rounds (NaN stays NaN); f32 or i32 into i8, u8 or i32 rounds, clamps to the type's range,
+ *     and NaN stores 0. A reduction into a narrower type than its accumulator must sum in the
+ *     accumulator's type and store once.
  */
 #ifndef TILETUNE_BACKEND_PLUGIN_H
 #define TILETUNE_BACKEND_PLUGIN_H
@@ -38,6 +63,7 @@ extern "C" {
 #endif
 
 #define TT_PLUGIN_ABI_VERSION 1u
+#define TT_PLUGIN_ABI_MINOR 1u /* the latest minor version, see above */
 #define TT_PLUGIN_ENTRY "tt_plugin_init"
 
 /* Flags of tt_plugin.run. */
@@ -75,8 +101,8 @@ typedef struct tt_plugin {
   void (*free_text)(char* text);
   /* Compiles source_path into artifact_path; non-zero on failure with the compiler's log in log. */
   int (*build)(void* backend, const char* source_path, const char* artifact_path, char* log, size_t log_size);
-  /* Loads an artifact for tensors of tensor_floats[i] floats (inputs, then outputs) and a
-   * workspace of workspace_floats; NULL on failure. */
+  /* Loads an artifact for tensors of tensor_floats[i] elements (inputs, then outputs: floats
+   * before 1.1) and a workspace of workspace_floats; NULL on failure. */
   void* (*load)(void* backend, const char* artifact_path, const int64_t* tensor_floats, int32_t tensor_count,
                 int64_t workspace_floats, char* err, size_t err_size);
   /* Runs once on host tensors (and a host workspace the kernel may use); *seconds is the time
@@ -86,6 +112,10 @@ typedef struct tt_plugin {
   int (*run)(void* kernel, float* const* tensors, float* workspace, uint32_t flags, double* seconds, char* err,
              size_t err_size);
   void (*unload)(void* kernel);
+
+  /* Since 1.1. The minor version of the program this plug-in reads (at most the host's,
+   * TT_PLUGIN_ABI_MINOR of the header it was built against, or lower to decline features). */
+  uint32_t abi_minor;
 } tt_plugin;
 
 /* The one symbol tiletune looks up. host_abi_version is TT_PLUGIN_ABI_VERSION of tiletune;

@@ -12,6 +12,7 @@
 #include "measure/measure.hpp"
 #include "measure/protocol.hpp"
 #include "random_schedules.hpp"
+#include "run_kernel.hpp"
 #include "support/subprocess.hpp"
 #include "tuner/space.hpp"
 
@@ -23,32 +24,9 @@ namespace {
 
 using Tensors = std::vector<std::vector<float>>;
 
-//! Builds and runs a schedule in this process; returns inputs then outputs.
+//! Builds and runs a schedule in this process; returns inputs then outputs (f32 ops).
 Tensors run_in_process(const codegen::Backend& be, const ir::Workload& w, const ir::Schedule& s, const TempDir& dir) {
-  ir::LoopNest nest = ir::lower(w, s, be.target().traits);
-  // One file per workload and config: dlopen would return a library loaded before by path.
-  std::string name = w.key + "-" + s.key();
-  std::string src = dir.file(name + ".cpp"), lib = dir.file(name + ".so");
-  std::ofstream(src) << be.emit(w, nest, s.to_json());
-  std::string log = be.build(src, lib);
-  REQUIRE_MESSAGE(log.empty(), log);
-  codegen::KernelShape shape;
-  for (auto& b : w.buffers)
-    if (b.role != ir::Buffer::Role::Temp) shape.tensor_floats.push_back(b.elements());
-  shape.workspace_floats = nest.workspace_floats;
-  auto kernel = be.load(lib, shape);
-  Tensors t;
-  std::vector<float*> args;
-  int index = 0;
-  for (auto& b : w.buffers) {
-    if (b.role == ir::Buffer::Role::Temp) continue;
-    t.emplace_back(b.elements(), NAN);
-    if (b.role == ir::Buffer::Role::Input) measure::fill_input(t.back().data(), b.elements(), 7, index++);
-  }
-  for (auto& v : t) args.push_back(v.data());
-  std::vector<float> workspace(nest.workspace_floats + 16, NAN);
-  kernel->run(args.data(), workspace.data(), codegen::Kernel::kUpload | codegen::Kernel::kDownload);
-  return t;
+  return test::run_kernel(be, w, s, dir).mem;
 }
 
 void check_close(const std::vector<float>& got, const std::vector<double>& want, double tol) {

@@ -10,9 +10,14 @@
 #include "helpers.hpp"
 #include "ir/loop_nest.hpp"
 #include "ir/parse.hpp"
+#include "ir/program_json.hpp"
 #include "measure/measure.hpp"
+#include "random_schedules.hpp"
+#include "run_kernel.hpp"
 #include "server/daemon_harness.hpp"
 #include "support/subprocess.hpp"
+#include "tiletune/backend_plugin.h"
+#include "tuner/space.hpp"
 
 using namespace tiletune;
 using tiletune::test::TempDir;
@@ -25,7 +30,7 @@ const std::string kBinary = TILETUNE_BINARY_DIR;
 void must(const ProcessResult& r, const std::string& what) { REQUIRE_MESSAGE(r.ok(), what << ": " << r.output); }
 
 //! Installs the plug-in header into a prefix and builds examples/scalar_c_backend against it.
-std::string build_example(const TempDir& dir) {
+std::string build_example_into(const TempDir& dir) {
   std::string prefix = dir.file("prefix"), build = dir.file("build");
   must(run_process({"cmake", "--install", kBinary, "--component", "plugin-header", "--prefix", prefix}, 120),
        "installing the header");
@@ -37,13 +42,21 @@ std::string build_example(const TempDir& dir) {
   return build + "/libtiletune_scalar_c.so";
 }
 
+//! The example plug-in, built once per test process.
+std::string build_example() {
+  static TempDir dir;
+  static std::string plugin = build_example_into(dir);
+  return plugin;
+}
+
 //! A plug-in with one thing wrong, chosen by a macro: what tiletune must refuse clearly.
 const char* kBrokenPlugin = R"(
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include "tiletune/backend_plugin.h"
 #include <stdlib.h>
-#ifdef ZERO_TIME
+#if defined(ZERO_TIME) || defined(ABI_1_0_TABLE) || defined(MINOR_ZERO)
 /* Everything works except the timer: run reports 0 seconds. */
 static int instance;
 static void* create(const char* o, char* err, size_t n) { return &instance; }
@@ -87,6 +100,14 @@ int tt_plugin_init(uint32_t host, tt_plugin* out, char* err, size_t n) {
 #ifdef ZERO_TIME
   p.name = "zero-time";
 #endif
+#ifdef MINOR_ZERO
+  p.name = "minor-zero"; /* abi_minor stays 0: it reads ABI 1.0 programs */
+#endif
+#ifdef ABI_1_0_TABLE
+  /* A table as a plug-in built against ABI 1.0's header fills it: it ends before abi_minor. */
+  p.name = "abi-one-oh";
+  p.struct_size = offsetof(tt_plugin, abi_minor);
+#endif
   *out = p;
   return 0;
 }
@@ -106,7 +127,7 @@ std::string broken_plugin(const TempDir& dir, const std::string& variant) {
 
 TEST_CASE("plug-ins: the example built out of tree tunes an op end to end through --backend-plugin") {
   TempDir dir;
-  std::string plugin = build_example(dir);
+  std::string plugin = build_example();
   std::string db = dir.file("t.db");
   auto cli = [&](std::vector<std::string> args) {
     args.insert(args.begin(), kBinary + "/tiletune");
@@ -131,19 +152,6 @@ TEST_CASE("plug-ins: the example built out of tree tunes an op end to end throug
   auto be = codegen::make_backend("scalar-c");
   CHECK(be->target().backend == "scalar-c");
   CHECK(be->target().traits.vector_lanes == 1);
-  // A padded op is refused with the reason: plug-in ABI 1 has no padded reads.
-  auto padded = test::library_workload("conv2d_p1", "N=1,C=2,H=5,W=5,K=2,R=3,S=3");
-  auto naive = ir::naive_schedule(padded);
-  CHECK(test::error_of([&] {
-          be->emit(padded, ir::lower(padded, naive, be->target().traits), naive.to_json());
-        }).find("input 'I' is padded, and padded reads are not part of plug-in ABI 1") != std::string::npos);
-  // So is a typed op: the program of ABI 1 is f32.
-  auto typed = ir::bind(ir::parse_op("op h(X: bf16[N]) -> Y: f32[N] { Y[n] = X[n] * 2.0 }"), ir::parse_sizes("N=8"));
-  auto typed_naive = ir::naive_schedule(typed);
-  CHECK(test::error_of([&] {
-          be->emit(typed, ir::lower(typed, typed_naive, be->target().traits), typed_naive.to_json());
-        }).find("scalar-c plug-in (ABI version 1) runs f32 ops only, and op 'h' has the bf16 tensor 'X'") !=
-        std::string::npos);
   // The daemon tunes through it as through any backend (serve --backend-plugin loads it first).
   test::InProcessDaemon d(dir.file("d.db"));
   client::Client cl(d.url(), "tok");
@@ -197,4 +205,129 @@ TEST_CASE(
       {kBinary + "/tiletune", "serve", "--backend-plugin", dir.file("missing.so"), "--db", dir.file("t.db")}, 60);
   CHECK(r.exit_code == 2);
   CHECK_MESSAGE(r.output.find("cannot be loaded") != std::string::npos, r.output);
+}
+
+namespace {
+
+const char* kTypedOps = R"(
+op requant(A: u8[M, K], B: i8[K, N], bias: i32[N]) -> Y: u8[M, N] {
+  acc[m, n] += A[m, k] * B[k, n]
+  Y[m, n] = f32(acc[m, n] + bias[n]) * 0.004 + 100
+}
+op mm_bf16(A: bf16[M, K], B: bf16[K, N]) -> C: bf16[M, N] {
+  C[m, n] += A[m, k] * B[k, n]
+}
+op casts(X: f32[N], Q: i8[N]) -> (I: i32[N], R: i8[N], H: f16[N]) {
+  I[n] = i32(X[n] * 2.5) + Q[n] * 3
+  R[n] = select(Q[n] > 0, X[n] * 300, round(X[n] * 40))
+  H[n] = abs(Q[n]) - 7
+}
+op window_max(X: i8[N, D] pad -128) -> Y: i32[N, D] {
+  Y[n, d] max= X[n, d + r - 1] * 2 where r < 3
+}
+)";
+
+ir::Workload typed_op(const std::string& name, const std::string& sizes) {
+  return ir::bind(ir::select_op(ir::parse_ops(kTypedOps), name, "typed ops"), ir::parse_sizes(sizes));
+}
+
+}  // namespace
+
+TEST_CASE("plug-ins: ABI 1.1 programs give each tensor its type and each node the type it computes in") {
+  auto be = codegen::make_backend("cpu");
+  auto w = typed_op("requant", "M=3,N=5,K=7");
+  auto naive = ir::naive_schedule(w);
+  auto p = nlohmann::json::parse(ir::program_to_json(w, ir::lower(w, naive, be->target().traits), naive.to_json()));
+  CHECK(p["abi"] == 1);
+  CHECK(p["abi_minor"] == TT_PLUGIN_ABI_MINOR);
+  std::map<std::string, std::string> dtype;
+  for (auto& b : p["buffers"]) dtype[b["name"]] = b["dtype"];
+  CHECK(dtype ==
+        std::map<std::string, std::string>{{"A", "u8"}, {"B", "i8"}, {"bias", "i32"}, {"acc", "i32"}, {"Y", "u8"}});
+  const auto& st = p["stages"][0];
+  CHECK(st["accumulate"] == "i32");
+  CHECK(st["body"]["op"] == "mul");
+  CHECK(st["body"]["type"] == "i32");
+  CHECK(st["body"]["args"][0]["type"] == "i32");  // a u8 load widens to i32
+  // Y = f32(acc + bias) * 0.004 + 100 into u8: the sum is i32, the cast under the product a
+  // node, the weak literal 100 f32 from what it meets, and the f32 value is cast to the
+  // stage's i32 before the store saturates it into u8.
+  const auto& y = p["stages"][1];
+  CHECK(y["accumulate"] == "i32");
+  CHECK(y["body"]["op"] == "cast");
+  CHECK(y["body"]["type"] == "i32");
+  const auto& sum = y["body"]["args"][0];
+  CHECK(sum["op"] == "add");
+  CHECK(sum["type"] == "f32");
+  CHECK(sum["args"][1]["type"] == "f32");
+  const auto& cast = sum["args"][0]["args"][0];
+  CHECK(cast["op"] == "cast");
+  CHECK(cast["type"] == "f32");
+  CHECK(cast["args"][0]["op"] == "add");
+  CHECK(cast["args"][0]["type"] == "i32");
+  // An f32 op's program has no casts and f32 everywhere: what ABI 1.0 plug-ins read.
+  auto f = test::library_workload("matmul_bias_relu", "M=4,N=4,K=4");
+  auto fn = ir::naive_schedule(f);
+  std::string text = ir::program_to_json(f, ir::lower(f, fn, be->target().traits), fn.to_json());
+  CHECK(text.find("\"cast\"") == std::string::npos);
+  CHECK(text.find("\"i32\"") == std::string::npos);
+}
+
+TEST_CASE("plug-ins: the example runs typed and padded ops (ABI 1.1) as the CPU backend does, with tails") {
+  TempDir dir;
+  REQUIRE(codegen::load_backend_plugin(build_example()) == "scalar-c");
+  auto plugin = codegen::make_backend("scalar-c");
+  auto cpu = codegen::make_backend("cpu");
+  std::vector<ir::Workload> ops = {typed_op("requant", "M=5,N=7,K=13"), typed_op("mm_bf16", "M=3,N=11,K=37"),
+                                   typed_op("casts", "N=29"), typed_op("window_max", "N=3,D=10"),
+                                   test::library_workload("conv2d_s2p1", "N=1,C=3,H=7,W=6,K=2,R=3,S=3")};
+  for (auto& h : test::half_workloads()) ops.push_back(h);
+  for (const ir::Workload& w : ops) {
+    CAPTURE(w.canonical_text);
+    test::Tensors want = test::run_kernel(*cpu, w, ir::naive_schedule(w), dir);
+    tuner::Space space(w, plugin->target().traits);
+    tuner::Rng rng(5);
+    std::vector<ir::Schedule> schedules{ir::naive_schedule(w)};
+    for (int i = 0; i < 3; ++i) schedules.push_back(space.sample(rng));
+    for (auto& s : schedules) {
+      CAPTURE(s.to_json());
+      test::Tensors got = test::run_kernel(*plugin, w, s, dir);
+      size_t first_output = 0;
+      for (auto& b : w.buffers) first_output += b.role == ir::Buffer::Role::Input;
+      for (size_t o = first_output; o < got.mem.size(); ++o) {
+        auto n = static_cast<std::int64_t>(got.mem[o].size());
+        // Sums in another order differ by rounding; integer results and their saturation do not.
+        CHECK_MESSAGE(measure::compare(got.type[o], got.mem[o].data(), want.mem[o].data(), n,
+                                       measure::tolerance_for(64, got.type[o]))
+                          .empty(),
+                      "output " << o);
+      }
+    }
+  }
+  // The measuring worker fills, runs and checks the plug-in's typed kernels like any others.
+  auto w = typed_op("requant", "M=5,N=7,K=13");
+  test::all_correct(*plugin, w, {ir::naive_schedule(w)});
+}
+
+TEST_CASE("plug-ins: a plug-in reading ABI 1.0 is refused typed and padded ops by name, and still runs f32 ones") {
+  TempDir dir;
+  // One that declares minor 0, and one whose table predates abi_minor (a smaller struct_size).
+  for (std::string variant : {"MINOR_ZERO", "ABI_1_0_TABLE"}) {
+    CAPTURE(variant);
+    std::string name = codegen::load_backend_plugin(broken_plugin(dir, variant));
+    auto be = codegen::make_backend(name);
+    auto emit = [&](const ir::Workload& w) {
+      auto naive = ir::naive_schedule(w);
+      return be->emit(w, ir::lower(w, naive, be->target().traits), naive.to_json());
+    };
+    auto padded = test::library_workload("conv2d_p1", "N=1,C=2,H=5,W=5,K=2,R=3,S=3");
+    CHECK(test::error_of([&] { emit(padded); })
+              .find(name + " plug-in (ABI version 1.0) cannot emit op 'conv2d_p1': input 'I' is padded, and padded "
+                           "reads came with plug-in ABI 1.1") != std::string::npos);
+    CHECK(test::error_of([&] {
+            emit(typed_op("mm_bf16", "M=2,N=2,K=2"));
+          }).find(name + " plug-in (ABI version 1.0) runs f32 ops only, and op 'mm_bf16' has the bf16 tensor 'A'") !=
+          std::string::npos);
+    CHECK(emit(test::library_workload("matmul", "M=2,N=2,K=2")) == "nothing to compile");
+  }
 }

@@ -15,6 +15,7 @@
 #include "ir/workload.hpp"
 #include "measure/protocol.hpp"
 #include "random_schedules.hpp"
+#include "run_kernel.hpp"
 #include "tuner/space.hpp"
 
 using namespace tiletune;
@@ -57,42 +58,12 @@ ir::Workload typed(const std::string& name, const std::string& sizes) {
   return ir::bind(ir::select_op(ir::parse_ops(kOps), name, "typed ops"), ir::parse_sizes(sizes));
 }
 
-//! Tensors as raw memory, inputs then outputs, with their types.
-struct Tensors {
-  std::vector<std::vector<float>> mem;
-  std::vector<DType> type;
-  double at(size_t t, std::int64_t i) const { return ir::load_element(type[t], mem[t].data(), i); }
-};
+using test::Tensors;
 
-//! Runs a schedule in this process on deterministic inputs, generated for this machine's
-//! target or for `traits` (another SIMD width: the plain C forms of the typed helpers).
+//! Runs a schedule on the CPU backend (see test::run_kernel).
 Tensors run(const ir::Workload& w, const ir::Schedule& s, const TempDir& dir,
             const std::optional<ir::TargetTraits>& traits = std::nullopt) {
-  auto be = codegen::make_backend("cpu");
-  ir::LoopNest nest = ir::lower(w, s, traits ? *traits : be->target().traits);
-  std::string name = w.key + "-" + s.key() + (traits ? "-" + std::to_string(traits->vector_lanes) : "");
-  std::string src = dir.file(name + ".cpp"), lib = dir.file(name + ".so");
-  std::ofstream(src) << (traits ? be->emit_for(*traits, w, nest, s.to_json()) : be->emit(w, nest, s.to_json()));
-  std::string log = be->build(src, lib);
-  REQUIRE_MESSAGE(log.empty(), log);
-  codegen::KernelShape shape;
-  for (auto& b : w.buffers)
-    if (b.role != ir::Buffer::Role::Temp) shape.tensor_floats.push_back(b.elements());
-  shape.workspace_floats = nest.workspace_floats;
-  auto kernel = be->load(lib, shape);
-  Tensors t;
-  int index = 0;
-  for (auto& b : w.buffers) {
-    if (b.role == ir::Buffer::Role::Temp) continue;
-    t.mem.emplace_back(b.elements() + 16, NAN);
-    t.type.push_back(b.dtype);
-    if (b.role == ir::Buffer::Role::Input) measure::fill_input(b.dtype, t.mem.back().data(), b.elements(), 7, index++);
-  }
-  std::vector<float*> args;
-  for (auto& v : t.mem) args.push_back(v.data());
-  std::vector<float> workspace(nest.workspace_floats + 16, NAN);
-  kernel->run(args.data(), workspace.data(), codegen::Kernel::kUpload | codegen::Kernel::kDownload);
-  return t;
+  return test::run_kernel(*codegen::make_backend("cpu"), w, s, dir, traits);
 }
 
 //! A value rounded into type t, as the kernels store it.
