@@ -76,6 +76,10 @@ std::string header_text(const std::vector<Exported>& kernels, const std::string&
       << "void " << entry << "(float* const* tensors, float* workspace);\n"
       << "void " << abi["threads_entry_point"].get<std::string>()
       << "(float* const* tensors, float* workspace, int threads);\n";
+    if (abi.contains("prepare_entry_point"))
+      h << "/* packs the const inputs into the workspace: call first, and again whenever they change */\n"
+        << "void " << abi["prepare_entry_point"].get<std::string>()
+        << "(float* const* tensors, float* workspace, int threads);\n";
   }
   h << "\n#ifdef __cplusplus\n}\n#endif\n#endif\n";
   return h.str();

@@ -50,7 +50,8 @@ class Kernel {
   };
   virtual ~Kernel() = default;
   //! Runs once on host tensors and returns the seconds the device spent on it (a device with
-  //! its own memory times the kernels, not the copies). Throws Error on failure.
+  //! its own memory times the kernels, not the copies, and a CPU kernel with a prepare entry
+  //! point packs its constant inputs under kUpload, untimed). Throws Error on failure.
   virtual double run(float* const* tensors, float* workspace, unsigned flags) = 0;
 };
 
@@ -61,6 +62,10 @@ struct CallAbi {
   std::string entry_point = "tt_kernel";
   std::string signature;                               //!< "" where the source's kernel says it (GPU)
   std::string threads_entry_point, threads_signature;  //!< "" where the caller cannot choose
+  //! ENTRY_prepare(tensors, workspace, threads): packs the op's constant inputs into the
+  //! workspace, to be called before the first call and whenever they change; the calls then
+  //! keep that workspace. "" when the kernel packs nothing constant (or the backend has none).
+  std::string prepare_entry_point, prepare_signature;
 };
 
 //! What a backend can do. Implementations live in their .cpp and are made by name.

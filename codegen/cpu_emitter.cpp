@@ -1,6 +1,8 @@
 #include "codegen/cpu_emitter.hpp"
 
 #include "codegen/c_text.hpp"
+#include "ir/schedule.hpp"
+#include "support/error.hpp"
 #include "support/hash.hpp"
 
 #include <algorithm>
@@ -116,8 +118,15 @@ class Emitter {
     // parallel loop runs with tt_threads, which the plain entry point sets to the count the
     // record was measured with. Nested in a caller's own parallel region it still runs right:
     // the regions are always opened, so omp_get_thread_num() is this kernel's own.
-    out_ << "extern \"C\" void " << entry
-         << "_threads(float* const* tt_tensors, float* tt_workspace, int tt_threads) {\n";
+    prepares_ = cpu_prepares(w_, nest_);
+    if (prepares_)
+      // Constant inputs are packed by ENTRY_prepare, once, into the workspace the calls keep:
+      // one body, run in the mode that packs them or in the one that computes.
+      out_ << "static void " << entry
+           << "_run(float* const* tt_tensors, float* tt_workspace, int tt_threads, int tt_mode) {\n";
+    else
+      out_ << "extern \"C\" void " << entry
+           << "_threads(float* const* tt_tensors, float* tt_workspace, int tt_threads) {\n";
     line(1, "if (tt_threads < 1) tt_threads = " + measured + ";");
     int arg = 0;
     for (size_t b = 0; b < w_.buffers.size(); ++b) {
@@ -155,6 +164,14 @@ class Emitter {
     for (auto& sn : nest_.stages) stage(sn);
     if (nest_.fuse_rows > 0) line(1, "}");
     out_ << "}\n";
+    if (prepares_) {
+      for (auto [suffix, mode] : {std::pair{"_threads", "2"}, std::pair{"_prepare", "1"}})
+        out_ << "extern \"C\" void " << entry << suffix
+             << "(float* const* tt_tensors, float* tt_workspace, int tt_threads) {\n  " << entry
+             << "_run(tt_tensors, tt_workspace, tt_threads, " << mode << ");\n}\n";
+      out_ << "extern \"C\" void tt_prepare(float* const*, float*, int) __attribute__((weak, alias(\"" << entry
+           << "_prepare\")));\n";
+    }
     out_ << "extern \"C\" void " << entry << "(float* const* tt_tensors, float* tt_workspace) {\n";
     line(1, entry + "_threads(tt_tensors, tt_workspace, " + measured + ");");
     out_ << "}\n";
@@ -168,6 +185,7 @@ class Emitter {
   const ir::LoopNest& nest_;
   const ir::TargetTraits& traits_;
   std::ostringstream out_;
+  bool prepares_ = false;  // prepares()
   LocalNames names_;
   std::map<std::string, std::string> tensor_;
 
@@ -278,6 +296,18 @@ class Emitter {
     return "";
   }
 
+  // A kernel that packs constant inputs does so in a prepare entry point of its own
+  // (cpu_prepares): a mode then says what one call does, packing them or computing.
+  static constexpr const char* kPrepareMode = "(tt_mode & 1)";  // pack the constant inputs
+  static constexpr const char* kComputeMode = "(tt_mode & 2)";  // everything else
+
+  //! The panel count a pack's loop runs to: none in the mode that does not pack it.
+  std::string panels(const ir::Pack& pack) const {
+    std::string n = std::to_string(pack.panels);
+    if (!prepares_) return n;
+    return std::string("(") + (w_.buffers[pack.buffer].constant ? kPrepareMode : kComputeMode) + " ? " + n + " : 0)";
+  }
+
   //! Copies an input into its panels before the stage's loops (see ir::Pack).
   void emit_pack(int depth, const ir::Pack& pack) {
     if (pack.group > 1) return emit_grouped_pack(depth, pack);
@@ -292,8 +322,7 @@ class Emitter {
                     as_storage(pack.buffer, "tt_workspace + " + std::to_string(pack.offset)) + ";");
     line(depth, "#pragma omp parallel for schedule(static) num_threads(tt_threads)");
     std::string panel = fresh("panel");
-    line(depth, "for (std::int64_t " + panel + " = 0; " + panel + " < " + std::to_string(pack.panels) + "; ++" + panel +
-                    ") {");
+    line(depth, "for (std::int64_t " + panel + " = 0; " + panel + " < " + panels(pack) + "; ++" + panel + ") {");
     int d = depth + 1;
     std::vector<std::string> idx(buf.shape.size());
     Linear dst_lin, src_lin;
@@ -395,8 +424,7 @@ class Emitter {
     }
     line(depth, "#pragma omp parallel for schedule(static) num_threads(tt_threads)");
     std::string panel = fresh("panel");
-    line(depth, "for (std::int64_t " + panel + " = 0; " + panel + " < " + std::to_string(pack.panels) + "; ++" + panel +
-                    ") {");
+    line(depth, "for (std::int64_t " + panel + " = 0; " + panel + " < " + panels(pack) + "; ++" + panel + ") {");
     int d = depth + 1;
     Linear dst_lin, src_lin;
     dst_lin.add(panel, pack.others * pack.block);
@@ -1083,6 +1111,8 @@ class Emitter {
                       "(tt_workspace + " + std::to_string(sn.partials) + ");");
     }
     for (auto& pack : sn.packs) emit_pack(depth, pack);
+    if (prepares_) line(depth++, std::string("if ") + kComputeMode + " {");
+    const int body_depth = depth;
     int parallel = 0;
     for (auto& l : sn.outer) parallel += l.parallel ? 1 : 0;
     if (parallel > 0)
@@ -1119,7 +1149,8 @@ class Emitter {
           (last_.empty() ? "" : " && ") + base + " + " + std::to_string(l.block) + " >= " + std::to_string(l.extent);
     }
     micro_kernel(depth);
-    close_to(depth, base_ + 1);
+    close_to(depth, body_depth);
+    if (prepares_) line(body_depth - 1, "}");
     line(base_, "}");
   }
 };
@@ -1130,13 +1161,31 @@ std::string cpu_entry_point(const ir::Workload& w, const std::string& config_jso
   return "tt_kernel_" + hash_hex(w.key + "\n" + config_json);
 }
 
-CallAbi cpu_call_abi(const ir::Workload& w, const std::string& config_json) {
+bool cpu_prepares(const ir::Workload& w, const ir::LoopNest& nest) {
+  for (auto& sn : nest.stages)
+    for (auto& p : sn.packs)
+      if (w.buffers[p.buffer].constant) return true;
+  return false;
+}
+
+CallAbi cpu_call_abi(const ir::Workload& w, const std::string& config_json, const ir::TargetTraits& traits) {
   CallAbi abi;
   abi.entry_point = cpu_entry_point(w, config_json);
   abi.signature = "extern \"C\" void " + abi.entry_point + "(float* const* tensors, float* workspace)";
   abi.threads_entry_point = abi.entry_point + "_threads";
   abi.threads_signature =
       "extern \"C\" void " + abi.threads_entry_point + "(float* const* tensors, float* workspace, int threads)";
+  // A config that does not lower (a placeholder "{}") has no kernel to prepare.
+  bool prepares = false;
+  try {
+    prepares = cpu_prepares(w, ir::lower(w, ir::Schedule::from_json(config_json), traits));
+  } catch (const Error&) {
+  }
+  if (prepares) {
+    abi.prepare_entry_point = abi.entry_point + "_prepare";
+    abi.prepare_signature =
+        "extern \"C\" void " + abi.prepare_entry_point + "(float* const* tensors, float* workspace, int threads)";
+  }
   return abi;
 }
 

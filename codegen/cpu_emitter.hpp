@@ -10,8 +10,12 @@ namespace tiletune::codegen {
 //! The entry point of a workload's kernel under a config: `tt_kernel_` and a hash of both, so
 //! that any number of kernels link into one program.
 std::string cpu_entry_point(const ir::Workload& w, const std::string& config_json);
-//! Its symbols and declarations: ENTRY(tensors, workspace) and ENTRY_threads(..., threads).
-CallAbi cpu_call_abi(const ir::Workload& w, const std::string& config_json);
+//! Its symbols and declarations: ENTRY(tensors, workspace) and ENTRY_threads(..., threads),
+//! and ENTRY_prepare(..., threads) where the config packs a constant input (`traits` lowers it).
+CallAbi cpu_call_abi(const ir::Workload& w, const std::string& config_json, const ir::TargetTraits& traits);
+//! Whether a lowered kernel packs a constant input (ir::Buffer::constant), which its prepare
+//! entry point then does once instead of every call.
+bool cpu_prepares(const ir::Workload& w, const ir::LoopNest& nest);
 
 //! C++ source of `extern "C" void ENTRY(float* const* tensors, float* workspace)` (ENTRY from
 //! cpu_entry_point, with `tt_kernel` as a weak alias) and of `ENTRY_threads(tensors, workspace,

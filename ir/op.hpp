@@ -84,6 +84,9 @@ struct TensorDecl {
   //! `X: f32[H, W] pad 0`: an input's reads outside its shape yield this value (zero padding
   //! for convolutions, -inf for max pooling) instead of being refused at binding.
   std::optional<double> pad;
+  //! `W: f32[K, N] const`: an input that stays the same from call to call (a model's weights),
+  //! so a kernel may pack it once, in its prepare entry point, instead of on every call.
+  bool constant = false;
   SourceLoc loc;
 };
 

@@ -125,6 +125,8 @@ class Parser {
     for (auto& out : op.outputs)
       if (out.pad)
         fail_at(out.loc, "output '" + out.name + "' cannot declare 'pad': only an input's reads can fall outside it");
+      else if (out.constant)
+        fail_at(out.loc, "output '" + out.name + "' cannot be 'const': only an input stays the same between calls");
     expect("{", "'{' to open the op body");
     while (!at("}")) {
       if (peek().kind == Tok::End) fail_at(peek().loc, "expected '}' to close op '" + op.name + "'");
@@ -149,11 +151,18 @@ class Parser {
     do d.dims.push_back(size_sum());
     while (accept(","));
     expect("]", "']' or ',' in the shape");
-    if (peek().kind == Tok::Ident && peek().text == "pad") {
-      ++pos_;
-      d.pad = pad_value();
+    // Attributes, each at most once, in any order: `pad VALUE`, `const`.
+    for (;;) {
+      if (peek().kind == Tok::Ident && peek().text == "pad" && !d.pad) {
+        ++pos_;
+        d.pad = pad_value();
+      } else if (peek().kind == Tok::Ident && peek().text == "const" && !d.constant) {
+        ++pos_;
+        d.constant = true;
+      } else {
+        return d;
+      }
     }
-    return d;
   }
 
   //! A number or `inf`, with an optional sign: what an out-of-range read of an input yields.

@@ -71,6 +71,7 @@ std::string decl_text(const TensorDecl& t) {
   for (size_t i = 0; i < t.dims.size(); ++i) s += (i ? ", " : "") + to_string(t.dims[i]);
   s += "]";
   if (t.pad) s += " pad " + pad_text(*t.pad);  // only padded inputs say so: other keys stay
+  if (t.constant) s += " const";               // and only constant ones this
   return s;
 }
 
@@ -270,7 +271,7 @@ Workload bind(const OpDef& op, const Sizes& sizes) {
   for (auto& st : w.op.stmts) bind_sizes(st.rhs, sizes);
 
   auto add_buffer = [&](const TensorDecl& t, Buffer::Role role) {
-    Buffer b{t.name, role, {}, t.pad, t.dtype};
+    Buffer b{t.name, role, {}, t.pad, t.dtype, t.constant};
     for (auto& d : t.dims) {
       std::int64_t v = eval(d, sizes);
       if (v < 1)

@@ -21,6 +21,7 @@ struct Buffer {
   std::vector<std::int64_t> shape;
   std::optional<double> pad;  //!< what reads outside the shape yield (TensorDecl::pad)
   DType dtype = DType::F32;
+  bool constant = false;  //!< the same from call to call (TensorDecl::constant): packed once
   std::int64_t elements() const;
   std::int64_t bytes() const { return elements() * dtype_bytes(dtype); }
 };

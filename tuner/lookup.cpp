@@ -43,6 +43,10 @@ RecordKernel schedule_kernel(const codegen::Backend& be, const ir::Workload& w, 
     k.abi["threads_entry_point"] = call.threads_entry_point;
     k.abi["threads_signature"] = call.threads_signature;
   }
+  if (!call.prepare_entry_point.empty()) {
+    k.abi["prepare_entry_point"] = call.prepare_entry_point;
+    k.abi["prepare_signature"] = call.prepare_signature;
+  }
   return k;
 }
 

@@ -14,6 +14,7 @@
 #include "random_schedules.hpp"
 #include "run_kernel.hpp"
 #include "support/subprocess.hpp"
+#include "tuner/lookup.hpp"
 #include "tuner/space.hpp"
 
 using namespace tiletune;
@@ -352,7 +353,8 @@ TEST_CASE("cpu kernels: an axis the output and an input are strided along is vec
   s.stages[0].tile["n"] = {2 * lanes};
   CHECK(ir::check_schedule(nt, s, traits) == "stage C: 'B' is read strided along 'n': vectorizing it needs 'B' packed");
   s.stages[0].pack = {"B"};
-  for (std::string sizes : {std::string("M=7,N=37,K=11"), "M=5,N=" + std::to_string(4 * lanes + 3) + ",K=" + std::to_string(2 * lanes + 3)}) {
+  for (std::string sizes : {std::string("M=7,N=37,K=11"),
+                            "M=5,N=" + std::to_string(4 * lanes + 3) + ",K=" + std::to_string(2 * lanes + 3)}) {
     CAPTURE(sizes);
     auto wt = ir::bind(mm_nt, ir::parse_sizes(sizes));
     REQUIRE(ir::check_schedule(wt, s, traits) == "");
@@ -532,6 +534,26 @@ TEST_CASE(
   CHECK(std::any_of(seeds.begin(), seeds.end(), [](const ir::Schedule& s) {
     return s.stages[0].vectorize == "k" && s.stages[0].pack == std::vector<std::string>{"F"};
   }));
+  // Narrow operands (dot-product tiles) keep the row's vectors and a broadcast in registers
+  // beside the accumulators, and prefetch the vector panel; f32 seeds do neither.
+  for (const char* text : {"op b(A: bf16[M, K], B: bf16[K, N]) -> C: f32[M, N] { C[m, n] += A[m, k] * B[k, n] }",
+                           "op q(A: u8[M, K], B: i8[K, N]) -> C: i32[M, N] { C[m, n] += A[m, k] * B[k, n] }"}) {
+    CAPTURE(text);
+    auto narrow = ir::bind(ir::parse_op(text), ir::parse_sizes("M=256,N=256,K=256"));
+    const auto& traits = be->target().traits;
+    auto narrow_seeds = tuner::Space(narrow, traits).seeds();
+    REQUIRE(!narrow_seeds.empty());
+    for (auto& seed : narrow_seeds) {
+      const auto& ss = seed.stages[0];
+      CAPTURE(seed.to_json());
+      const std::string rows = ss.vectorize == "n" ? "m" : "n";
+      std::int64_t vectors = (ss.tile.at(ss.vectorize).back() + traits.vector_lanes - 1) / traits.vector_lanes;
+      CHECK(ss.tile.at(rows).back() * vectors + vectors + 1 <= traits.vector_registers);
+      CHECK(ss.prefetch > 0);
+    }
+  }
+  for (auto& seed : tuner::Space(library_workload("matmul", "M=256,N=256,K=256"), be->target().traits).seeds())
+    CHECK(seed.stages[0].prefetch == 0);
   // A two-stage row op that starts with a reduction gets the row recipe, and runs correctly.
   auto norm = ir::bind(
       ir::parse_op("op rownorm(X: f32[N, D]) -> Y: f32[N, D] {\n  s[n] += X[n, d]\n  Y[n, d] = X[n, d] / s[n]\n}"),
@@ -604,4 +626,77 @@ TEST_CASE(
   REQUIRE_MESSAGE(built.ok(), built.output);
   auto ran = run_process({dir.file("both")}, 60);
   CHECK_MESSAGE(ran.ok(), ran.output);
+}
+
+TEST_CASE("const inputs: part of the key, packed once by the kernel's prepare entry point, the calls reusing it") {
+  const char* text = "op mm(A: f32[M, K], B: f32[K, N] const) -> C: f32[M, N] { C[m, n] += A[m, k] * B[k, n] }";
+  auto w = ir::bind(ir::parse_op(text), ir::parse_sizes("M=19,N=37,K=23"));
+  CHECK(w.canonical_text.find("B: f32[K, N] const") != std::string::npos);
+  auto plain =
+      ir::bind(ir::parse_op("op mm(A: f32[M, K], B: f32[K, N]) -> C: f32[M, N] { C[m, n] += A[m, k] * B[k, n] }"),
+               ir::parse_sizes("M=19,N=37,K=23"));
+  CHECK(plain.key != w.key);
+  CHECK(plain.canonical_text.find("const") == std::string::npos);  // other keys stay
+  CHECK(test::error_of([] {
+          ir::parse_op("op o(A: f32[N]) -> B: f32[N] const { B[n] = A[n] }");
+        }).find("output 'B' cannot be 'const'") != std::string::npos);
+
+  auto be = cpu();
+  const auto& traits = be->target().traits;
+  std::vector<ir::Schedule> packing;
+  for (auto& s : tuner::Space(w, traits).seeds())
+    if (std::find(s.stages[0].pack.begin(), s.stages[0].pack.end(), "B") != s.stages[0].pack.end())
+      packing.push_back(s);
+  REQUIRE(!packing.empty());
+  const ir::Schedule& s = packing.front();
+  auto kernel = tuner::schedule_kernel(*be, w, s, traits);
+  const std::string entry = kernel.abi["entry_point"];
+  CHECK(kernel.abi["prepare_entry_point"] == entry + "_prepare");
+  CHECK(
+      kernel.source.find("void " + entry + "_prepare(float* const* tt_tensors, float* tt_workspace, int tt_threads)") !=
+      std::string::npos);
+  // Without a pack of B there is nothing to prepare, and the kernel is what it was.
+  auto naive = tuner::schedule_kernel(*be, w, ir::naive_schedule(w), traits);
+  CHECK_FALSE(naive.abi.contains("prepare_entry_point"));
+  CHECK(naive.source.find("_prepare") == std::string::npos);
+
+  // Called as a compiler calls it: prepare (the worker's kUpload), then calls with new A only.
+  TempDir dir;
+  ir::LoopNest nest = ir::lower(w, s, traits);
+  std::ofstream(dir.file("k.cpp")) << be->emit(w, nest, s.to_json());
+  REQUIRE(be->build(dir.file("k.cpp"), dir.file("k.so")).empty());
+  auto k = be->load(dir.file("k.so"), codegen::KernelShape{{19 * 23, 23 * 37, 19 * 37}, nest.workspace_floats});
+  std::vector<float> A(19 * 23), B(23 * 37), C(19 * 37, NAN), ws(nest.workspace_floats + 16, NAN);
+  auto check = [&](const char* what) {
+    CAPTURE(what);
+    double worst = 0;
+    for (int m = 0; m < 19; ++m)
+      for (int n = 0; n < 37; ++n) {
+        double want = 0;
+        for (int kk = 0; kk < 23; ++kk) want += double(A[m * 23 + kk]) * B[kk * 37 + n];
+        worst = std::max(worst, std::fabs(C[m * 37 + n] - want));
+      }
+    CHECK(worst < 1e-3);
+  };
+  float* args[] = {A.data(), B.data(), C.data()};
+  for (size_t i = 0; i < A.size(); ++i) A[i] = float(i % 7) - 3;
+  for (size_t i = 0; i < B.size(); ++i) B[i] = float(i % 5) - 2;
+  k->run(args, ws.data(), codegen::Kernel::kUpload | codegen::Kernel::kDownload);
+  check("after prepare");
+  for (size_t i = 0; i < A.size(); ++i) A[i] = float(i % 11) - 5;
+  std::fill(C.begin(), C.end(), NAN);
+  k->run(args, ws.data(), 0);
+  check("new A, B as packed");
+  for (size_t i = 0; i < B.size(); ++i) B[i] = float(i % 3) - 1;
+  k->run(args, ws.data(), codegen::Kernel::kUpload | codegen::Kernel::kDownload);
+  check("new B, prepared again");
+
+  // Through the measuring worker, every packing seed; and an int8 GEMM's grouped pack of const weights.
+  test::all_correct(*be, w, packing);
+  auto q =
+      ir::bind(ir::parse_op("op q(A: u8[M, K], B: i8[K, N] const) -> C: i32[M, N] { C[m, n] += A[m, k] * B[k, n] }"),
+               ir::parse_sizes("M=13,N=41,K=67"));
+  auto q_seeds = tuner::Space(q, traits).seeds();
+  REQUIRE(!q_seeds.empty());
+  test::all_correct(*be, q, q_seeds);
 }
