@@ -415,12 +415,15 @@ std::optional<Draft> Mapper::map_node(size_t i, std::string& why) {
     d->nodes.insert(d->nodes.begin(), n.name);
     if (d->value.empty()) d->value = n.outputs[0];
     d->out_type = tile_type(d->value);
-    // Every mapping declares f32: each input takes its ONNX value's type (f16, bf16, u8, ...).
+    // Every mapping declares f32: each input takes its ONNX value's type (f16, bf16, u8, ...),
+    // and one that is a graph constant (an initializer: the layer's weights) is `const`, so
+    // that its kernel packs it once instead of on every call.
     for (auto& decl : d->inputs) {
       auto colon = decl.find(':');
       auto it = d->tensors.find(decl.substr(0, colon));
       std::string type = it == d->tensors.end() ? "f32" : tile_type(it->second);
       if (colon != std::string::npos && decl.compare(colon + 2, 4, "f32[") == 0) decl.replace(colon + 2, 3, type);
+      if (it != d->tensors.end() && g_.constants.count(it->second)) decl += " const";
     }
     if (d->last == 0) d->last = i;
     if (d->output.empty() && shape(d->value)) d->output = *shape(d->value);
