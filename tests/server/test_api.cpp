@@ -294,7 +294,10 @@ TEST_CASE("api: a tuning job runs to the end; identical requests share it; the b
 
 TEST_CASE("api: jobs take turns: a week-long job does not hold back a short one; queued jobs show their position") {
   TempDir dir;
-  InProcessDaemon d(dir.file("d.db"), {"tok", false, 1 << 20, true, /*slice_seconds=*/0.5});
+  // Turns long enough that a 3-trial job finishes within one, and that the two jobs below are
+  // queued within the long job's turn, also on a loaded machine (turns of 0.5 s rotated between
+  // the two requests under CI's parallel tests: both at position 1, the first still running).
+  InProcessDaemon d(dir.file("d.db"), {"tok", false, 1 << 20, true, /*slice_seconds=*/3});
   client::Client cl(d.url(), "tok");
   json week = cl.call("POST", "/v1/tune",
                       {{"op", "matmul"}, {"sizes", "M=32,N=32,K=32"}, {"seconds", 604800}, {"strategy", "random"}});
