@@ -498,6 +498,7 @@ TEST_CASE(
                                                         {"depthwise_conv2d", "N=2,C=3,H=9,W=21,R=3,S=3"},
                                                         {"conv2d_p1", "N=1,C=3,H=7,W=13,K=5,R=3,S=3"},
                                                         {"conv2d_s2p1", "N=1,C=2,H=9,W=15,K=11,R=3,S=3"},
+                                                        {"conv2d_bias_relu_p1", "N=1,C=3,H=7,W=13,K=21,R=3,S=3"},
                                                         {"row_sum", "N=11,D=53"},
                                                         {"softmax", "N=7,D=43"},
                                                         {"layernorm", "N=37,D=19"}}) {
@@ -554,6 +555,25 @@ TEST_CASE(
   }
   for (auto& seed : tuner::Space(library_workload("matmul", "M=256,N=256,K=256"), be->target().traits).seeds())
     CHECK(seed.stages[0].prefetch == 0);
+  // A conv with a fused bias and ReLU vectorizes its output channels too: the epilogue's own
+  // value is in registers, and only the bias is loaded (unit stride along k).
+  auto fused =
+      tuner::Space(library_workload("conv2d_bias_relu_p1", "N=1,C=64,H=56,W=56,K=64,R=3,S=3"), be->target().traits)
+          .seeds();
+  CHECK(std::any_of(fused.begin(), fused.end(),
+                    [](const ir::Schedule& s) { return s.stages[0].vectorize == "k" && s.stages[0].fuse_epilogue; }));
+  // Another tensor the epilogue reads strided along k (a residual in NCHW) still needs loads that
+  // vectors cannot make: refused, by name.
+  auto residual = ir::bind(ir::parse_op("op res(I: f32[N, C, H, W] pad 0, F: f32[K, C, R, S], Z: f32[N, K, H, W]) -> "
+                                        "O: f32[N, K, H, W] {\n  acc[n, k, y, x] += I[n, c, y + r - 1, x + s - 1] * "
+                                        "F[k, c, r, s] where y < H, x < W\n  O[n, k, y, x] = acc[n, k, y, x] + "
+                                        "Z[n, k, y, x]\n}"),
+                           ir::parse_sizes("N=1,C=16,H=8,W=8,K=32,R=3,S=3"));
+  auto by_k = ir::Schedule::from_json(
+      R"({"stages":[{"fuse_epilogue":true,"order":["k.0","y.0","x.0","n.0","c.0","r.0","s.0"],"pack":["F"],"stage":"acc",)"
+      R"("tile":{"c":[16],"k":[32],"n":[1],"r":[3],"s":[3],"x":[1],"y":[1]},"vectorize":"k"},{"stage":"O"}],"version":1})");
+  CHECK(ir::check_schedule(residual, by_k, be->target().traits) ==
+        "stage acc: the epilogue reads 'Z' strided along 'k'");
   // A two-stage row op that starts with a reduction gets the row recipe, and runs correctly.
   auto norm = ir::bind(
       ir::parse_op("op rownorm(X: f32[N, D]) -> Y: f32[N, D] {\n  s[n] += X[n, d]\n  Y[n, d] = X[n, d] / s[n]\n}"),
