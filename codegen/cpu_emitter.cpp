@@ -301,11 +301,17 @@ class Emitter {
   static constexpr const char* kPrepareMode = "(tt_mode & 1)";  // pack the constant inputs
   static constexpr const char* kComputeMode = "(tt_mode & 2)";  // everything else
 
-  //! The panel count a pack's loop runs to: none in the mode that does not pack it.
-  std::string panels(const ir::Pack& pack) const {
-    std::string n = std::to_string(pack.panels);
-    if (!prepares_) return n;
-    return std::string("(") + (w_.buffers[pack.buffer].constant ? kPrepareMode : kComputeMode) + " ? " + n + " : 0)";
+  //! The parallel loop over a pack's panels. In a kernel with a prepare entry point it runs in
+  //! one mode only, and in the other opens no threads (OpenMP's if clause) and no iterations.
+  void open_panel_loop(int depth, const ir::Pack& pack, const std::string& panel) {
+    std::string n = std::to_string(pack.panels), parallel;
+    if (prepares_) {
+      const char* mode = w_.buffers[pack.buffer].constant ? kPrepareMode : kComputeMode;
+      n = std::string("(") + mode + " ? " + n + " : 0)";
+      parallel = std::string(" if") + mode;
+    }
+    line(depth, "#pragma omp parallel for schedule(static) num_threads(tt_threads)" + parallel);
+    line(depth, "for (std::int64_t " + panel + " = 0; " + panel + " < " + n + "; ++" + panel + ") {");
   }
 
   //! Copies an input into its panels before the stage's loops (see ir::Pack).
@@ -320,9 +326,8 @@ class Emitter {
                     std::string(buf.shape.size() > 1 ? "[...]" : "") + "[" + blk + "], zero-padded");
     line(depth, storage(pack.buffer) + "* __restrict " + dst + " = " +
                     as_storage(pack.buffer, "tt_workspace + " + std::to_string(pack.offset)) + ";");
-    line(depth, "#pragma omp parallel for schedule(static) num_threads(tt_threads)");
     std::string panel = fresh("panel");
-    line(depth, "for (std::int64_t " + panel + " = 0; " + panel + " < " + panels(pack) + "; ++" + panel + ") {");
+    open_panel_loop(depth, pack, panel);
     int d = depth + 1;
     std::vector<std::string> idx(buf.shape.size());
     Linear dst_lin, src_lin;
@@ -422,9 +427,8 @@ class Emitter {
       src_strides[d] = st;
       st *= buf.shape[d];
     }
-    line(depth, "#pragma omp parallel for schedule(static) num_threads(tt_threads)");
     std::string panel = fresh("panel");
-    line(depth, "for (std::int64_t " + panel + " = 0; " + panel + " < " + panels(pack) + "; ++" + panel + ") {");
+    open_panel_loop(depth, pack, panel);
     int d = depth + 1;
     Linear dst_lin, src_lin;
     dst_lin.add(panel, pack.others * pack.block);
