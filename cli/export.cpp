@@ -114,7 +114,8 @@ int run_export(const CommonOptions& c, const std::string& suite_name, const std:
   if (suite.workloads.empty()) throw_error(ErrorKind::InvalidInput, "suite " + suite_name + " has no cases");
   auto backend = backend_for(c);
   auto store = db::open_store(c.db, /*create=*/false);
-  const bool has_c_abi = !backend->call_abi(suite.workloads.front(), "{}").threads_entry_point.empty();
+  const bool has_c_abi =
+      !backend->call_abi(suite.workloads.front(), "{}", backend->target().traits).threads_entry_point.empty();
   if (static_lib && !has_c_abi)
     throw_error(ErrorKind::InvalidInput, "--static-lib needs C kernels; " + backend->name() +
                                              " kernels are exported as sources with their launches in the manifest");

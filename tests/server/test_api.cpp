@@ -377,7 +377,25 @@ TEST_CASE("api: a kernel's source is generated for the target that measured it")
   json api = test::schema("api.schema.json");
   CHECK(JsonSchema(json{{"$defs", api["$defs"]}, {"$ref", "#/$defs/BestAnswer"}}).validate(best).empty());
   auto k = cl.best("matmul", "M=16,N=16,K=16");
-  CHECK_FALSE(k.has_value());  // this machine's target has no record of it
+  CHECK_FALSE(k.has_value());                        // this machine's target has no record of it
+  CHECK_FALSE(abi.contains("prepare_entry_point"));  // B is packed on every call
+  // The same matmul with its weights const: the answer says how to pack them once.
+  ir::Workload wc = ir::bind(
+      ir::parse_op("op mmc(A: f32[M, K], B: f32[K, N] const) -> C: f32[M, N] { C[m, n] += A[m, k] * B[k, n] }"),
+      ir::parse_sizes("M=16,N=16,K=16"));
+  r.id = 2;
+  r.workload_key = wc.key;
+  batch = {{"workloads", {db::workload_to_json(tuner::workload_row(wc))}},
+           {"targets", {db::target_to_json(target)}},
+           {"records", {db::record_to_json(r)}}};
+  CHECK(cl.call("POST", "/v1/records", batch)["imported"] == 1);
+  json with_const = cl.call("GET", "/v1/best?workload=" + wc.key + "&target=" + target.key);
+  const json& cabi = with_const["abi"];
+  CHECK(cabi["prepare_entry_point"] == cabi["entry_point"].get<std::string>() + "_prepare");
+  CHECK(with_const["source"].get<std::string>().find(
+            "void " + cabi["prepare_entry_point"].get<std::string>() +
+            "(float* const* tt_tensors, float* tt_workspace, int tt_threads)") != std::string::npos);
+  CHECK(JsonSchema(json{{"$defs", api["$defs"]}, {"$ref", "#/$defs/BestAnswer"}}).validate(with_const).empty());
 }
 
 TEST_CASE("api: records flow between daemons, duplicates merge, another target never answers for this one") {
