@@ -41,14 +41,16 @@ struct Case {
   std::string weights;
 };
 
-//! The library op's text with `input` declared const (see Case::weights).
-std::string with_const(const std::string& op, const std::string& input) {
-  std::string text = ops::op_text(op);
-  size_t at = text.find("(" + input + ": ");
-  if (at == std::string::npos) at = text.find(", " + input + ": ");
-  size_t end = at == std::string::npos ? at : text.find(']', at);
-  if (end == std::string::npos) throw std::logic_error("op " + op + " has no input " + input);
-  return text.insert(end + 1, " const");
+//! The case's op: its text, or the library op's with Case::weights declared const.
+ir::OpDef case_op(const Case& c) {
+  ir::OpDef op = ir::parse_op(c.text.empty() ? ops::op_text(c.op) : c.text);
+  if (c.weights.empty()) return op;
+  for (auto& in : op.inputs)
+    if (in.name == c.weights) {
+      in.constant = true;
+      return op;
+    }
+  throw std::logic_error("op " + c.op + " has no input " + c.weights);
 }
 
 // Mixed precision, as a user writes it: bf16 operands summed in f32 (the language's rule),
@@ -179,10 +181,7 @@ int main(int argc, char** argv) {
     std::vector<std::vector<std::string>> rows;
     for (const Case& c : kCases) {
       if (!only.empty() && c.label.find(only) == std::string::npos) continue;
-      std::string text = !c.text.empty()      ? c.text
-                         : !c.weights.empty() ? with_const(c.op, c.weights)
-                                              : ops::op_text(c.op);
-      ir::Workload w = ir::bind(ir::parse_op(text), ir::parse_sizes(c.sizes));
+      ir::Workload w = ir::bind(case_op(c), ir::parse_sizes(c.sizes));
       tuner::TuneOptions to;
       to.trials = trials;
       to.strategy = strategy;

@@ -13,6 +13,8 @@
 #include "cli/exit_codes.hpp"
 #include "cli/inputs.hpp"
 #include "db/store.hpp"
+#include "ir/loop_nest.hpp"
+#include "ir/schedule.hpp"
 #include "support/error.hpp"
 #include "support/files.hpp"
 #include "support/subprocess.hpp"
@@ -114,8 +116,10 @@ int run_export(const CommonOptions& c, const std::string& suite_name, const std:
   if (suite.workloads.empty()) throw_error(ErrorKind::InvalidInput, "suite " + suite_name + " has no cases");
   auto backend = backend_for(c);
   auto store = db::open_store(c.db, /*create=*/false);
-  const bool has_c_abi =
-      !backend->call_abi(suite.workloads.front(), "{}", backend->target().traits).threads_entry_point.empty();
+  const ir::Workload& first = suite.workloads.front();
+  const ir::Schedule naive = ir::naive_schedule(first);
+  const bool has_c_abi = !backend->call_abi(first, ir::lower(first, naive, backend->target().traits), naive.to_json())
+                              .threads_entry_point.empty();
   if (static_lib && !has_c_abi)
     throw_error(ErrorKind::InvalidInput, "--static-lib needs C kernels; " + backend->name() +
                                              " kernels are exported as sources with their launches in the manifest");

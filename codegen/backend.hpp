@@ -77,10 +77,10 @@ class Backend {
   virtual const TargetInfo& target() const = 0;
   //! Source text of the kernel for a lowered workload: deterministic, human-readable.
   virtual std::string emit(const ir::Workload& w, const ir::LoopNest& nest, const std::string& config_json) const = 0;
-  //! How a caller calls this workload's kernel under this config (the README's kernel ABI).
-  //! `traits`: the target the kernel's source is generated for (see emit_for).
-  virtual CallAbi call_abi(const ir::Workload& /*w*/, const std::string& /*config_json*/,
-                           const ir::TargetTraits& /*traits*/) const {
+  //! How a caller calls this workload's kernel under this config (the README's kernel ABI),
+  //! `nest` lowered for the target its source is generated for (see emit_for).
+  virtual CallAbi call_abi(const ir::Workload& /*w*/, const ir::LoopNest& /*nest*/,
+                           const std::string& /*config_json*/) const {
     return CallAbi{};
   }
   //! Source for another target of this backend (a record measured elsewhere: its thread count,

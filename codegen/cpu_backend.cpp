@@ -103,9 +103,8 @@ class CpuBackend : public Backend {
   std::string emit(const ir::Workload& w, const ir::LoopNest& nest, const std::string& config_json) const override {
     return emit_cpu_kernel(w, nest, target().traits, config_json);
   }
-  CallAbi call_abi(const ir::Workload& w, const std::string& config_json,
-                   const ir::TargetTraits& traits) const override {
-    return cpu_call_abi(w, config_json, traits);
+  CallAbi call_abi(const ir::Workload& w, const ir::LoopNest& nest, const std::string& config_json) const override {
+    return cpu_call_abi(w, nest, config_json);
   }
   std::string emit_for(const ir::TargetTraits& traits, const ir::Workload& w, const ir::LoopNest& nest,
                        const std::string& config_json) const override {

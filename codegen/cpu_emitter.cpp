@@ -1,8 +1,6 @@
 #include "codegen/cpu_emitter.hpp"
 
 #include "codegen/c_text.hpp"
-#include "ir/schedule.hpp"
-#include "support/error.hpp"
 #include "support/hash.hpp"
 
 #include <algorithm>
@@ -185,7 +183,7 @@ class Emitter {
   const ir::LoopNest& nest_;
   const ir::TargetTraits& traits_;
   std::ostringstream out_;
-  bool prepares_ = false;  // prepares()
+  bool prepares_ = false;  // cpu_prepares(w_, nest_)
   LocalNames names_;
   std::map<std::string, std::string> tensor_;
 
@@ -732,7 +730,7 @@ class Emitter {
           return "(" + arg(0) + " * tt_splat(1.0f / " + value(e.args[1], p, false, blk, acc_value, t) + "))";
         return "(" + arg(0) + " / " + arg(1) + ")";
       case Expr::Kind::Call: {
-        if (e.name == "f32" || e.name == "i32") return convert(arg(0), w_.operand_type(e, 0, t), t, vec);
+        if (ir::is_cast(e)) return convert(arg(0), w_.operand_type(e, 0, t), t, vec);
         // abs, max, min and select compute in the node's type; the other builtins in f32.
         std::string s = std::string(vec ? "tt_v" : "tt_") + e.name + "(";
         for (size_t i = 0; i < e.args.size(); ++i) s += (i ? ", " : "") + arg(i);
@@ -795,7 +793,7 @@ class Emitter {
     std::vector<std::string> finals = results;
     if (sn_->epilogue >= 0) {
       const ir::Stage& e = w_.stages[sn_->epilogue];
-      DType want = w_.value_type(e.rhs).in(compute(e.output));
+      DType want = w_.epilogue_type(sn_->epilogue);
       for (size_t i = 0; i < pts.size(); ++i) finals[i] = value(sn_->epilogue_body, pts[i], vec, blk, results[i], want);
     }
     // The epilogue's loads get a scope of their own: the body's loads may share their names.
@@ -1081,7 +1079,7 @@ class Emitter {
     st_ = &w_.stages[sn.stage];
     loop_var_.clear();
     out_stride_ = 1;
-    acc_t_ = compute(st_->output);
+    acc_t_ = w_.accumulator_type(sn.stage);
     if (!sn.vector_axis.empty() && !sn.vector_reduce) {
       // Output dimensions follow the stage's spatial axes in order.
       const auto& shape = w_.buffers[sn.store].shape;
@@ -1172,23 +1170,18 @@ bool cpu_prepares(const ir::Workload& w, const ir::LoopNest& nest) {
   return false;
 }
 
-CallAbi cpu_call_abi(const ir::Workload& w, const std::string& config_json, const ir::TargetTraits& traits) {
+CallAbi cpu_call_abi(const ir::Workload& w, const ir::LoopNest& nest, const std::string& config_json) {
+  auto declare = [](const std::string& name, const char* threads) {
+    return "extern \"C\" void " + name + "(float* const* tensors, float* workspace" + threads + ")";
+  };
   CallAbi abi;
   abi.entry_point = cpu_entry_point(w, config_json);
-  abi.signature = "extern \"C\" void " + abi.entry_point + "(float* const* tensors, float* workspace)";
+  abi.signature = declare(abi.entry_point, "");
   abi.threads_entry_point = abi.entry_point + "_threads";
-  abi.threads_signature =
-      "extern \"C\" void " + abi.threads_entry_point + "(float* const* tensors, float* workspace, int threads)";
-  // A config that does not lower (a placeholder "{}") has no kernel to prepare.
-  bool prepares = false;
-  try {
-    prepares = cpu_prepares(w, ir::lower(w, ir::Schedule::from_json(config_json), traits));
-  } catch (const Error&) {
-  }
-  if (prepares) {
+  abi.threads_signature = declare(abi.threads_entry_point, ", int threads");
+  if (cpu_prepares(w, nest)) {
     abi.prepare_entry_point = abi.entry_point + "_prepare";
-    abi.prepare_signature =
-        "extern \"C\" void " + abi.prepare_entry_point + "(float* const* tensors, float* workspace, int threads)";
+    abi.prepare_signature = declare(abi.prepare_entry_point, ", int threads");
   }
   return abi;
 }

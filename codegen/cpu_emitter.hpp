@@ -11,8 +11,8 @@ namespace tiletune::codegen {
 //! that any number of kernels link into one program.
 std::string cpu_entry_point(const ir::Workload& w, const std::string& config_json);
 //! Its symbols and declarations: ENTRY(tensors, workspace) and ENTRY_threads(..., threads),
-//! and ENTRY_prepare(..., threads) where the config packs a constant input (`traits` lowers it).
-CallAbi cpu_call_abi(const ir::Workload& w, const std::string& config_json, const ir::TargetTraits& traits);
+//! and ENTRY_prepare(..., threads) where the lowered config packs a constant input.
+CallAbi cpu_call_abi(const ir::Workload& w, const ir::LoopNest& nest, const std::string& config_json);
 //! Whether a lowered kernel packs a constant input (ir::Buffer::constant), which its prepare
 //! entry point then does once instead of every call.
 bool cpu_prepares(const ir::Workload& w, const ir::LoopNest& nest);

@@ -65,11 +65,13 @@ ValueType value_type(const Expr& e, const std::function<DType(const std::string&
   }
 }
 
+bool is_cast(const Expr& e) { return e.kind == Expr::Kind::Call && (e.name == "f32" || e.name == "i32"); }
+
 DType operand_type(const Expr& e, size_t i, DType t, const std::function<DType(const std::string&)>& tensor_type) {
   auto own = [&](size_t k) { return value_type(e.args[k], tensor_type); };
   switch (e.kind) {
     case Expr::Kind::Call:
-      if (e.name == "f32" || e.name == "i32" || (e.name == "select" && i == 0)) return own(i).own();
+      if (is_cast(e) || (e.name == "select" && i == 0)) return own(i).own();
       return t;
     case Expr::Kind::Lt:
     case Expr::Kind::Le:

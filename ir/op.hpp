@@ -114,6 +114,8 @@ struct ValueType {
   DType in(DType context) const { return weak && type == DType::I32 ? context : type; }
   DType own() const { return in(DType::F32); }  //!< with no context: literals are f32
 };
+//! Whether `e` is a cast, `f32(x)` or `i32(x)`: a conversion of its argument's value.
+bool is_cast(const Expr& e);
 //! The type of an operation on two values: what `a + b` has.
 ValueType join(ValueType a, ValueType b);
 ValueType value_type(const Expr& e, const std::function<DType(const std::string&)>& tensor_type);

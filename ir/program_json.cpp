@@ -63,7 +63,7 @@ json expr_json(const Workload& w, const Expr& e, DType want) {
     if (from == to) return inner;
     return json{{"op", "cast"}, {"type", dtype_name(to)}, {"args", json::array({std::move(inner)})}};
   };
-  if (e.kind == Expr::Kind::Call && (e.name == "f32" || e.name == "i32")) {
+  if (is_cast(e)) {
     DType from = w.operand_type(e, 0, t);
     return cast(cast(expr_json(w, e.args[0], from), from, t), t, want);
   }
@@ -138,12 +138,8 @@ std::string program_to_json(const Workload& w, const LoopNest& nest, const std::
     json packs = json::array();
     for (auto& p : sn.packs) packs.push_back(w.buffers[p.buffer].name);
     // The body's value is converted to the accumulator's type; the epilogue's stays in its own.
-    const DType accumulate = compute_type(w.buffers[st.output].dtype);
-    json epilogue = nullptr;
-    if (sn.epilogue >= 0) {
-      const Stage& e = w.stages[sn.epilogue];
-      epilogue = expr_json(w, sn.epilogue_body, w.value_type(e.rhs).in(compute_type(w.buffers[e.output].dtype)));
-    }
+    const DType accumulate = w.accumulator_type(sn.stage);
+    json epilogue = sn.epilogue >= 0 ? expr_json(w, sn.epilogue_body, w.epilogue_type(sn.epilogue)) : json(nullptr);
     stages.push_back({{"name", st.name},
                       {"output", w.buffers[st.output].name},
                       {"store", w.buffers[sn.store].name},

@@ -190,6 +190,10 @@ DType Workload::operand_type(const Expr& e, size_t i, DType t) const {
   return ir::operand_type(e, i, t, tensor_types(*this));
 }
 
+DType Workload::accumulator_type(int i) const { return compute_type(buffers[stages[i].output].dtype); }
+
+DType Workload::epilogue_type(int i) const { return value_type(stages[i].rhs).in(accumulator_type(i)); }
+
 bool Workload::computes_in(DType t) const {
   std::function<bool(const Expr&)> all = [&](const Expr& e) {
     if (value_type(e).in(t) != t) return false;

@@ -65,6 +65,12 @@ struct Workload {
   ValueType value_type(const Expr& e) const;
   //! The type argument `i` of `e` computes in when `e` computes in `t` (ir::operand_type).
   DType operand_type(const Expr& e, size_t i, DType t) const;
+  //! The type stage `i`'s body value is converted to and its reduction runs in: its output's
+  //! compute type (f32 over bf16, i32 over i8 and u8).
+  DType accumulator_type(int i) const;
+  //! The type stage `i`'s value has when it is fused as an epilogue: its own, weak literals
+  //! taking its accumulator's; it is rounded into the stored type from there.
+  DType epilogue_type(int i) const;
   //! Whether every value the stages compute has compute type `t` (literals taking it).
   bool computes_in(DType t) const;
   //! Whether every tensor is f32 and every value computed is too: what backends without

@@ -32,7 +32,7 @@ RecordKernel schedule_kernel(const codegen::Backend& be, const ir::Workload& w, 
                          {"dtype", ir::dtype_name(b.dtype)},
                          {"layout", "row-major, dense"}});
   }
-  const codegen::CallAbi call = be.call_abi(w, config, traits);
+  const codegen::CallAbi call = be.call_abi(w, nest, config);
   k.abi = {{"entry_point", call.entry_point},
            {"arguments", arguments},
            {"workspace_bytes", 4 * nest.workspace_floats},

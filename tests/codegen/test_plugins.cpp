@@ -2,8 +2,11 @@
 // only, loaded and tuned through end to end; broken plug-ins are clear errors, never crashes.
 #include <doctest/doctest.h>
 
+#include <dlfcn.h>
+
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "client/client.hpp"
 #include "codegen/backend.hpp"
@@ -330,4 +333,54 @@ TEST_CASE("plug-ins: a plug-in reading ABI 1.0 is refused typed and padded ops b
           std::string::npos);
     CHECK(emit(test::library_workload("matmul", "M=2,N=2,K=2")) == "nothing to compile");
   }
+}
+
+TEST_CASE("plug-ins: the example refuses a malformed ABI 1.1 program with where and why, never a wrong kernel") {
+  void* handle = dlopen(build_example().c_str(), RTLD_NOW | RTLD_LOCAL);
+  REQUIRE(handle);
+  auto init = reinterpret_cast<tt_plugin_init_fn>(dlsym(handle, TT_PLUGIN_ENTRY));
+  REQUIRE(static_cast<bool>(init));
+  tt_plugin p{};
+  char err[512] = {};
+  REQUIRE(init(TT_PLUGIN_ABI_VERSION, &p, err, sizeof err) == 0);
+  CHECK(p.abi_minor == 1);
+  void* self = p.create("{}", err, sizeof err);
+  REQUIRE(self);
+  // A correct program of a typed op, then one thing wrong at a time.
+  auto be = codegen::make_backend("cpu");
+  auto w = typed_op("requant", "M=3,N=5,K=7");
+  auto naive = ir::naive_schedule(w);
+  const auto good = nlohmann::json::parse(ir::program_to_json(w, ir::lower(w, naive, be->target().traits), "{}"));
+  auto refused = [&](const std::function<void(nlohmann::json&)>& spoil, const std::string& why) {
+    nlohmann::json bad = good;
+    spoil(bad);
+    char message[512] = {};
+    char* text = p.emit(self, bad.dump().c_str(), message, sizeof message);
+    if (text) p.free_text(text);
+    CHECK_MESSAGE(text == nullptr, why);
+    CHECK_MESSAGE(std::string(message).find(why) != std::string::npos, message);
+  };
+  char* ok = p.emit(self, good.dump().c_str(), err, sizeof err);
+  CHECK_MESSAGE(ok != nullptr, err);
+  if (ok) p.free_text(ok);
+  refused([](auto& j) { j["abi_minor"] = 2; }, "abi_minor 2 is not supported (this plug-in reads abi 1.1)");
+  refused([](auto& j) { j["buffers"][0]["dtype"] = "f64"; }, "buffer 'A': unknown dtype 'f64'");
+  refused([](auto& j) { j["buffers"][0]["pad"] = "zero"; }, "buffer 'A': 'pad' must be a number");
+  refused(
+      [](auto& j) {
+        for (auto& b : j["buffers"])
+          if (b["name"] == "Y") b["pad"] = 0;
+      },
+      "buffer 'Y': only inputs have a pad value");
+  refused([](auto& j) { j["stages"][0]["accumulate"] = "f64"; }, "unknown accumulate type 'f64'");
+  refused([](auto& j) { j["stages"][0]["body"]["type"] = "u8"; }, "unknown node type 'u8'");
+  refused([](auto& j) { j["stages"][1]["body"]["args"].push_back(j["stages"][1]["body"]["args"][0]); },
+          "'cast' takes 1 argument");
+  refused(
+      [](auto& j) {
+        j["stages"][0]["body"] = {{"op", "call"}, {"fn", "exp"}, {"type", "i32"}, {"args", {j["stages"][0]["body"]}}};
+      },
+      "'exp' computes in f32, not in i32");
+  p.destroy(self);
+  dlclose(handle);
 }
