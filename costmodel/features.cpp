@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <map>
-#include <set>
 #include <thread>
 
 #include "support/error.hpp"
@@ -153,10 +151,24 @@ double log2p(double x) { return std::log2(1.0 + std::max(0.0, x)); }
 using ir::collect_accesses;
 using ir::count_ops;
 
-//! One read or write of a buffer by a stage: its indices.
+//! One read or write of a buffer by a stage: per dimension, the stage axes (by index) that
+//! move it and their coefficients. Built once per stage so that the features, asked for at
+//! every tile depth, compare no names.
 struct Use {
-  std::string name;
-  std::vector<ir::IndexExpr> indices;
+  struct Term {
+    int axis;
+    std::int64_t coeff;
+  };
+  const std::string* name;
+  int buffer;
+  double element;                   //!< bytes
+  std::vector<Term> terms;          //!< all dimensions', in order
+  std::vector<std::uint32_t> ends;  //!< dimension d's terms end at terms[ends[d]]
+  bool depends(int axis) const {
+    for (auto& term : terms)
+      if (term.axis == axis) return true;
+    return false;
+  }
 };
 
 struct StageFeatures {
@@ -164,78 +176,98 @@ struct StageFeatures {
   const ir::LoopNest& nest;
   const StageNest& sn;
   const ir::TargetTraits& t;
-  std::map<std::string, std::int64_t> extent;
+  const ir::Stage& st;
+  const size_t axes;    //!< of the stage
+  const size_t depths;  //!< tile depths 0 (the whole stage) .. sn.outer.size() (the micro-kernel)
   std::vector<const Expr*> accesses;
+  std::vector<Use> reads;  //!< one per access, in the order of `accesses`
   //! The buffers the stage reads (not its own accumulator) and the one it stores.
   std::vector<Use> uses;
+  std::vector<int> outer_axis;     //!< axis index of each tile loop
+  std::vector<std::int64_t> span;  //!< span of axis a inside the first d tile loops: span[d * axes + a]
+  std::vector<double> points;      //!< iteration points inside the first d tile loops
+  std::vector<double> footprints;  //!< bytes touched inside the first d tile loops
+  int ops_per_point;               //!< operations of the body per point, the combine included
 
   StageFeatures(const ir::Workload& w_, const ir::LoopNest& n, const StageNest& s, const ir::TargetTraits& t_)
-      : w(w_), nest(n), sn(s), t(t_) {
-    for (auto& a : w.stages[sn.stage].axes) extent[a.name] = a.extent;
+      : w(w_), nest(n), sn(s), t(t_), st(w.stages[sn.stage]), axes(st.axes.size()), depths(sn.outer.size() + 1) {
     collect_accesses(sn.body, accesses);
     if (sn.epilogue >= 0) collect_accesses(sn.epilogue_body, accesses);
-    for (const Expr* a : accesses)
-      if (a->name != w.stages[sn.stage].name) uses.push_back({a->name, a->indices});
+    for (const Expr* a : accesses) {
+      reads.push_back(use_of(a->name, a->indices));
+      if (a->name != st.name) uses.push_back(reads.back());
+    }
     std::vector<ir::IndexExpr> out_idx;
-    for (auto& a : w.stages[sn.stage].axes)
+    for (auto& a : st.axes)
       if (!a.reduce) out_idx.push_back(ir::IndexExpr{{{a.name, 1}}, 0});
-    uses.push_back({w.buffers[sn.store].name, out_idx});
+    uses.push_back(use_of(w.buffers[sn.store].name, out_idx));
+    for (auto& l : sn.outer) outer_axis.push_back(axis_index(l.axis));
+    span.resize(depths * axes);
+    for (size_t a = 0; a < axes; ++a) span[a] = st.axes[a].extent;
+    for (size_t d = 1; d < depths; ++d) {
+      std::copy_n(span.begin() + (d - 1) * axes, axes, span.begin() + d * axes);
+      span[d * axes + outer_axis[d - 1]] = sn.outer[d - 1].step;
+    }
+    std::vector<double> per_buffer(w.buffers.size());
+    for (size_t d = 0; d < depths; ++d) {
+      double pts = 1;
+      for (size_t a = 0; a < axes; ++a) pts *= static_cast<double>(span[d * axes + a]);
+      points.push_back(pts);
+      // Every buffer once, its largest access.
+      std::fill(per_buffer.begin(), per_buffer.end(), 0.0);
+      for (const Use& u : uses) per_buffer[u.buffer] = std::max(per_buffer[u.buffer], extent_of(u, d).first);
+      double total = 0;
+      for (double bytes : per_buffer) total += bytes;
+      footprints.push_back(total);
+    }
+    ops_per_point = count_ops(sn.body) + 1;
   }
 
-  //! Bytes and cache lines of one use inside the given spans.
-  std::pair<double, double> extent_of(const Use& u, const std::map<std::string, std::int64_t>& span) const {
-    const auto& buf = w.buffers[w.buffer_index(u.name)];
-    const auto& shape = buf.shape;
-    const double element = ir::dtype_bytes(buf.dtype);
-    double bytes = element, lines = 1;
-    for (size_t d = 0; d < u.indices.size(); ++d) {
+  int axis_index(const std::string& name) const {
+    for (size_t a = 0; a < axes; ++a)
+      if (st.axes[a].name == name) return static_cast<int>(a);
+    throw_error(ErrorKind::Internal, "features: '" + name + "' is not an axis of stage " + st.name);
+  }
+
+  Use use_of(const std::string& name, const std::vector<ir::IndexExpr>& indices) const {
+    Use u{&name, w.buffer_index(name), 0, {}, {}};
+    u.element = ir::dtype_bytes(w.buffers[u.buffer].dtype);
+    for (auto& ix : indices) {
+      for (auto& term : ix.terms) u.terms.push_back({axis_index(term.var), term.coeff});
+      u.ends.push_back(static_cast<std::uint32_t>(u.terms.size()));
+    }
+    return u;
+  }
+
+  //! Coefficient of `axis` in dimension d of a use.
+  static std::int64_t coeff(const Use& u, size_t d, int axis) {
+    for (std::uint32_t i = d == 0 ? 0 : u.ends[d - 1]; i < u.ends[d]; ++i)
+      if (u.terms[i].axis == axis) return u.terms[i].coeff;
+    return 0;
+  }
+
+  //! Bytes and cache lines of one use inside the first `depth` tile loops.
+  std::pair<double, double> extent_of(const Use& u, size_t depth) const {
+    const auto& shape = w.buffers[u.buffer].shape;
+    const std::int64_t* sp = &span[depth * axes];
+    double bytes = u.element, lines = 1;
+    std::uint32_t i = 0;
+    for (size_t d = 0; d < u.ends.size(); ++d) {
       std::int64_t range = 1;
-      for (auto& term : u.indices[d].terms) range += std::abs(term.coeff) * (span.at(term.var) - 1);
+      for (; i < u.ends[d]; ++i) range += std::abs(u.terms[i].coeff) * (sp[u.terms[i].axis] - 1);
       double r = static_cast<double>(std::min(range, shape[d]));
       bytes *= r;
-      lines *= d + 1 < u.indices.size() ? r : std::ceil(r * element / 64);
+      lines *= d + 1 < u.ends.size() ? r : std::ceil(r * u.element / 64);
     }
     return {bytes, lines};
   }
 
-  //! Span of each axis inside the first `depth` tile loops (the micro-kernel when depth is all).
-  std::map<std::string, std::int64_t> spans(size_t depth) const {
-    std::map<std::string, std::int64_t> s = extent;
-    for (size_t i = 0; i < depth && i < sn.outer.size(); ++i) s[sn.outer[i].axis] = sn.outer[i].step;
-    return s;
-  }
-
-  //! Iteration points inside the first `depth` tile loops.
-  double points_in(size_t depth) const {
-    double pts = 1;
-    for (auto& [axis, sp] : spans(depth)) pts *= static_cast<double>(sp);
-    return pts;
-  }
-
-  //! Bytes touched inside the first `depth` tile loops: every buffer once, the largest access.
-  //! Memoized: every feature family asks for the same depths.
-  double footprint(size_t depth) const {
-    if (footprints.empty()) {
-      footprints.resize(sn.outer.size() + 1);
-      for (size_t d = 0; d <= sn.outer.size(); ++d) footprints[d] = compute_footprint(d);
-    }
-    return footprints[std::min(depth, sn.outer.size())];
-  }
-  mutable std::vector<double> footprints;
-
-  double compute_footprint(size_t depth) const {
-    auto span = spans(depth);
-    std::map<std::string, double> per_buffer;
-    for (const Use& u : uses) per_buffer[u.name] = std::max(per_buffer[u.name], extent_of(u, span).first);
-    double total = 0;
-    for (auto& [name, bytes] : per_buffer) total += bytes;
-    return total;
-  }
+  double points_in(size_t depth) const { return points[std::min(depth, depths - 1)]; }
+  double footprint(size_t depth) const { return footprints[std::min(depth, depths - 1)]; }
 
   void add_to(std::vector<float>& f) const {
-    const ir::Stage& st = w.stages[sn.stage];
     double points = static_cast<double>(st.points());
-    double flops = points * (count_ops(sn.body) + (st.is_reduction() ? 1 : 0));
+    double flops = points * (ops_per_point - 1 + (st.is_reduction() ? 1 : 0));
     double reg_points = 1, reduce_inner = 1;
     for (auto& l : sn.reg) reg_points *= static_cast<double>(l.block);
     for (auto& l : sn.reduce_inner) reduce_inner *= static_cast<double>(l.block);
@@ -248,20 +280,22 @@ struct StageFeatures {
     f[kAccumulators] += static_cast<float>(acc);
     f[kRegisterPressure] += static_cast<float>(acc / std::max(1, t.vector_registers));
     // Loads per step: distinct (buffer, index) pairs at distinct register offsets.
-    std::set<std::string> loads;
-    for (const Expr* a : accesses) {
+    std::vector<int> reg_axis;
+    for (auto& l : sn.reg) reg_axis.push_back(axis_index(l.axis));
+    std::vector<std::pair<const std::string*, double>> loads;
+    for (const Use& u : reads) {
       double copies = 1;
-      for (auto& l : sn.reg)
-        for (auto& ix : a->indices)
-          if (ix.coeff_of(l.axis) != 0) {
-            copies *=
-                (l.axis == sn.vector_axis && !sn.vector_reduce) ? std::max<double>(1, l.block / sn.lanes) : l.block;
-            break;
-          }
-      loads.insert(a->name + ":" + std::to_string(copies));
+      for (size_t r = 0; r < sn.reg.size(); ++r) {
+        const Loop& l = sn.reg[r];
+        if (!u.depends(reg_axis[r])) continue;
+        copies *= (l.axis == sn.vector_axis && !sn.vector_reduce) ? std::max<double>(1, l.block / sn.lanes) : l.block;
+      }
+      bool seen = false;
+      for (auto& [name, c] : loads) seen = seen || (*name == *u.name && c == copies);
+      if (!seen) loads.push_back({u.name, copies});
     }
     double load_count = 0;
-    for (auto& l : loads) load_count += std::stod(l.substr(l.rfind(':') + 1));
+    for (auto& l : loads) load_count += l.second;
     f[kLoadsPerUpdate] += static_cast<float>(load_count / std::max(1.0, acc));
     f[kReduceInner] += log2p(reduce_inner);
     f[kUnroll] += static_cast<float>(sn.unroll);
@@ -293,17 +327,17 @@ struct StageFeatures {
     for (auto& l : sn.reg) full *= static_cast<double>(l.extent / l.block * l.block) / static_cast<double>(l.extent);
     f[kEdgeFraction] += static_cast<float>(1 - full);
     if (!sn.reduce_inner.empty()) {
-      const std::string& inner = sn.reduce_inner.back().axis;
+      const int inner = axis_index(sn.reduce_inner.back().axis);
       double unit = 0;
-      for (const Expr* a : accesses) {
+      for (const Use& u : reads) {
         bool ok = true;
-        for (size_t d = 0; d < a->indices.size(); ++d) {
-          std::int64_t c = a->indices[d].coeff_of(inner);
-          if (d + 1 < a->indices.size() ? c != 0 : (c != 0 && c != 1)) ok = false;
+        for (size_t d = 0; d < u.ends.size(); ++d) {
+          std::int64_t c = coeff(u, d, inner);
+          if (d + 1 < u.ends.size() ? c != 0 : (c != 0 && c != 1)) ok = false;
         }
         unit += ok;
       }
-      f[kInnerUnitStride] += static_cast<float>(accesses.empty() ? 1 : unit / accesses.size());
+      f[kInnerUnitStride] += static_cast<float>(reads.empty() ? 1 : unit / reads.size());
     } else {
       f[kInnerUnitStride] += 1;
     }
@@ -320,9 +354,7 @@ struct StageFeatures {
       fit1 += fp <= t.l1_bytes;
       fit2 += fp <= t.l2_bytes;
       fit3 += fp <= t.l3_bytes;
-      if (fp <= t.l2_bytes) {
-        l2_intensity = points_in(depth) * (count_ops(sn.body) + 1) / fp;
-      }
+      if (fp <= t.l2_bytes) l2_intensity = points_in(depth) * ops_per_point / fp;
     }
     f[kFootprintCurve] += static_cast<float>(curve / n);
     f[kFitL1] += static_cast<float>(fit1 / n);
@@ -351,7 +383,6 @@ struct StageFeatures {
     for (auto& a : st.axes)
       if (!a.reduce) outputs *= static_cast<double>(a.extent);
     f[kOutputStores] += log2p(outputs * reduce_blocks);
-    const double ops_per_point = count_ops(sn.body) + 1;
     for (int k = 0; k < kIntensityCurveSteps; ++k) {
       size_t depth = sn.outer.size() * static_cast<size_t>(k) / (kIntensityCurveSteps - 1);
       f[kIntensityCurve + k] += static_cast<float>(points_in(depth) * ops_per_point / std::max(4.0, footprint(depth)));
@@ -393,63 +424,60 @@ struct StageFeatures {
     f[kRoofTotal] += static_cast<float>(std::log2((std::max(compute, memory) + pack + 1) / ideal));
   }
 
-  static bool depends(const Use& u, const std::string& axis) {
-    for (auto& ix : u.indices)
-      if (ix.coeff_of(axis) != 0) return true;
-    return false;
-  }
-
   //! The axis of the micro-kernel's innermost loop: the SIMD axis, else the innermost
-  //! reduction or register loop.
-  std::string innermost_axis() const {
-    if (!sn.vector_axis.empty()) return sn.vector_axis;
-    if (!sn.reduce_inner.empty()) return sn.reduce_inner.back().axis;
-    if (!sn.reg.empty()) return sn.reg.back().axis;
-    return sn.outer.empty() ? "" : sn.outer.back().axis;
+  //! reduction or register loop; -1 if none.
+  int innermost_axis() const {
+    if (!sn.vector_axis.empty()) return axis_index(sn.vector_axis);
+    if (!sn.reduce_inner.empty()) return axis_index(sn.reduce_inner.back().axis);
+    if (!sn.reg.empty()) return axis_index(sn.reg.back().axis);
+    return sn.outer.empty() ? -1 : outer_axis.back();
   }
 
   void add_buffer_features(std::vector<float>& f) const {
     struct Row {
+      const std::string* name;
       double unique;
       std::array<float, kBufferFeatures> v;
     };
-    std::map<std::string, Row> by_buffer;  // the use touching the most bytes per buffer
-    auto inner = spans(sn.outer.size()), whole = spans(0);
-    const std::string axis = innermost_axis();
+    std::vector<Row> rows;  // the use touching the most bytes per buffer
+    const int axis = innermost_axis();
     for (const Use& u : uses) {
-      auto [bytes, lines] = extent_of(u, inner);
-      double unique = extent_of(u, whole).first;
-      Row r{unique, {}};
+      auto [bytes, lines] = extent_of(u, sn.outer.size());
+      double unique = extent_of(u, 0).first;
+      Row r{u.name, unique, {}};
       r.v[kBufBytes] = static_cast<float>(log2p(bytes));
       r.v[kBufLines] = static_cast<float>(log2p(lines));
       r.v[kBufUnique] = static_cast<float>(log2p(unique));
       // Reuse: the innermost loop whose axis the use does not depend on.
       for (auto* loops : {&sn.reduce_inner, &sn.reg})
         for (auto& l : *loops)
-          if (r.v[kBufReuseType] == 0 && l.block > 1 && !depends(u, l.axis)) {
+          if (r.v[kBufReuseType] == 0 && l.block > 1 && !u.depends(axis_index(l.axis))) {
             r.v[kBufReuseType] = 2;
             r.v[kBufReuseCount] = static_cast<float>(log2p(static_cast<double>(l.block)));
           }
       for (size_t i = sn.outer.size(); r.v[kBufReuseType] == 0 && i-- > 0;)
-        if (sn.outer[i].trips() > 1 && !depends(u, sn.outer[i].axis)) {
+        if (sn.outer[i].trips() > 1 && !u.depends(outer_axis[i])) {
           r.v[kBufReuseType] = 1;
           r.v[kBufReuseDist] = static_cast<float>(log2p(footprint(i + 1)));
           r.v[kBufReuseCount] = static_cast<float>(log2p(static_cast<double>(sn.outer[i].trips())));
         }
-      const auto& shape = w.buffers[w.buffer_index(u.name)].shape;
+      const auto& shape = w.buffers[u.buffer].shape;
       double stride = 0, row = 1;
-      for (size_t d = u.indices.size(); d-- > 0;) {
-        if (!axis.empty()) stride += static_cast<double>(u.indices[d].coeff_of(axis)) * row;
+      for (size_t d = u.ends.size(); d-- > 0;) {
+        if (axis >= 0) stride += static_cast<double>(coeff(u, d, axis)) * row;
         row *= static_cast<double>(shape[d]);
       }
       r.v[kBufStride] = static_cast<float>(log2p(std::abs(stride)));
       for (auto& p : sn.packs)
-        if (w.buffers[p.buffer].name == u.name) r.v[kBufPacked] = 1;
-      auto [it, fresh] = by_buffer.emplace(u.name, r);
-      if (!fresh && r.v[kBufBytes] > it->second.v[kBufBytes]) it->second = r;
+        if (p.buffer == u.buffer) r.v[kBufPacked] = 1;
+      auto it = std::find_if(rows.begin(), rows.end(), [&](const Row& o) { return *o.name == *u.name; });
+      if (it == rows.end())
+        rows.push_back(r);
+      else if (r.v[kBufBytes] > it->v[kBufBytes])
+        *it = r;
     }
-    std::vector<Row> rows;
-    for (auto& [name, r] : by_buffer) rows.push_back(r);
+    // By name, then the largest first: ties keep the order of the names.
+    std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return *a.name < *b.name; });
     std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.unique > b.unique; });
     for (size_t b = 0; b < rows.size() && b < static_cast<size_t>(kTopBuffers); ++b)
       for (int k = 0; k < kBufferFeatures; ++k) f[kBuffers + b * kBufferFeatures + k] += rows[b].v[k];

@@ -39,9 +39,8 @@ std::string check_groups(const Workload& w, const Schedule& s, const TargetTrait
       if (a.name == ss.vectorize && (a.reduce || a.extent % t.vector_lanes != 0))
         return "on a work-group device only a left-hand axis whose extent is a multiple of " +
                std::to_string(t.vector_lanes) + " lanes is vectorized";
-    Expr body = effective_body(w, s, st.rhs);
-    if (uses_select_or_compare(body) ||
-        (ss.fuse_epilogue && uses_select_or_compare(effective_body(w, s, w.stages[i + 1].rhs))))
+    if (uses_select_or_compare(*BodyView(w, s, st.rhs)) ||
+        (ss.fuse_epilogue && uses_select_or_compare(*BodyView(w, s, w.stages[i + 1].rhs))))
       return "on a work-group device a body with comparisons or select is not vectorized";
   }
   std::int64_t local = 0;
@@ -147,7 +146,8 @@ std::string check_stage(const Workload& w, const Schedule& s, const TargetTraits
     if (ss.tile.at(ss.vectorize).back() % t.vector_lanes != 0)
       return "the innermost tile of '" + ss.vectorize + "' must be a multiple of " + std::to_string(t.vector_lanes) +
              " lanes";
-    Expr body = effective_body(w, s, st.rhs);
+    const BodyView view(w, s, st.rhs);
+    const Expr& body = *view;
     // A CPU loads the rows of a strided window (stride 2 or more in the last dimension only)
     // strided, without panels; any other strided read needs its panels.
     auto rows = vector_reduce || t.groups() ? std::vector<std::string>{} : strided_row_reads(body, ss.vectorize);

@@ -77,6 +77,22 @@ Expr effective_body(const Workload& w, const Schedule& s, const Expr& e) {
   return out;
 }
 
+namespace {
+bool reads_inlined(const Workload& w, const Schedule& s, const Expr& e) {
+  if (e.kind == Expr::Kind::Access) {
+    int p = stage_of(w, e.name);
+    return p >= 0 && s.stages[p].inline_stage;
+  }
+  for (auto& a : e.args)
+    if (reads_inlined(w, s, a)) return true;
+  return false;
+}
+}  // namespace
+
+BodyView::BodyView(const Workload& w, const Schedule& s, const Expr& e) : body_(&e) {
+  if (reads_inlined(w, s, e)) body_ = &own_.emplace(effective_body(w, s, e));
+}
+
 Expr fused_epilogue_body(const Workload& w, const Schedule& s, int i) {
   const Stage& e = w.stages[i + 1];
   VarMap rename;
@@ -89,9 +105,9 @@ Expr fused_epilogue_body(const Workload& w, const Schedule& s, int i) {
 std::string plan_pack(const Workload& w, const Schedule& s, int i, const std::string& tensor, Pack& pack) {
   const Stage& st = w.stages[i];
   const StageSchedule& ss = s.stages[i];
-  Expr body = effective_body(w, s, st.rhs);
+  BodyView body(w, s, st.rhs);
   std::vector<const Expr*> reads;
-  std::string why = input_reads(w, tensor, body, "packed", reads);
+  std::string why = input_reads(w, tensor, *body, "packed", reads);
   if (!why.empty()) return why;
   const Expr* first = reads.front();
   for (const Expr* a : reads)
@@ -100,9 +116,9 @@ std::string plan_pack(const Workload& w, const Schedule& s, int i, const std::st
         return "'" + tensor + "' is packed only when every access indexes each dimension by one plain axis";
   int b = w.buffer_index(tensor);
   if (ss.fuse_epilogue) {
-    Expr epilogue = effective_body(w, s, w.stages[i + 1].rhs);
+    BodyView epilogue(w, s, w.stages[i + 1].rhs);
     std::vector<const Expr*> epilogue_reads;
-    collect_accesses(epilogue, epilogue_reads);
+    collect_accesses(*epilogue, epilogue_reads);
     for (const Expr* a : epilogue_reads)
       if (a->name == tensor) return "'" + tensor + "' is read by the fused epilogue too and cannot be packed";
   }
@@ -148,9 +164,9 @@ std::string plan_local(const Workload& w, const Schedule& s, int i, const std::s
   const Stage& st = w.stages[i];
   const StageSchedule& ss = s.stages[i];
   if (!st.is_reduction()) return "only a reduction stage stages inputs in local memory";
-  Expr body = effective_body(w, s, st.rhs);
+  BodyView body(w, s, st.rhs);
   std::vector<const Expr*> reads;
-  std::string why = input_reads(w, tensor, body, "staged", reads);
+  std::string why = input_reads(w, tensor, *body, "staged", reads);
   if (!why.empty()) return why;
   const Expr* first = reads.front();
   for (const Expr* a : reads)

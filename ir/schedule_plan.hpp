@@ -2,6 +2,7 @@
 // derive from a schedule. Internal to ir/.
 #pragma once
 #include <map>
+#include <optional>
 #include <string>
 
 #include "ir/loop_nest.hpp"
@@ -15,6 +16,19 @@ Expr substitute(const Expr& e, const VarMap& vars);
 
 //! The right side `e` of a stage with every access to an inlined stage replaced by its body.
 Expr effective_body(const Workload& w, const Schedule& s, const Expr& e);
+
+//! The right side `e` of a stage as effective_body gives it, without copying `e` when no stage
+//! it reads is inlined (the common case, which checking and lowering meet for every candidate).
+class BodyView {
+ public:
+  BodyView(const Workload& w, const Schedule& s, const Expr& e);
+  const Expr& operator*() const { return *body_; }
+  const Expr* operator->() const { return body_; }
+
+ private:
+  std::optional<Expr> own_;
+  const Expr* body_;
+};
 
 //! The body of stage `i + 1`, fused as stage `i`'s epilogue, in stage `i`'s axis names.
 Expr fused_epilogue_body(const Workload& w, const Schedule& s, int i);

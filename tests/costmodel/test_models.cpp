@@ -89,6 +89,25 @@ TEST_CASE("models learn a synthetic ranking and generalize to unseen samples") {
   }
 }
 
+TEST_CASE("xgb: a large batch, predicted in slices on all cores, scores each row as it alone would be") {
+  auto train = synthetic(3, 60, 3), many = synthetic(1, 3001, 4);  // slices of uneven size
+  {
+    auto m = costmodel::make_model("xgb", 7);
+    m->fit(train);
+    std::vector<Features> x;
+    for (auto& s : many) x.push_back(s.x);
+    auto together = m->predict(x);
+    REQUIRE(together.size() == x.size());
+    int differ = 0;
+    for (size_t i = 0; i < x.size(); i += 97) differ += m->predict({x[i]}).at(0) != together[i];
+    CHECK(differ == 0);
+    CHECK(m->predict({x.back()}).at(0) == together.back());
+    // A loaded model predicts the same way.
+    auto loaded = costmodel::load_model(costmodel::save_model(*m, {"xgb", "t", costmodel::kFeatureVersion, 180, "{}"}));
+    CHECK(loaded->predict(x) == together);
+  }
+}
+
 TEST_CASE("models: save/load round-trips with metadata; corrupt and mismatched blobs are clear errors") {
   auto train = synthetic(2, 60, 3);
   for (auto& kind : costmodel::model_kinds()) {
