@@ -462,6 +462,64 @@ TEST_CASE("cpu kernels: user names that the generated code or its headers also u
   CHECK_FALSE(std::regex_search(prelude, m, std::regex(R"(\b[tT][tT]_\w*_\b)")));
 }
 
+TEST_CASE("cpu kernels: a scalar tile's short reduction loops run straight only when nothing inside stays a loop") {
+  auto be = cpu();
+  TempDir dir;
+  // Planes of 5 x 13: h (4 of 5, a tail) around w. 64 scalar sums over h < 4 of a w < 14 loop
+  // unrolled took GCC 30-40 s to compile (it vectorized each copy of the w loop).
+  auto w = library_workload("global_avg_pool", "N=2,C=19,H=5,W=13");
+  auto config = [](const std::string& wtile) {
+    return ir::Schedule::from_json(
+        R"({"version":1,"stages":[{"stage":"sum","tile":{"n":[1],"c":[8],"h":[4],"w":)" + wtile +
+        R"(},"order":["n.0","c.0","h.0","w.0"],"unroll":2},{"stage":"Y","tile":{"n":[1],"c":[8]},)"
+        R"("order":["n.0","c.0"]}]})");
+  };
+  Tensors ref = run_in_process(*be, w, ir::naive_schedule(w), dir);
+  std::vector<double> want(ref[1].begin(), ref[1].end());
+  for (auto [wtile, h_straight] : {std::pair{"[13]", false}, std::pair{"[2]", true}}) {
+    CAPTURE(wtile);
+    auto s = config(wtile);
+    REQUIRE(ir::check_schedule(w, s, be->target().traits) == "");
+    std::string src = be->emit(w, ir::lower(w, s, be->target().traits), s.to_json());
+    std::regex h_loop(R"(#pragma GCC unroll 4\s*\n\s*for \(std::int64_t tt_h1_)");
+    CHECK(std::regex_search(src, h_loop) == h_straight);
+    CHECK(src.find("#pragma GCC unroll 2") != std::string::npos);  // the unroll knob, innermost
+    check_close(run_in_process(*be, w, s, dir)[1], want, 1e-5);
+  }
+}
+
+TEST_CASE("cpu kernels: a reduction runs straight within a budget of statements") {
+  auto be = cpu();
+  TempDir dir;
+  // 64 scalar sums (k 1, y 2, x 32) over c < 8, r < 3, s < 3: s straight (192 statements), r and c
+  // loops around it (4608 straight statements took GCC 50 s to compile).
+  auto w = library_workload("conv2d_p1", "N=1,C=9,H=7,W=37,K=3,R=3,S=3");
+  auto s = ir::Schedule::from_json(
+      R"({"version":1,"stages":[{"stage":"O","tile":{"n":[1],"k":[1],"y":[2],"x":[32],"c":[8],"r":[3],"s":[3]},)"
+      R"("order":["n.0","k.0","y.0","x.0","c.0","r.0","s.0"]}]})");
+  REQUIRE(ir::check_schedule(w, s, be->target().traits) == "");
+  std::string src = be->emit(w, ir::lower(w, s, be->target().traits), s.to_json());
+  CHECK(src.find("#pragma GCC unroll 3") != std::string::npos);
+  CHECK(src.find("#pragma GCC unroll 8") == std::string::npos);
+  Tensors ref = run_in_process(*be, w, ir::naive_schedule(w), dir);
+  check_close(run_in_process(*be, w, s, dir)[2], std::vector<double>(ref[2].begin(), ref[2].end()), 1e-5);
+  // Vectors along k: 10 vector sums (k two vectors, y 5) over c < 8, r < 3, s < 3: r and s
+  // straight (90 statements), c a loop (720).
+  const int lanes = be->target().traits.vector_lanes;
+  if (lanes < 2) return;
+  auto wv = library_workload("conv2d_p1", "N=1,C=9,H=7,W=11,K=" + std::to_string(2 * lanes + 3) + ",R=3,S=3");
+  auto sv = ir::Schedule::from_json(
+      R"({"version":1,"stages":[{"stage":"O","tile":{"n":[1],"k":[)" + std::to_string(2 * lanes) +
+      R"(],"y":[5],"x":[1],"c":[8],"r":[3],"s":[3]},"order":["n.0","k.0","y.0","x.0","c.0","r.0","s.0"],)"
+      R"("vectorize":"k","pack":["F"]}]})");
+  REQUIRE(ir::check_schedule(wv, sv, be->target().traits) == "");
+  src = be->emit(wv, ir::lower(wv, sv, be->target().traits), sv.to_json());
+  CHECK(src.find("#pragma GCC unroll 3") != std::string::npos);
+  CHECK(src.find("#pragma GCC unroll 8") == std::string::npos);
+  Tensors refv = run_in_process(*be, wv, ir::naive_schedule(wv), dir);
+  check_close(run_in_process(*be, wv, sv, dir)[2], std::vector<double>(refv[2].begin(), refv[2].end()), 1e-5);
+}
+
 TEST_CASE("cpu kernels: the generated source is readable") {
   auto be = cpu();
   auto w = library_workload("matmul", "M=64,N=64,K=64");
