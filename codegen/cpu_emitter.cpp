@@ -822,21 +822,22 @@ class Emitter {
     // conv compiled in 25 s straight, 5.6 s with c a loop). In a scalar tile, whose straight code
     // GCC's vectorizers work on, a loop also runs straight only when everything inside it does:
     // 64 scalar sums over h < 4 around a w < 14 loop took 30-40 s to compile unrolled, 2 s not.
-    double accumulators = 1;
-    for (auto& l : sn_->reg) accumulators *= static_cast<double>(l.block);
-    if (!scalar && !sn_->vector_reduce) accumulators /= sn_->lanes;
-    double copies = 1;  // of the innermost body, inside loop i
-    std::vector<bool> straight(loops.size() + 1, true), unrolled(loops.size(), false);
+    const double accumulators = sn_->accumulators();
+    const bool innermost_pragma = sn_->unroll > 0;  // the unroll knob's loop
+    double copies = 1;                              // of the innermost body, inside loop i
+    bool inside_straight = true;                    // every loop inside loop i runs straight
+    std::vector<bool> unrolled(loops.size(), false);
     for (size_t i = loops.size(); i-- > 0;) {
-      const bool pragma = sn_->unroll > 0 && i + 1 == loops.size();
-      if (pragma) {
-        copies *= static_cast<double>(std::min<std::int64_t>(sn_->unroll, loops[i].block));
-      } else {
-        unrolled[i] = loops[i].block <= kFullUnrollTrips && (!scalar || straight[i + 1]) &&
-                      accumulators * copies * static_cast<double>(loops[i].block) <= kStraightStatements;
-        if (unrolled[i]) copies *= static_cast<double>(loops[i].block);
+      const std::int64_t trips = loops[i].block;
+      if (innermost_pragma && i + 1 == loops.size()) {
+        copies *= static_cast<double>(std::min<std::int64_t>(sn_->unroll, trips));
+        inside_straight = sn_->unroll >= trips;
+        continue;
       }
-      straight[i] = straight[i + 1] && (pragma ? sn_->unroll >= loops[i].block : unrolled[i]);
+      unrolled[i] = trips <= kFullUnrollTrips && (!scalar || inside_straight) &&
+                    accumulators * copies * static_cast<double>(trips) <= kStraightStatements;
+      if (unrolled[i]) copies *= static_cast<double>(trips);
+      inside_straight = inside_straight && unrolled[i];
     }
     for (size_t i = 0; i < loops.size(); ++i) {
       const Loop& l = loops[i];
@@ -844,7 +845,7 @@ class Emitter {
       if (but_innermost && i + 1 == loops.size()) continue;
       std::string parent = var(l.axis, l.level - 1);
       std::string end = block_end(parent, l.block, l.extent);
-      if (sn_->unroll > 0 && i + 1 == loops.size())
+      if (innermost_pragma && i + 1 == loops.size())
         line(depth, "#pragma GCC unroll " + std::to_string(sn_->unroll));
       else if (unrolled[i])
         line(depth, "#pragma GCC unroll " + std::to_string(l.block));

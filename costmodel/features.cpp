@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <thread>
 
 #include "support/error.hpp"
+#include "support/parallel.hpp"
 
 namespace tiletune::costmodel {
 
@@ -159,9 +159,9 @@ struct Use {
     int axis;
     std::int64_t coeff;
   };
-  const std::string* name;
-  int buffer;
-  double element;                   //!< bytes
+  const std::string* name = nullptr;
+  int buffer = -1;
+  double element = 0;               //!< bytes
   std::vector<Term> terms;          //!< all dimensions', in order
   std::vector<std::uint32_t> ends;  //!< dimension d's terms end at terms[ends[d]]
   bool depends(int axis) const {
@@ -181,9 +181,10 @@ struct StageFeatures {
   const size_t depths;  //!< tile depths 0 (the whole stage) .. sn.outer.size() (the micro-kernel)
   std::vector<const Expr*> accesses;
   std::vector<Use> reads;  //!< one per access, in the order of `accesses`
+  Use output;              //!< the buffer the stage stores
   //! The buffers the stage reads (not its own accumulator) and the one it stores.
-  std::vector<Use> uses;
-  std::vector<int> outer_axis;     //!< axis index of each tile loop
+  std::vector<const Use*> uses;
+  std::vector<int> outer_axis, reg_axis, reduce_axis;  //!< axis index of each loop of sn.outer, .reg, .reduce_inner
   std::vector<std::int64_t> span;  //!< span of axis a inside the first d tile loops: span[d * axes + a]
   std::vector<double> points;      //!< iteration points inside the first d tile loops
   std::vector<double> footprints;  //!< bytes touched inside the first d tile loops
@@ -193,15 +194,17 @@ struct StageFeatures {
       : w(w_), nest(n), sn(s), t(t_), st(w.stages[sn.stage]), axes(st.axes.size()), depths(sn.outer.size() + 1) {
     collect_accesses(sn.body, accesses);
     if (sn.epilogue >= 0) collect_accesses(sn.epilogue_body, accesses);
-    for (const Expr* a : accesses) {
-      reads.push_back(use_of(a->name, a->indices));
-      if (a->name != st.name) uses.push_back(reads.back());
-    }
+    for (const Expr* a : accesses) reads.push_back(use_of(a->name, a->indices));
+    for (size_t i = 0; i < reads.size(); ++i)
+      if (accesses[i]->name != st.name) uses.push_back(&reads[i]);
     std::vector<ir::IndexExpr> out_idx;
     for (auto& a : st.axes)
       if (!a.reduce) out_idx.push_back(ir::IndexExpr{{{a.name, 1}}, 0});
-    uses.push_back(use_of(w.buffers[sn.store].name, out_idx));
+    output = use_of(w.buffers[sn.store].name, out_idx);
+    uses.push_back(&output);
     for (auto& l : sn.outer) outer_axis.push_back(axis_index(l.axis));
+    for (auto& l : sn.reg) reg_axis.push_back(axis_index(l.axis));
+    for (auto& l : sn.reduce_inner) reduce_axis.push_back(axis_index(l.axis));
     span.resize(depths * axes);
     for (size_t a = 0; a < axes; ++a) span[a] = st.axes[a].extent;
     for (size_t d = 1; d < depths; ++d) {
@@ -215,7 +218,7 @@ struct StageFeatures {
       points.push_back(pts);
       // Every buffer once, its largest access.
       std::fill(per_buffer.begin(), per_buffer.end(), 0.0);
-      for (const Use& u : uses) per_buffer[u.buffer] = std::max(per_buffer[u.buffer], extent_of(u, d).first);
+      for (const Use* u : uses) per_buffer[u->buffer] = std::max(per_buffer[u->buffer], extent_of(*u, d).first);
       double total = 0;
       for (double bytes : per_buffer) total += bytes;
       footprints.push_back(total);
@@ -271,7 +274,7 @@ struct StageFeatures {
     double reg_points = 1, reduce_inner = 1;
     for (auto& l : sn.reg) reg_points *= static_cast<double>(l.block);
     for (auto& l : sn.reduce_inner) reduce_inner *= static_cast<double>(l.block);
-    double acc = sn.vector_axis.empty() || sn.vector_reduce ? reg_points : reg_points / sn.lanes;
+    const double acc = sn.accumulators();
     f[kFlops] += log2p(flops);
     f[kPoints] += log2p(points);
     f[kRegPoints] += static_cast<float>(reg_points);
@@ -280,8 +283,6 @@ struct StageFeatures {
     f[kAccumulators] += static_cast<float>(acc);
     f[kRegisterPressure] += static_cast<float>(acc / std::max(1, t.vector_registers));
     // Loads per step: distinct (buffer, index) pairs at distinct register offsets.
-    std::vector<int> reg_axis;
-    for (auto& l : sn.reg) reg_axis.push_back(axis_index(l.axis));
     std::vector<std::pair<const std::string*, double>> loads;
     for (const Use& u : reads) {
       double copies = 1;
@@ -327,7 +328,7 @@ struct StageFeatures {
     for (auto& l : sn.reg) full *= static_cast<double>(l.extent / l.block * l.block) / static_cast<double>(l.extent);
     f[kEdgeFraction] += static_cast<float>(1 - full);
     if (!sn.reduce_inner.empty()) {
-      const int inner = axis_index(sn.reduce_inner.back().axis);
+      const int inner = reduce_axis.back();
       double unit = 0;
       for (const Use& u : reads) {
         bool ok = true;
@@ -388,17 +389,17 @@ struct StageFeatures {
       f[kIntensityCurve + k] += static_cast<float>(points_in(depth) * ops_per_point / std::max(4.0, footprint(depth)));
     }
     add_buffer_features(f);
-    add_roofline(f, flops, reg_points, any_parallel ? par : 1, packed_bytes);
+    add_roofline(f, flops, any_parallel ? par : 1, packed_bytes);
   }
 
   //! The roofline estimates, relative to the stage's ideal so that they compare across ops.
   //! Bandwidths in bytes per cycle and core: L2 to L1 64, L3 to L2 32, memory to L3 8 shared.
-  void add_roofline(std::vector<float>& f, double flops, double reg_points, double par, double packed_bytes) const {
+  void add_roofline(std::vector<float>& f, double flops, double par, double packed_bytes) const {
     const double threads = std::max(1, t.threads), lanes_max = std::max(1, t.vector_lanes);
     const double ideal = std::max(1.0, flops / (2 * lanes_max * threads));
     const double active = std::clamp(par, 1.0, threads);  // threads with work
     const double lanes = sn.vector_axis.empty() ? 1 : sn.lanes;
-    double acc = sn.vector_axis.empty() || sn.vector_reduce ? reg_points : reg_points / sn.lanes;
+    const double acc = sn.accumulators();
     double spill = 1 + 2 * std::max(0.0, acc / std::max(1, t.vector_registers) - 1);
     double fma = flops / (2 * lanes) * spill;
     double loads = f[kLoadsPerUpdate] * flops / (2 * lanes) / 2;  // two loads issue per cycle
@@ -428,8 +429,8 @@ struct StageFeatures {
   //! reduction or register loop; -1 if none.
   int innermost_axis() const {
     if (!sn.vector_axis.empty()) return axis_index(sn.vector_axis);
-    if (!sn.reduce_inner.empty()) return axis_index(sn.reduce_inner.back().axis);
-    if (!sn.reg.empty()) return axis_index(sn.reg.back().axis);
+    if (!sn.reduce_inner.empty()) return reduce_axis.back();
+    if (!sn.reg.empty()) return reg_axis.back();
     return sn.outer.empty() ? -1 : outer_axis.back();
   }
 
@@ -441,7 +442,8 @@ struct StageFeatures {
     };
     std::vector<Row> rows;  // the use touching the most bytes per buffer
     const int axis = innermost_axis();
-    for (const Use& u : uses) {
+    for (const Use* use : uses) {
+      const Use& u = *use;
       auto [bytes, lines] = extent_of(u, sn.outer.size());
       double unique = extent_of(u, 0).first;
       Row r{u.name, unique, {}};
@@ -449,11 +451,11 @@ struct StageFeatures {
       r.v[kBufLines] = static_cast<float>(log2p(lines));
       r.v[kBufUnique] = static_cast<float>(log2p(unique));
       // Reuse: the innermost loop whose axis the use does not depend on.
-      for (auto* loops : {&sn.reduce_inner, &sn.reg})
-        for (auto& l : *loops)
-          if (r.v[kBufReuseType] == 0 && l.block > 1 && !u.depends(axis_index(l.axis))) {
+      for (auto [loops, axis_of] : {std::pair{&sn.reduce_inner, &reduce_axis}, std::pair{&sn.reg, &reg_axis}})
+        for (size_t i = 0; i < loops->size(); ++i)
+          if (r.v[kBufReuseType] == 0 && (*loops)[i].block > 1 && !u.depends((*axis_of)[i])) {
             r.v[kBufReuseType] = 2;
-            r.v[kBufReuseCount] = static_cast<float>(log2p(static_cast<double>(l.block)));
+            r.v[kBufReuseCount] = static_cast<float>(log2p(static_cast<double>((*loops)[i].block)));
           }
       for (size_t i = sn.outer.size(); r.v[kBufReuseType] == 0 && i-- > 0;)
         if (sn.outer[i].trips() > 1 && !u.depends(outer_axis[i])) {
@@ -541,16 +543,7 @@ std::vector<std::optional<Features>> featurize_all(const ir::Workload& w, const 
       }
     }
   };
-  std::size_t threads = std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, 8);
-  if (schedules.size() < 64 || threads == 1) {
-    work(0, schedules.size());
-    return out;
-  }
-  std::vector<std::thread> pool;
-  std::size_t chunk = (schedules.size() + threads - 1) / threads;
-  for (std::size_t k = 0; k < threads; ++k)
-    pool.emplace_back(work, std::min(schedules.size(), k * chunk), std::min(schedules.size(), (k + 1) * chunk));
-  for (auto& th : pool) th.join();
+  for_slices(schedules.size(), 64, work);
   return out;
 }
 

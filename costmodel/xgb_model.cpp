@@ -5,10 +5,10 @@
 #include <cmath>
 #include <cstdint>
 #include <mutex>
-#include <thread>
 
 #include "costmodel/kinds.hpp"
 #include "support/error.hpp"
+#include "support/parallel.hpp"
 
 namespace tiletune::costmodel {
 
@@ -18,16 +18,22 @@ void check(int rc, ErrorKind kind, const std::string& what) {
   if (rc != 0) throw_error(kind, "XGBoost: " + what + ": " + XGBGetLastError());
 }
 
+//! The pooled rows, row-major: what XGBoost reads.
+std::vector<float> dense(const std::vector<const Features*>& rows) {
+  std::vector<float> data;
+  data.reserve(rows.size() * feature_count());
+  for (auto* f : rows) {
+    FeatureRow p = f->pooled();
+    data.insert(data.end(), p.begin(), p.end());
+  }
+  return data;
+}
+
 //! Owns a DMatrix of pooled rows.
 class Matrix {
  public:
   explicit Matrix(const std::vector<const Features*>& rows) {
-    std::vector<float> data;
-    data.reserve(rows.size() * feature_count());
-    for (auto* f : rows) {
-      FeatureRow p = f->pooled();
-      data.insert(data.end(), p.begin(), p.end());
-    }
+    std::vector<float> data = dense(rows);
     check(XGDMatrixCreateFromMat(data.data(), rows.size(), feature_count(), NAN, &handle_), ErrorKind::Internal,
           "creating a matrix");
   }
@@ -109,18 +115,16 @@ class XgbModel final : public CostModel {
   std::vector<float> predict(const std::vector<Features>& x) const override {
     if (!booster_) throw_error(ErrorKind::Internal, "xgb: predict before training");
     if (x.empty()) return {};
-    // In place from the pooled rows: no DMatrix to build, which took a third of the time.
-    std::vector<float> data(x.size() * feature_count());
-    for (size_t i = 0; i < x.size(); ++i) {
-      FeatureRow p = x[i].pooled();
-      std::copy(p.begin(), p.end(), data.begin() + static_cast<std::ptrdiff_t>(i * feature_count()));
-    }
-    // Slices of rows on all cores (each XGBoost call on one thread: see kParams' nthread);
-    // in-place prediction is thread-safe and keeps its output per calling thread.
+    // In place from the pooled rows (no DMatrix to build), in slices on all cores, each
+    // XGBoost call on one thread (see kParams' nthread): in-place prediction is thread-safe
+    // and keeps its output per calling thread.
+    std::vector<const Features*> rows;
+    for (auto& f : x) rows.push_back(&f);
+    const std::vector<float> data = dense(rows);
     std::vector<float> scores(x.size());
-    std::vector<std::string> errors;
     std::mutex error_lock;
-    auto slice = [&](size_t begin, size_t end) {
+    std::string error;  // of any slice
+    for_slices(x.size(), 1024, [&](size_t begin, size_t end) {
       const std::string array = R"({"data": [)" +
                                 std::to_string(reinterpret_cast<std::uintptr_t>(&data[begin * feature_count()])) +
                                 R"(, true], "shape": [)" + std::to_string(end - begin) + ", " +
@@ -129,22 +133,14 @@ class XgbModel final : public CostModel {
       bst_ulong dims = 0;
       const float* out = nullptr;
       const int rc = XGBoosterPredictFromDense(booster_, array.c_str(), kPredictConfig, nullptr, &shape, &dims, &out);
-      if (rc != 0 || dims == 0 || shape[0] != end - begin) {
-        std::lock_guard<std::mutex> hold(error_lock);
-        errors.push_back(rc != 0 ? XGBGetLastError()
-                                 : "scores of the wrong shape for " + std::to_string(end - begin) + " rows");
+      if (rc == 0 && dims > 0 && shape[0] == end - begin) {
+        std::copy(out, out + (end - begin), scores.begin() + static_cast<std::ptrdiff_t>(begin));
         return;
       }
-      std::copy(out, out + (end - begin), scores.begin() + static_cast<std::ptrdiff_t>(begin));
-    };
-    const size_t threads = x.size() < 1024 ? 1 : std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 8);
-    const size_t chunk = (x.size() + threads - 1) / threads;
-    std::vector<std::thread> pool;
-    for (size_t k = 1; k < threads && k * chunk < x.size(); ++k)
-      pool.emplace_back(slice, k * chunk, std::min(x.size(), (k + 1) * chunk));
-    slice(0, std::min(x.size(), chunk));
-    for (auto& th : pool) th.join();
-    if (!errors.empty()) throw_error(ErrorKind::Internal, "XGBoost: predicting: " + errors.front());
+      std::lock_guard<std::mutex> hold(error_lock);
+      error = rc != 0 ? XGBGetLastError() : "scores of the wrong shape for " + std::to_string(end - begin) + " rows";
+    });
+    if (!error.empty()) throw_error(ErrorKind::Internal, "XGBoost: predicting: " + error);
     return scores;
   }
 

@@ -73,6 +73,9 @@ struct StageNest {
   //! the broadcast operand's group is read as one 32-bit lane, the vector operand from its
   //! grouped pack.
   int dot_group = 1;
+  //! Accumulators of the register tile: one vector per `lanes` points along a spatial SIMD
+  //! axis, else one per point (a vector each when the SIMD axis is a reduction axis).
+  double accumulators() const;
 };
 
 //! A workload lowered under a schedule: stages to run in order and the temp buffers they need.

@@ -14,6 +14,12 @@ std::int64_t Pack::elements() const {
   return n;
 }
 
+double StageNest::accumulators() const {
+  double points = 1;
+  for (auto& l : reg) points *= static_cast<double>(l.block);
+  return vector_axis.empty() || vector_reduce ? points : points / lanes;
+}
+
 namespace {
 
 //! The dot-product group of a stage (StageNest::dot_group), 1 when its full tiles cannot run

@@ -23,7 +23,6 @@ class BodyView {
  public:
   BodyView(const Workload& w, const Schedule& s, const Expr& e);
   const Expr& operator*() const { return *body_; }
-  const Expr* operator->() const { return body_; }
 
  private:
   std::optional<Expr> own_;
