@@ -101,6 +101,9 @@ const std::vector<Case> kCases = {
     {"ResNet conv 3x3 pad 1 + bias + relu C64 K64 56x56", "conv2d_bias_relu_p1", "N=1,C=64,H=56,W=56,K=64,R=3,S=3", 0},
     {"depthwise 3x3 pad 1 C144 56x56", "depthwise_conv2d_p1", "N=1,C=144,H=56,W=56,R=3,S=3", 0},
     {"depthwise 3x3 s2 pad 1 C144 56x56", "depthwise_conv2d_s2p1", "N=1,C=144,H=56,W=56,R=3,S=3", 0},
+    // The same two layers in oneDNN's blocked layout (nChw16c), which it times them in.
+    {"depthwise 3x3 pad 1 C144 56x56, NCHW16c", "depthwise_conv2d_nchwc_p1", "N=1,CB=9,H=56,W=56,L=16,R=3,S=3", 0},
+    {"depthwise 3x3 s2 pad 1 C144 56x56, NCHW16c", "depthwise_conv2d_nchwc_s2p1", "N=1,CB=9,H=56,W=56,L=16,R=3,S=3", 0},
     {"grouped conv 3x3 pad 1 G8 C128 K128 28x28", "grouped_conv2d_p1", "N=1,G=8,CG=16,KG=16,H=28,W=28,R=3,S=3", 0},
     {"softmax 4096x1024", "softmax", "N=4096,D=1024", 18},
     {"layernorm 4096x1024", "layernorm", "N=4096,D=1024", 0},

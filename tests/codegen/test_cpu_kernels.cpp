@@ -265,6 +265,58 @@ TEST_CASE("cpu kernels: padded inputs read their pad value outside the tensor, n
   }
 }
 
+TEST_CASE("cpu kernels: depthwise convolutions in the channel-blocked layout, lanes along the block, tails included") {
+  auto be = cpu();
+  TempDir dir;
+  int lanes = be->target().traits.vector_lanes;
+  struct Case {
+    std::string op;
+    int CB, L, H, W, stride;
+  };
+  // Blocks shorter than a vector, one lane longer (a vector and a tail), and a 1x1 plane whose
+  // every read but the centre tap is padding.
+  for (const Case& c : std::vector<Case>{{"depthwise_conv2d_nchwc_p1", 2, 5, 7, 9, 1},
+                                         {"depthwise_conv2d_nchwc_p1", 3, lanes + 1, 6, 11, 1},
+                                         {"depthwise_conv2d_nchwc_s2p1", 1, 19, 9, 7, 2},
+                                         {"depthwise_conv2d_nchwc_s2p1", 2, lanes, 1, 1, 2}}) {
+    std::string sizes = "N=1,CB=" + std::to_string(c.CB) + ",L=" + std::to_string(c.L) + ",H=" + std::to_string(c.H) +
+                        ",W=" + std::to_string(c.W) + ",R=3,S=3";
+    CAPTURE(c.op);
+    CAPTURE(sizes);
+    auto w = library_workload(c.op, sizes);
+    std::vector<ir::Schedule> schedules{ir::naive_schedule(w)};
+    // Lanes along c, a register block of x points whose tiles reach past both borders, rows of y.
+    for (auto [vectors, xs] : {std::pair{1, 4}, std::pair{2, 3}}) {
+      if (lanes < 2) break;
+      ir::Schedule s = ir::naive_schedule(w);
+      auto& st = s.stages[0];
+      st.tile["c"] = {vectors * lanes};
+      st.tile["x"] = {xs};
+      st.tile["y"] = {2};
+      st.vectorize = "c";
+      REQUIRE(ir::check_schedule(w, s, be->target().traits) == "");
+      schedules.push_back(s);
+    }
+    const int C = c.CB * c.L, OH = (c.H + 2 - 3) / c.stride + 1, OW = (c.W + 2 - 3) / c.stride + 1;
+    for (auto& s : schedules) {
+      Tensors t = run_in_process(*be, w, s, dir);
+      // The same tensors in NCHW (channel b * L + c), through the plain reference.
+      std::vector<float> in(std::size_t(C) * c.H * c.W), f(std::size_t(C) * 9);
+      for (int b = 0; b < c.CB; ++b)
+        for (int l = 0; l < c.L; ++l) {
+          for (int i = 0; i < c.H * c.W; ++i) in[(b * c.L + l) * c.H * c.W + i] = t[0][(b * c.H * c.W + i) * c.L + l];
+          for (int i = 0; i < 9; ++i) f[(b * c.L + l) * 9 + i] = t[1][(b * 9 + i) * c.L + l];
+        }
+      auto plain = conv_reference(in, f, 1, C, 1, 1, c.H, c.W, 3, 3, c.stride, 1);
+      std::vector<double> want(plain.size());
+      for (int b = 0; b < c.CB; ++b)
+        for (int l = 0; l < c.L; ++l)
+          for (int i = 0; i < OH * OW; ++i) want[(b * OH * OW + i) * c.L + l] = plain[(b * c.L + l) * OH * OW + i];
+      check_close(t.back(), want, 1e-5);
+    }
+  }
+}
+
 TEST_CASE("cpu kernels: a hand-written tiled, vectorized, parallel schedule with tails matches the naive one") {
   auto be = cpu();
   int lanes = be->target().traits.vector_lanes;
