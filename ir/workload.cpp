@@ -254,6 +254,92 @@ Sizes parse_sizes(const std::string& text) {
   return sizes;
 }
 
+namespace {
+
+void collect_accesses_mut(Expr& e, std::vector<Expr*>& out) {
+  if (e.kind == Expr::Kind::Access) out.push_back(&e);
+  for (auto& a : e.args) collect_accesses_mut(a, out);
+}
+
+//! Merges one pair of reduction axes (a, b) of one stage whose every access indexes
+//! [.., a, b, ..] with b over the whole dimension: offset a * B + b is then one index over a run
+//! of A * B, and the tensors see the two dimensions as one. Only tensors no other access
+//! reads (so their view changes nowhere else), unpadded (no read falls outside), qualify.
+//! Returns whether it merged a pair.
+bool merge_reduction_run(Workload& w) {
+  for (size_t si = 0; si < w.stages.size(); ++si) {
+    Stage& st = w.stages[si];
+    std::vector<Expr*> accesses;
+    collect_accesses_mut(st.rhs, accesses);
+    for (size_t ai = 0; ai < st.axes.size(); ++ai)
+      for (size_t bi = 0; bi < st.axes.size(); ++bi) {
+        const Axis &a = st.axes[ai], &b = st.axes[bi];
+        if (ai == bi || !a.reduce || !b.reduce) continue;
+        std::vector<std::pair<Expr*, size_t>> runs;  // access, dimension of a
+        bool ok = true;
+        for (Expr* e : accesses) {
+          std::optional<size_t> at;
+          int mentions = 0;
+          for (size_t d = 0; d < e->indices.size(); ++d) {
+            const IndexExpr& ix = e->indices[d];
+            mentions += ix.coeff_of(a.name) != 0 || ix.coeff_of(b.name) != 0;
+            if (ix.plain_var() == a.name && d + 1 < e->indices.size() && e->indices[d + 1].plain_var() == b.name)
+              at = d;
+          }
+          if (mentions == 0) continue;
+          const Buffer& buf = w.buffers[w.buffer_index(e->name)];
+          if (!at || mentions != 2 || buf.pad || buf.shape[*at + 1] != b.extent) ok = false;
+          if (!ok) break;
+          runs.push_back({e, *at});
+        }
+        if (!ok || runs.empty()) continue;
+        // Every access of those tensors, in any stage (an output is written by its stage), must
+        // be one of these runs at the same dimension.
+        for (auto& [e, d] : runs) {
+          int b_index = w.buffer_index(e->name);
+          size_t everywhere = 0;
+          for (auto& other : w.stages) {
+            if (other.output == b_index) ok = false;
+            std::vector<const Expr*> all;
+            collect_accesses(other.rhs, all);
+            for (const Expr* x : all) everywhere += x->name == e->name;
+          }
+          size_t here = 0;
+          for (auto& [x, xd] : runs) {
+            here += x->name == e->name;
+            if (x->name == e->name && xd != d) ok = false;
+          }
+          if (everywhere != here) ok = false;
+        }
+        if (!ok) continue;
+        std::string name = a.name + "_" + b.name;
+        auto taken = [&](const std::string& n) {
+          for (auto& s : w.stages)
+            for (auto& x : s.axes)
+              if (x.name == n) return true;
+          return false;
+        };
+        while (taken(name)) name += "_";
+        std::set<int> reshaped;
+        for (auto& [e, d] : runs) {
+          e->indices[d] = IndexExpr{{{name, 1}}, 0};
+          e->indices.erase(e->indices.begin() + static_cast<std::ptrdiff_t>(d) + 1);
+          int bx = w.buffer_index(e->name);
+          if (!reshaped.insert(bx).second) continue;
+          auto& shape = w.buffers[bx].shape;
+          shape[d] *= shape[d + 1];
+          shape.erase(shape.begin() + static_cast<std::ptrdiff_t>(d) + 1);
+        }
+        st.axes[ai] = Axis{name, a.extent * b.extent, true};
+        st.axes.erase(st.axes.begin() + static_cast<std::ptrdiff_t>(bi));
+        return true;
+      }
+  }
+  return false;
+}
+
+}  // namespace
+
 Workload bind(const OpDef& op, const Sizes& sizes) {
   Workload w;
   w.op = op;
@@ -275,7 +361,7 @@ Workload bind(const OpDef& op, const Sizes& sizes) {
   for (auto& st : w.op.stmts) bind_sizes(st.rhs, sizes);
 
   auto add_buffer = [&](const TensorDecl& t, Buffer::Role role) {
-    Buffer b{t.name, role, {}, t.pad, t.dtype, t.constant};
+    Buffer b{t.name, role, {}, {}, t.pad, t.dtype, t.constant};
     for (auto& d : t.dims) {
       std::int64_t v = eval(d, sizes);
       if (v < 1)
@@ -283,6 +369,7 @@ Workload bind(const OpDef& op, const Sizes& sizes) {
                 " with these sizes; it must be at least 1");
       b.shape.push_back(v);
     }
+    b.declared_shape = b.shape;
     __int128 n = 1;
     for (auto d : b.shape) {
       n *= d;
@@ -332,6 +419,8 @@ Workload bind(const OpDef& op, const Sizes& sizes) {
       }
     }
     w.stages.push_back(std::move(stage));
+  }
+  while (merge_reduction_run(w)) {
   }
   w.canonical_text = canonical(w.op, sizes);
   w.source_text = canonical(w.op, sizes, true);

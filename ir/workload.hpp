@@ -18,8 +18,11 @@ struct Buffer {
   enum class Role { Input, Output, Temp };
   std::string name;
   Role role = Role::Input;
+  //! The shape the stages index: the declared one, with adjacent dimensions that every access
+  //! reads as one run merged into one (see bind).
   std::vector<std::int64_t> shape;
-  std::optional<double> pad;  //!< what reads outside the shape yield (TensorDecl::pad)
+  std::vector<std::int64_t> declared_shape;  //!< as the op declares it (what callers pass)
+  std::optional<double> pad;                 //!< what reads outside the shape yield (TensorDecl::pad)
   DType dtype = DType::F32;
   bool constant = false;  //!< the same from call to call (TensorDecl::constant): packed once
   std::int64_t elements() const;
@@ -98,6 +101,10 @@ Sizes parse_sizes(const std::string& text);
 
 //! Binds an op to sizes, checking that every size is given and used, every dimension is
 //! positive, index ranges agree and every access stays in bounds. Throws Error(InvalidInput).
+//! Two reduction indices of a stage that every access reads as one contiguous run (X[.., h, w]
+//! with w over the whole last dimension) become one index over the run, named "h_w", and the
+//! tensors they read see the two dimensions as one: a global pool over 7 x 7 sums runs of 49.
+//! The key and the texts stay the op's.
 Workload bind(const OpDef& op, const Sizes& sizes);
 
 }  // namespace tiletune::ir

@@ -28,7 +28,7 @@ RecordKernel schedule_kernel(const codegen::Backend& be, const ir::Workload& w, 
     arguments.push_back({{"index", arguments.size()},
                          {"name", b.name},
                          {"role", b.role == ir::Buffer::Role::Input ? "input" : "output"},
-                         {"shape", b.shape},
+                         {"shape", b.declared_shape},
                          {"dtype", ir::dtype_name(b.dtype)},
                          {"layout", "row-major, dense"}});
   }

@@ -151,12 +151,27 @@ TEST_CASE(
               want[(c * 3 + y) * 3 + x] =
                   std::max(want[(c * 3 + y) * 3 + x], double(t[0][(c * 7 + 2 * y + r) * 8 + 2 * x + s]));
     check_close(t[1], want, 0);
-    auto g = library_workload("global_avg_pool", "N=1,C=2,H=3,W=5");
-    Tensors u = run_in_process(*be, g, ir::naive_schedule(g), dir);
-    for (int c = 0; c < 2; ++c) {
-      double mean = 0;
-      for (int i = 0; i < 15; ++i) mean += u[0][c * 15 + i] / 15.0;
-      CHECK(u[1][c] == doctest::Approx(mean).epsilon(1e-5));
+    // A global pool sums each plane as one run (h_w < 3 * 5 = 15, and 7 * 11 = 77: vectors and a
+    // tail), naive and in vectors along the run, two channels per register tile.
+    for (auto [H, W] : {std::pair{3, 5}, std::pair{7, 11}}) {
+      auto g = library_workload("global_avg_pool", "N=1,C=3,H=" + std::to_string(H) + ",W=" + std::to_string(W));
+      std::vector<ir::Schedule> schedules{ir::naive_schedule(g)};
+      if (be->target().traits.vector_lanes > 1) {
+        ir::Schedule s = ir::naive_schedule(g);
+        s.stages[0].tile = {{"n", {1}}, {"c", {2}}, {"h_w", {2 * be->target().traits.vector_lanes}}};
+        s.stages[0].vectorize = "h_w";
+        s.stages[0].parallel = 1;
+        REQUIRE(ir::check_schedule(g, s, be->target().traits) == "");
+        schedules.push_back(s);
+      }
+      for (auto& s : schedules) {
+        Tensors u = run_in_process(*be, g, s, dir);
+        for (int c = 0; c < 3; ++c) {
+          double mean = 0;
+          for (int i = 0; i < H * W; ++i) mean += u[0][c * H * W + i] / double(H * W);
+          CHECK(u[1][c] == doctest::Approx(mean).epsilon(1e-5));
+        }
+      }
     }
   }
 }
@@ -517,14 +532,14 @@ TEST_CASE("cpu kernels: user names that the generated code or its headers also u
 TEST_CASE("cpu kernels: a scalar tile's short reduction loops run straight only when nothing inside stays a loop") {
   auto be = cpu();
   TempDir dir;
-  // Planes of 5 x 13: h (4 of 5, a tail) around w. 64 scalar sums over h < 4 of a w < 14 loop
-  // unrolled took GCC 30-40 s to compile (it vectorized each copy of the w loop).
-  auto w = library_workload("global_avg_pool", "N=2,C=19,H=5,W=13");
+  // Sums over planes of 5 x 13 (a window in rows of 14, so that h and w stay two loops): h (4
+  // of 5, a tail) around w. 64 scalar sums over h < 4 of a w < 14 loop unrolled took GCC 30-40 s
+  // to compile (it vectorized each copy of the w loop).
+  auto w = ir::bind(ir::parse_op("op s(X: f32[N, C, H, W]) -> Y: f32[N, C] { Y[n, c] += X[n, c, h, w] where w < 13 }"),
+                    ir::parse_sizes("N=2,C=19,H=5,W=14"));
   auto config = [](const std::string& wtile) {
-    return ir::Schedule::from_json(
-        R"({"version":1,"stages":[{"stage":"sum","tile":{"n":[1],"c":[8],"h":[4],"w":)" + wtile +
-        R"(},"order":["n.0","c.0","h.0","w.0"],"unroll":2},{"stage":"Y","tile":{"n":[1],"c":[8]},)"
-        R"("order":["n.0","c.0"]}]})");
+    return ir::Schedule::from_json(R"({"version":1,"stages":[{"stage":"Y","tile":{"n":[1],"c":[8],"h":[4],"w":)" +
+                                   wtile + R"(},"order":["n.0","c.0","h.0","w.0"],"unroll":2}]})");
   };
   Tensors ref = run_in_process(*be, w, ir::naive_schedule(w), dir);
   std::vector<double> want(ref[1].begin(), ref[1].end());

@@ -189,6 +189,56 @@ TEST_CASE("workload key: stable under renaming and reformatting, changed by size
   CHECK(a.flops() == doctest::Approx(2.0 * 64 * 32 * 16));
 }
 
+TEST_CASE("bind: reduction indices that read one contiguous run merge into one index over it") {
+  auto axes_of = [](const ir::Stage& st) {
+    std::string out;
+    for (auto& a : st.axes) out += (out.empty() ? "" : " ") + a.name + "<" + std::to_string(a.extent);
+    return out;
+  };
+  const ir::Sizes sizes = ir::parse_sizes("N=2,C=3,H=5,W=7");
+  // A global pool: h and w over the whole plane are one run of 35 in each channel; X is seen
+  // as [N, C, H * W] by the stages, callers still pass the declared [N, C, H, W].
+  const char* pool = "op pool(X: f32[N, C, H, W]) -> Y: f32[N, C] {\n  Y[n, c] += X[n, c, h, w] * 0.5\n}";
+  auto w = ir::bind(ir::parse_op(pool), sizes);
+  CHECK(axes_of(w.stages[0]) == "n<2 c<3 h_w<35");
+  CHECK(w.buffers[0].shape == std::vector<std::int64_t>{2, 3, 35});
+  CHECK(w.buffers[0].declared_shape == std::vector<std::int64_t>{2, 3, 5, 7});
+  CHECK(w.buffers[1].shape == w.buffers[1].declared_shape);
+  CHECK(ir::to_string(w.stages[0].rhs).find("X[n, c, h_w]") != std::string::npos);
+  CHECK(w.canonical_text.find("h_w") == std::string::npos);  // the key is the op's
+  CHECK(w.flops() == doctest::Approx(2.0 * 2 * 3 * 35));
+  // Three reduction indices over a whole tensor merge in turn; a name taken by another index
+  // gets a suffix.
+  auto all = ir::bind(ir::parse_op("op t(X: f32[C, H, W]) -> Y: f32[N] {\n  Y[n] += X[c, h, w]\n}"),
+                      ir::parse_sizes("N=2,C=3,H=5,W=7"));
+  CHECK(axes_of(all.stages[0]) == "n<2 c_h_w<105");
+  CHECK(all.buffers[0].shape == std::vector<std::int64_t>{105});
+  auto named = ir::bind(ir::parse_op("op t(X: f32[H, W]) -> Y: f32[C] {\n  Y[h_w] += X[h, w]\n}"),
+                        ir::parse_sizes("C=3,H=5,W=7"));
+  CHECK(axes_of(named.stages[0]) == "h_w<3 h_w_<35");
+  // What stays apart: a padded input (a read may fall outside), a window over part of the
+  // last dimension, indices read in both orders, a tensor another statement also reads,
+  // spatial indices (an output's), and an affine index.
+  for (auto [text, sz] : std::vector<std::pair<const char*, const char*>>{
+           {"op p(X: f32[N, C, H, W] pad 0) -> Y: f32[N, C] {\n  Y[n, c] += X[n, c, h, w]\n}", "N=2,C=3,H=5,W=7"},
+           {"op p(X: f32[N, C, H, W]) -> Y: f32[N, C] {\n  Y[n, c] += X[n, c, h, w] where w < 6\n}", "N=2,C=3,H=5,W=7"},
+           {"op p(X: f32[N, C, H, W]) -> Y: f32[N, C] {\n  Y[n, c] += X[n, c, h, w] * X[n, c, w, h]\n}",
+            "N=2,C=3,H=5,W=5"},
+           {"op p(X: f32[N, C, H, W]) -> (Y: f32[N, C], Z: f32[N, C, H, W]) {\n"
+            "  Y[n, c] += X[n, c, h, w]\n  Z[n, c, h, w] = X[n, c, h, w] - Y[n, c]\n}",
+            "N=2,C=3,H=5,W=7"},
+           {"op p(X: f32[N, C, H, W]) -> Y: f32[N, C, H, W] {\n  Y[n, c, h, w] = X[n, c, h, w] * 2\n}",
+            "N=2,C=3,H=5,W=7"},
+           {"op p(X: f32[N, C, H, W]) -> Y: f32[N, C] {\n  Y[n, c] += X[n, c, 2 * h, w] where h < 2\n}",
+            "N=2,C=3,H=5,W=7"}}) {
+    CAPTURE(text);
+    auto u = ir::bind(ir::parse_op(text), ir::parse_sizes(sz));
+    for (auto& st : u.stages)
+      for (auto& a : st.axes) CHECK(a.name.find('_') == std::string::npos);
+    for (auto& b : u.buffers) CHECK(b.shape == b.declared_shape);
+  }
+}
+
 TEST_CASE("windows: 'where' gives reduction indices their range; the window is part of the key") {
   const char* pool =
       "op pool(X: f32[H, W]) -> Y: f32[(H - 3) / 2 + 1, W - R + 1] {\n"
