@@ -20,7 +20,7 @@ namespace tiletune::codegen {
 
 namespace {
 
-constexpr const char* kCodegenVersion = "cuda-2";
+constexpr const char* kCodegenVersion = "cuda-3";
 
 // The few driver API entry points used, declared here so that building needs no CUDA headers.
 using CUresult = int;

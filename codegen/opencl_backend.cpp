@@ -17,7 +17,7 @@ namespace tiletune::codegen {
 namespace {
 
 //! Bumped whenever the emitted code changes meaning or speed.
-constexpr const char* kCodegenVersion = "opencl-2";
+constexpr const char* kCodegenVersion = "opencl-3";
 //! No fast-relaxed math: softmax's max starts at -INFINITY and results are checked.
 constexpr const char* kBuildOptions = "-cl-mad-enable -cl-no-signed-zeros";
 
