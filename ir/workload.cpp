@@ -261,74 +261,91 @@ void collect_accesses_mut(Expr& e, std::vector<Expr*>& out) {
   for (auto& a : e.args) collect_accesses_mut(a, out);
 }
 
+//! An access reading two axes as one run: the dimension of the first.
+struct Run {
+  Expr* access;
+  size_t dim;
+};
+
+//! The accesses among `accesses` that mention a or b, each indexing [.., a, b, ..] with b over
+//! the whole (unpadded) dimension; nullopt if one mentions them otherwise, or none does.
+std::optional<std::vector<Run>> runs_of(const Workload& w, const std::vector<Expr*>& accesses, const Axis& a,
+                                        const Axis& b) {
+  std::vector<Run> runs;
+  for (Expr* e : accesses) {
+    std::optional<size_t> at;
+    int mentions = 0;
+    for (size_t d = 0; d < e->indices.size(); ++d) {
+      mentions += e->indices[d].coeff_of(a.name) != 0 || e->indices[d].coeff_of(b.name) != 0;
+      if (e->indices[d].plain_var() == a.name && d + 1 < e->indices.size() && e->indices[d + 1].plain_var() == b.name)
+        at = d;
+    }
+    if (mentions == 0) continue;
+    const Buffer& buf = w.buffers[w.buffer_index(e->name)];
+    if (!at || mentions != 2 || buf.pad || buf.shape[*at + 1] != b.extent) return std::nullopt;
+    runs.push_back({e, *at});
+  }
+  if (runs.empty()) return std::nullopt;
+  return runs;
+}
+
+//! Whether the runs' tensors are read nowhere else (in any stage, nor written by one), each
+//! at one dimension: only then can their view change.
+bool read_only_as(const Workload& w, const std::vector<Run>& runs) {
+  for (const Run& r : runs) {
+    size_t everywhere = 0, here = 0;
+    for (auto& st : w.stages) {
+      if (w.buffers[st.output].name == r.access->name) return false;
+      std::vector<const Expr*> all;
+      collect_accesses(st.rhs, all);
+      for (const Expr* x : all) everywhere += x->name == r.access->name;
+    }
+    for (const Run& x : runs) {
+      here += x.access->name == r.access->name;
+      if (x.access->name == r.access->name && x.dim != r.dim) return false;
+    }
+    if (everywhere != here) return false;
+  }
+  return true;
+}
+
+//! `name`, or with '_' appended until no stage has an axis of that name.
+std::string fresh_axis_name(const Workload& w, std::string name) {
+  auto taken = [&] {
+    for (auto& st : w.stages)
+      for (auto& x : st.axes)
+        if (x.name == name) return true;
+    return false;
+  };
+  while (taken()) name += "_";
+  return name;
+}
+
 //! Merges one pair of reduction axes (a, b) of one stage whose every access indexes
 //! [.., a, b, ..] with b over the whole dimension: offset a * B + b is then one index over a run
 //! of A * B, and the tensors see the two dimensions as one. Only tensors no other access
 //! reads (so their view changes nowhere else), unpadded (no read falls outside), qualify.
 //! Returns whether it merged a pair.
 bool merge_reduction_run(Workload& w) {
-  for (size_t si = 0; si < w.stages.size(); ++si) {
-    Stage& st = w.stages[si];
+  for (Stage& st : w.stages) {
     std::vector<Expr*> accesses;
     collect_accesses_mut(st.rhs, accesses);
     for (size_t ai = 0; ai < st.axes.size(); ++ai)
       for (size_t bi = 0; bi < st.axes.size(); ++bi) {
         const Axis &a = st.axes[ai], &b = st.axes[bi];
         if (ai == bi || !a.reduce || !b.reduce) continue;
-        std::vector<std::pair<Expr*, size_t>> runs;  // access, dimension of a
-        bool ok = true;
-        for (Expr* e : accesses) {
-          std::optional<size_t> at;
-          int mentions = 0;
-          for (size_t d = 0; d < e->indices.size(); ++d) {
-            const IndexExpr& ix = e->indices[d];
-            mentions += ix.coeff_of(a.name) != 0 || ix.coeff_of(b.name) != 0;
-            if (ix.plain_var() == a.name && d + 1 < e->indices.size() && e->indices[d + 1].plain_var() == b.name)
-              at = d;
-          }
-          if (mentions == 0) continue;
-          const Buffer& buf = w.buffers[w.buffer_index(e->name)];
-          if (!at || mentions != 2 || buf.pad || buf.shape[*at + 1] != b.extent) ok = false;
-          if (!ok) break;
-          runs.push_back({e, *at});
-        }
-        if (!ok || runs.empty()) continue;
-        // Every access of those tensors, in any stage (an output is written by its stage), must
-        // be one of these runs at the same dimension.
-        for (auto& [e, d] : runs) {
-          int b_index = w.buffer_index(e->name);
-          size_t everywhere = 0;
-          for (auto& other : w.stages) {
-            if (other.output == b_index) ok = false;
-            std::vector<const Expr*> all;
-            collect_accesses(other.rhs, all);
-            for (const Expr* x : all) everywhere += x->name == e->name;
-          }
-          size_t here = 0;
-          for (auto& [x, xd] : runs) {
-            here += x->name == e->name;
-            if (x->name == e->name && xd != d) ok = false;
-          }
-          if (everywhere != here) ok = false;
-        }
-        if (!ok) continue;
-        std::string name = a.name + "_" + b.name;
-        auto taken = [&](const std::string& n) {
-          for (auto& s : w.stages)
-            for (auto& x : s.axes)
-              if (x.name == n) return true;
-          return false;
-        };
-        while (taken(name)) name += "_";
-        std::set<int> reshaped;
-        for (auto& [e, d] : runs) {
-          e->indices[d] = IndexExpr{{{name, 1}}, 0};
-          e->indices.erase(e->indices.begin() + static_cast<std::ptrdiff_t>(d) + 1);
-          int bx = w.buffer_index(e->name);
-          if (!reshaped.insert(bx).second) continue;
-          auto& shape = w.buffers[bx].shape;
-          shape[d] *= shape[d + 1];
-          shape.erase(shape.begin() + static_cast<std::ptrdiff_t>(d) + 1);
+        auto runs = runs_of(w, accesses, a, b);
+        if (!runs || !read_only_as(w, *runs)) continue;
+        const std::string name = fresh_axis_name(w, a.name + "_" + b.name);
+        std::set<std::string> reshaped;
+        for (const Run& r : *runs) {
+          auto& ix = r.access->indices;
+          ix[r.dim] = IndexExpr{{{name, 1}}, 0};
+          ix.erase(ix.begin() + static_cast<std::ptrdiff_t>(r.dim) + 1);
+          if (!reshaped.insert(r.access->name).second) continue;
+          auto& shape = w.buffers[w.buffer_index(r.access->name)].shape;
+          shape[r.dim] *= shape[r.dim + 1];
+          shape.erase(shape.begin() + static_cast<std::ptrdiff_t>(r.dim) + 1);
         }
         st.axes[ai] = Axis{name, a.extent * b.extent, true};
         st.axes.erase(st.axes.begin() + static_cast<std::ptrdiff_t>(bi));

@@ -848,3 +848,12 @@ TEST_CASE("const inputs: part of the key, packed once by the kernel's prepare en
   REQUIRE(!q_seeds.empty());
   test::all_correct(*be, q, q_seeds);
 }
+
+TEST_CASE("kernel ABI: a tensor whose reduction run merged is passed in its declared shape") {
+  auto be = cpu();
+  auto w = library_workload("global_avg_pool", "N=1,C=3,H=5,W=7");
+  REQUIRE(w.buffers[0].shape == std::vector<std::int64_t>{1, 3, 35});  // the stages' view
+  auto kernel = tuner::schedule_kernel(*be, w, ir::naive_schedule(w), be->target().traits);
+  CHECK(kernel.abi["arguments"][0]["shape"] == nlohmann::json({1, 3, 5, 7}));
+  CHECK(kernel.abi["arguments"][1]["shape"] == nlohmann::json({1, 3}));
+}

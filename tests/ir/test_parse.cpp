@@ -217,8 +217,8 @@ TEST_CASE("bind: reduction indices that read one contiguous run merge into one i
                         ir::parse_sizes("C=3,H=5,W=7"));
   CHECK(axes_of(named.stages[0]) == "h_w<3 h_w_<35");
   // What stays apart: a padded input (a read may fall outside), a window over part of the
-  // last dimension, indices read in both orders, a tensor another statement also reads,
-  // spatial indices (an output's), and an affine index.
+  // last dimension, indices read in both orders, a tensor another statement also reads or
+  // writes, spatial indices (an output's), and an affine index.
   for (auto [text, sz] : std::vector<std::pair<const char*, const char*>>{
            {"op p(X: f32[N, C, H, W] pad 0) -> Y: f32[N, C] {\n  Y[n, c] += X[n, c, h, w]\n}", "N=2,C=3,H=5,W=7"},
            {"op p(X: f32[N, C, H, W]) -> Y: f32[N, C] {\n  Y[n, c] += X[n, c, h, w] where w < 6\n}", "N=2,C=3,H=5,W=7"},
@@ -228,6 +228,9 @@ TEST_CASE("bind: reduction indices that read one contiguous run merge into one i
             "  Y[n, c] += X[n, c, h, w]\n  Z[n, c, h, w] = X[n, c, h, w] - Y[n, c]\n}",
             "N=2,C=3,H=5,W=7"},
            {"op p(X: f32[N, C, H, W]) -> Y: f32[N, C, H, W] {\n  Y[n, c, h, w] = X[n, c, h, w] * 2\n}",
+            "N=2,C=3,H=5,W=7"},
+           {"op p(X: f32[N, C, H, W]) -> Y: f32[N, C] {\n  T[n, c, h, w] = X[n, c, h, w] * 2\n"
+            "  Y[n, c] += T[n, c, h, w]\n}",
             "N=2,C=3,H=5,W=7"},
            {"op p(X: f32[N, C, H, W]) -> Y: f32[N, C] {\n  Y[n, c] += X[n, c, 2 * h, w] where h < 2\n}",
             "N=2,C=3,H=5,W=7"}}) {
