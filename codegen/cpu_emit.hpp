@@ -39,8 +39,6 @@ const char* splat(DType t);
 //! `code`, a value of type `from`, as type `to` (rounded to nearest even and saturated into i32).
 std::string convert(const std::string& code, DType from, DType to, bool vec);
 
-double identity(Combine c);
-
 std::string combine(Combine c, bool vec, const std::string& a, const std::string& b);
 
 const char* horizontal(Combine c);

@@ -28,22 +28,6 @@ std::string convert(const std::string& code, DType from, DType to, bool vec) {
   return std::string(vec ? "tt_vto_i32(" : "tt_to_i32(") + code + ")";
 }
 
-double identity(Combine c) {
-  switch (c) {
-    case Combine::Add:
-      return 0.0;
-    case Combine::Mul:
-      return 1.0;
-    case Combine::Max:
-      return -INFINITY;
-    case Combine::Min:
-      return INFINITY;
-    case Combine::Assign:
-      return 0.0;
-  }
-  return 0.0;
-}
-
 std::string combine(Combine c, bool vec, const std::string& a, const std::string& b) {
   switch (c) {
     case Combine::Add:

@@ -226,7 +226,7 @@ void Emitter::points_body(int depth, const std::vector<Point>& pts, Mode mode) {
   }
   for (size_t i = 0; i < pts.size(); ++i) {
     acc.push_back(fresh("acc" + std::to_string(i)));
-    std::string id = literal(identity(c), acc_t_);
+    std::string id = literal(ir::combine_identity(c), acc_t_);
     if (mode == Mode::VecReduce) {
       line(depth, std::string(vector_type(acc_t_)) + " " + acc.back() + " = " + splat(acc_t_) + id + ");");
       line(depth, std::string(scalar_type(acc_t_)) + " " + acc.back() + "_tail = " + id + ";");

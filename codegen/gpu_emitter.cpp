@@ -125,19 +125,6 @@ std::string launches_json(const std::vector<Launch>& launches) {
   return j.dump();
 }
 
-double identity(Combine c) {
-  switch (c) {
-    case Combine::Mul:
-      return 1.0;
-    case Combine::Max:
-      return -INFINITY;
-    case Combine::Min:
-      return INFINITY;
-    default:
-      return 0.0;
-  }
-}
-
 std::string combine(Combine c, const std::string& a, const std::string& b, bool vec) {
   switch (c) {
     case Combine::Add:
@@ -623,7 +610,8 @@ class Emitter {
     for (auto& p : pts) {
       accs.push_back(fresh("acc" + point_suffix(p)));
       if (reduce)
-        line(1, vector_type() + " " + accs.back() + " = " + widen(float_literal(identity(st_->combine))) + ";");
+        line(1, vector_type() + " " + accs.back() + " = " + widen(float_literal(ir::combine_identity(st_->combine))) +
+                    ";");
     }
     int depth = 1;
     std::map<std::string, std::string> last_level;

@@ -96,6 +96,21 @@ int count_ops(const Expr& e) {
   return n;
 }
 
+double combine_identity(Combine c) {
+  switch (c) {
+    case Combine::Mul:
+      return 1.0;
+    case Combine::Max:
+      return -INFINITY;
+    case Combine::Min:
+      return INFINITY;
+    case Combine::Add:
+    case Combine::Assign:
+      return 0.0;
+  }
+  return 0.0;
+}
+
 const char* combine_token(Combine c) {
   switch (c) {
     case Combine::Assign:

@@ -126,6 +126,8 @@ ValueType value_type(const Expr& e, const std::function<DType(const std::string&
 DType operand_type(const Expr& e, size_t i, DType t, const std::function<DType(const std::string&)>& tensor_type);
 
 const char* combine_token(Combine c);
+//! The value a reduction starts from: 0 for `+=` (and `=`), 1 for `*=`, -inf for `max=`, inf for `min=`.
+double combine_identity(Combine c);
 
 //! Appends every tensor access in `e` to `out`, left to right. Pointers are into `e`.
 void collect_accesses(const Expr& e, std::vector<const Expr*>& out);
