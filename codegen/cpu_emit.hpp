@@ -188,6 +188,10 @@ class Emitter {
   //! A register tile cut by the end of an axis. Axes other than the SIMD one go one point at
   //! a time; the SIMD axis keeps whole vectors where they fit, then single lanes.
   void edge_tile(int depth, Mode mode);
+  //! An edge tile's points (`rows`: its points off the SIMD axis) along the SIMD axis: whole
+  //! vectors, or those of a cut block and its masked last one. `rows_cut`: some row axis is
+  //! cut (else the whole vectors are the full tile, emitted elsewhere).
+  void edge_points(int depth, Mode mode, const std::vector<Point>& rows, const Loop* vector_loop, bool rows_cut);
 
   void stage(const StageNest& sn);
 

@@ -144,6 +144,20 @@ void Space::gemm_seeds(const std::string& v, std::vector<ir::Schedule>& out) con
         element = std::max<std::int64_t>(element, ir::dtype_bytes(w_.buffers[w_.buffer_index(a->name)].dtype));
   if (element == 0) element = 4;
   const bool narrow = element < 4;
+  // A broadcast read whose index moves with the rows and a reduction axis (a window's taps:
+  // I[.., 2 * x + s - 1] with x the rows) reads, at one tap, what a neighbouring row read at
+  // another: the compiler keeps such values in registers across the straight-run taps, so the
+  // tile needs a register per row beside its accumulators. Counted that way, a ResNet 3 x 3
+  // stride-2 conv's 7 x 4 and 14 x 2 tiles (28 accumulators) spilled in their inner loops
+  // (1.43 and 1.72 ms) where 7 x 2 did not (1.14 ms; oneDNN blocked 1.1 ms).
+  bool rows_share_broadcasts = false;
+  if (rows)
+    for (auto* r : reads) {
+      if (read_along_vector(r->name)) continue;
+      for (auto& ix : r->indices)
+        if (ix.coeff_of(rows->name) != 0)
+          for (auto& a : st.axes) rows_share_broadcasts |= a.reduce && ix.coeff_of(a.name) != 0;
+    }
   for (std::int64_t vectors : {2, 3, 4}) {
     if (vectors > vectors_max && vectors > 2) continue;
     std::int64_t nv = std::min(vectors, vectors_max);
@@ -159,13 +173,19 @@ void Space::gemm_seeds(const std::string& v, std::vector<ir::Schedule>& out) con
     // 1.39 ms for 6 x 4).
     std::int64_t free_registers = narrow ? t_.vector_registers - 1 - nv : t_.vector_registers - 4;
     std::int64_t reg_rows = rows ? std::min<std::int64_t>(free_registers / nv, rows->extent) : 1;
+    if (rows_share_broadcasts)  // rows * nv accumulators, a broadcast per row, a row of vectors
+      reg_rows = std::min(reg_rows, (t_.vector_registers - nv - 1) / (nv + 1));
     if (reg_rows < 1) continue;  // not even one row of accumulators fits
     reg_rows = std::min<std::int64_t>(reg_rows, 12);
-    // On a short axis a row count that divides it saves an edge tile, but fewer rows than
-    // one below the most leave FMA latency uncovered: conv 1x1 K64 C256 over 56 x 56 ran 6 x 2
-    // vectors (one edge tile of 4 rows) in 0.76 ms, 4 x 2 in 1.04 ms.
+    // On a short axis a row count that divides it saves an edge tile (whose rows run one at a
+    // time), but fewer rows than one below the most leave FMA latency uncovered: conv 1x1 K64
+    // C256 over 56 x 56 ran 6 x 2 vectors (one edge tile of 4 rows) in 0.76 ms, 4 x 2 in 1.04
+    // ms. Where the taps hold the rows' broadcasts the most rows are few, and the divisor may
+    // be two below (7 x 2 for the stride-2 conv's 28 columns: 1.14 ms, 10 x 2 with an edge
+    // tile of 8 rows 1.72 ms).
+    const std::int64_t fewest = reg_rows - (rows_share_broadcasts ? 2 : 1);
     if (rows && rows->extent < 16 * reg_rows)
-      for (std::int64_t r = reg_rows; r >= reg_rows - 1 && r > 0; --r)
+      for (std::int64_t r = reg_rows; r >= fewest && r > 0; --r)
         if (rows->extent % r == 0) {
           reg_rows = r;
           break;

@@ -403,6 +403,13 @@ TEST_CASE("cpu kernels: an axis the output and an input are strided along is vec
       CHECK(src.find("tt_store_s(&tt_O_") != std::string::npos);
       CHECK(src.find(" : tt_load_s(&tt_O_") != std::string::npos);
     }
+    // The updates run row by row (the vectors of one x before the next x's broadcast), though
+    // k comes before x in the op's axes: a broadcast is dead after its row.
+    if (sizes.find("W=13") != std::string::npos) {
+      auto second_vector_of_first_row = src.find("(tt_I_0_ * tt_F_1_)");
+      REQUIRE(second_vector_of_first_row != std::string::npos);
+      CHECK(second_vector_of_first_row < src.find("tt_I_1_ ="));
+    }
     Tensors fast = run_in_process(*be, w, s, dir);
     Tensors ref = run_in_process(*be, w, ir::naive_schedule(w), dir);
     check_close(fast[2], std::vector<double>(ref[2].begin(), ref[2].end()), 1e-4);
@@ -687,6 +694,37 @@ TEST_CASE(
           .seeds();
   CHECK(std::any_of(fused.begin(), fused.end(),
                     [](const ir::Schedule& s) { return s.stages[0].vectorize == "k" && s.stages[0].fuse_epilogue; }));
+  // A window's taps read, at one tap, what a neighbouring row read at another (I[.., 2 * x + s
+  // - 1], x the rows): the tile leaves a register per row beside its accumulators and a row of
+  // vectors, and on a short row axis takes a divisor of it (7 rows of the stride-2 conv's 28
+  // columns, 8 of the padded conv's 56). A matmul's rows share nothing and keep the most rows.
+  {
+    const auto& traits = be->target().traits;
+    for (auto [op, sizes, rows_extent] : std::vector<std::tuple<std::string, std::string, std::int64_t>>{
+             {"conv2d_s2p1", "N=1,C=128,H=56,W=56,K=128,R=3,S=3", 28},
+             {"conv2d_p1", "N=1,C=64,H=56,W=56,K=64,R=3,S=3", 56}}) {
+      CAPTURE(op);
+      int by_k = 0;
+      for (auto& seed : tuner::Space(library_workload(op, sizes), traits).seeds()) {
+        const auto& ss = seed.stages[0];
+        if (ss.vectorize != "k") continue;
+        ++by_k;
+        CAPTURE(seed.to_json());
+        std::int64_t vectors = (ss.tile.at("k").back() + traits.vector_lanes - 1) / traits.vector_lanes;
+        std::int64_t rows = ss.tile.at("x").back();
+        CHECK(rows * vectors + rows + vectors + 1 <= traits.vector_registers);
+        if (vectors == 2) CHECK(rows_extent % rows == 0);
+      }
+      CHECK(by_k > 0);
+    }
+    // Two vectors of a matmul row: as many rows as the registers less 4 allow, at most 12.
+    const std::int64_t most = std::min<std::int64_t>(12, (traits.vector_registers - 4) / 2);
+    bool most_rows = false;
+    for (auto& seed : tuner::Space(library_workload("matmul", "M=256,N=256,K=256"), traits).seeds())
+      most_rows |=
+          seed.stages[0].tile.at("n").back() == 2 * traits.vector_lanes && seed.stages[0].tile.at("m").back() == most;
+    CHECK(most_rows);
+  }
   // Another tensor the epilogue reads strided along k (a residual in NCHW) still needs loads that
   // vectors cannot make: refused, by name.
   auto residual = ir::bind(ir::parse_op("op res(I: f32[N, C, H, W] pad 0, F: f32[K, C, R, S], Z: f32[N, K, H, W]) -> "
