@@ -177,8 +177,8 @@ void Space::gemm_seeds(const std::string& v, std::vector<ir::Schedule>& out) con
       reg_rows = std::min(reg_rows, (t_.vector_registers - nv - 1) / (nv + 1));
     if (reg_rows < 1) continue;  // not even one row of accumulators fits
     reg_rows = std::min<std::int64_t>(reg_rows, 12);
-    // On a short axis a row count that divides it saves an edge tile (whose rows run one at a
-    // time), but fewer rows than one below the most leave FMA latency uncovered: conv 1x1 K64
+    // On a short axis a row count that divides it saves an edge tile (a second, smaller
+    // register tile), but fewer rows than one below the most leave FMA latency uncovered: conv 1x1 K64
     // C256 over 56 x 56 ran 6 x 2 vectors (one edge tile of 4 rows) in 0.76 ms, 4 x 2 in 1.04
     // ms. Where the taps hold the rows' broadcasts the most rows are few, and the divisor may
     // be two below (7 x 2 for the stride-2 conv's 28 columns: 1.14 ms, 10 x 2 with an edge
