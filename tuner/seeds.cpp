@@ -183,7 +183,7 @@ void Space::gemm_seeds(const std::string& v, std::vector<ir::Schedule>& out) con
     // rows) in 0.76 ms, 4 x 2 in 1.04 ms. Where the taps hold the rows' broadcasts the most
     // rows are few, and the divisor may be two below: the stride-2 conv's 28 columns in 7 x 2
     // tiles ran as fast as in 10 x 2 with an edge tile of 8 rows (1.40 and 1.35 ms, one run),
-    // and compile in 1.4 s instead of 2.0 s.
+    // and compile in 1.1-1.8 s instead of 2.1-2.4 s.
     const std::int64_t fewest = reg_rows - (rows_share_broadcasts ? 2 : 1);
     if (rows && rows->extent < 16 * reg_rows)
       for (std::int64_t r = reg_rows; r >= fewest && r > 0; --r)
