@@ -185,8 +185,9 @@ class Emitter {
 
   void micro_kernel(int depth);
 
-  //! A register tile cut by the end of an axis. Axes other than the SIMD one go one point at
-  //! a time; the SIMD axis keeps whole vectors where they fit, then single lanes.
+  //! A register tile cut by the end of an axis. Along an axis other than the SIMD one the rows
+  //! left (extent % block) form one register tile (one point at a time in fused row blocks,
+  //! which start anywhere); the SIMD axis keeps whole vectors where they fit, then one masked.
   void edge_tile(int depth, Mode mode);
   //! An edge tile's points (`rows`: its points off the SIMD axis) along the SIMD axis: whole
   //! vectors, or those of a cut block and its masked last one. `rows_cut`: some row axis is

@@ -150,14 +150,14 @@ void Space::gemm_seeds(const std::string& v, std::vector<ir::Schedule>& out) con
   // tile needs a register per row beside its accumulators. Counted that way, a ResNet 3 x 3
   // stride-2 conv's 7 x 4 and 14 x 2 tiles (28 accumulators) spilled in their inner loops
   // (1.43 and 1.72 ms) where 7 x 2 did not (1.14 ms; oneDNN blocked 1.1 ms).
+  auto moves_with_a_reduction = [&](const auto& ix) {
+    return std::any_of(st.axes.begin(), st.axes.end(),
+                       [&](const ir::Axis& a) { return a.reduce && ix.coeff_of(a.name) != 0; });
+  };
   bool rows_share_broadcasts = false;
-  if (rows)
-    for (auto* r : reads) {
-      if (read_along_vector(r->name)) continue;
-      for (auto& ix : r->indices)
-        if (ix.coeff_of(rows->name) != 0)
-          for (auto& a : st.axes) rows_share_broadcasts |= a.reduce && ix.coeff_of(a.name) != 0;
-    }
+  for (auto* r : reads)
+    if (rows && !read_along_vector(r->name))
+      for (auto& ix : r->indices) rows_share_broadcasts |= ix.coeff_of(rows->name) != 0 && moves_with_a_reduction(ix);
   for (std::int64_t vectors : {2, 3, 4}) {
     if (vectors > vectors_max && vectors > 2) continue;
     std::int64_t nv = std::min(vectors, vectors_max);

@@ -356,6 +356,37 @@ TEST_CASE("cpu kernels: a hand-written tiled, vectorized, parallel schedule with
   check_close(run_in_process(*be, w, s, dir)[2], want, 1e-4);
 }
 
+TEST_CASE("cpu kernels: a register tile cut along a row axis is one tile of the rows left, tails included") {
+  auto be = cpu();
+  const auto& traits = be->target().traits;
+  if (traits.vector_lanes < 2) TT_SKIP("the CPU has no SIMD lanes to vectorize with");
+  TempDir dir;
+  // Rows m in tiles of 12: M = 20 leaves 8 (and M = 13 one), so each form of the 12-row tile (its
+  // whole vectors, and where N = 2 * lanes + 3 cuts them, a loop of vectors and a masked one) has
+  // a twin of 8 rows that broadcasts rows 0 to 7 of A too: tt_A_7_ twice as often as tt_A_8_,
+  // which only 12 rows have. One row at a time, each would broadcast row 0 alone.
+  const std::string n = std::to_string(2 * traits.vector_lanes + 3);
+  for (std::string m : {"20", "13"}) {
+    CAPTURE(m);
+    auto w = library_workload("matmul", "M=" + m + ",N=" + n + ",K=5");
+    auto s = ir::Schedule::from_json(
+        R"({"version":1,"stages":[{"stage":"C","tile":{"m":[12],"n":[32],"k":[5]},"order":["m.0","n.0","k.0"],)"
+        R"("vectorize":"n","unroll":0,"parallel":0}]})");
+    s.stages[0].tile["n"] = {2 * traits.vector_lanes};
+    REQUIRE(ir::check_schedule(w, s, traits) == "");
+    std::string src = be->emit(w, ir::lower(w, s, traits), s.to_json());
+    auto count = [&](const std::string& what) {
+      int k = 0;
+      for (auto at = src.find(what); at != std::string::npos; at = src.find(what, at + 1)) ++k;
+      return k;
+    };
+    REQUIRE(count("tt_A_8_ =") > 0);
+    CHECK(count("tt_A_7_ =") == (m == "20" ? 2 : 1) * count("tt_A_8_ ="));
+    Tensors ref = run_in_process(*be, w, ir::naive_schedule(w), dir);
+    check_close(run_in_process(*be, w, s, dir)[2], std::vector<double>(ref[2].begin(), ref[2].end()), 1e-5);
+  }
+}
+
 TEST_CASE("cpu kernels: packed inputs with tails match the naive schedule") {
   auto be = cpu();
   int lanes = be->target().traits.vector_lanes;
@@ -407,8 +438,10 @@ TEST_CASE("cpu kernels: an axis the output and an input are strided along is vec
     // k comes before x in the op's axes: a broadcast is dead after its row.
     if (sizes.find("W=13") != std::string::npos) {
       auto second_vector_of_first_row = src.find("(tt_I_0_ * tt_F_1_)");
+      auto second_row = src.find("tt_I_1_ =");
       REQUIRE(second_vector_of_first_row != std::string::npos);
-      CHECK(second_vector_of_first_row < src.find("tt_I_1_ ="));
+      REQUIRE(second_row != std::string::npos);
+      CHECK(second_vector_of_first_row < second_row);
     }
     Tensors fast = run_in_process(*be, w, s, dir);
     Tensors ref = run_in_process(*be, w, ir::naive_schedule(w), dir);
