@@ -74,11 +74,13 @@ class Measurer : public BatchMeasurer {
   //! measuring itself is impossible (no reference, no runner, no cache folder).
   std::vector<MeasureResult> measure(const std::vector<ir::Schedule>& batch) override;
   std::string params_json() const override;
-  //! Candidates whose checked first run takes kFarSlower times this or longer are timed by
-  //! that run alone (RunRequest::single_run_s): repeats would only make a loser's time more
-  //! exact, and on a large workload cost seconds each. Others are repeated as the options say.
+  //! Candidates whose checked first run and up to kWarmRuns warm runs all take kFarSlower
+  //! times this or longer are timed by the fastest of those runs alone
+  //! (RunRequest::single_run_s): repeats would only make a loser's time more exact, and on a
+  //! large workload cost seconds each. Others are repeated as the options say.
   void expect_best(double seconds) override { best_s_ = seconds; }
   static constexpr double kFarSlower = 4.0;
+  static constexpr int kWarmRuns = 3;
 
   //! The source the backend emits for a schedule (what `tiletune show` prints).
   std::string source(const ir::Schedule& schedule) const;

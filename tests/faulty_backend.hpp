@@ -10,7 +10,8 @@
 namespace tiletune::test {
 
 //! Emits the CPU backend's source with a fault chosen per config: "crash", "abort", "hang",
-//! "wrong", "build", "slow_first" (the first call in a process spins for 200 ms) or "" (none).
+//! "wrong", "build", "slow_first" (the first call in a process spins for 200 ms), "slow_start" (the
+//! first two calls do) or "" (none).
 class FaultyBackend : public ForwardingBackend {
  public:
   explicit FaultyBackend(std::function<std::string(const std::string&)> fault)
@@ -28,10 +29,10 @@ class FaultyBackend : public ForwardingBackend {
     if (fault == "abort") src.insert(body, "  __builtin_trap();\n");
     if (fault == "hang") src.insert(body, "  for (volatile int tt_spin = 1; tt_spin;) {}\n");
     if (fault == "build") src.insert(body, "  this is not C++;\n");
-    if (fault == "slow_first")
-      src.insert(body,
-                 "  static bool tt_cold = true;\n  if (tt_cold) {\n    tt_cold = false;\n"
-                 "    double tt_until = omp_get_wtime() + 0.2;\n    while (omp_get_wtime() < tt_until) {}\n  }\n");
+    if (fault == "slow_first" || fault == "slow_start")
+      src.insert(body, "  static int tt_cold = " + std::string(fault == "slow_first" ? "1" : "2") +
+                           ";\n  if (tt_cold > 0) {\n    --tt_cold;\n"
+                           "    double tt_until = omp_get_wtime() + 0.2;\n    while (omp_get_wtime() < tt_until) {}\n  }\n");
     if (fault == "wrong") src.insert(src.rfind('}'), "  tt_tensors[" + std::to_string(inputs) + "][0] += 1.0f;\n");
     return src;
   }

@@ -108,6 +108,33 @@ TEST_CASE("measure: a candidate whose first run alone is far slower is judged by
   CHECK(cold[0].median_s() < 0.1);
 }
 
+TEST_CASE("measure: a candidate whose first warm run is still far slower is judged by the warm runs after it") {
+  auto w = library_workload("matmul", "M=64,N=64,K=64");
+  // unroll 3: the checked run and the first warm run spin for 200 ms each (threads and pages
+  // not yet warm: a 0.007 ms kernel's first warm run took 0.29 ms in a corpus run).
+  FaultyBackend be([](const std::string& config) {
+    return ir::Schedule::from_json(config).stages[0].unroll == 3 ? "slow_start" : "";
+  });
+  auto o = quick_options();
+  o.min_seconds = 1;  // the warm runs' budget: room for two spins
+  measure::Measurer m(be, w, o);
+  auto naive = ir::naive_schedule(w);
+  auto plain = m.measure({naive});
+  REQUIRE(plain[0].ok());
+  m.expect_best(plain[0].median_s());
+  naive.stages[0].unroll = 3;
+  auto cold = m.measure({naive});
+  REQUIRE(cold[0].ok());
+  CHECK(cold[0].times_s.size() >= 3);
+  CHECK(cold[0].median_s() < 0.1);
+  // A kernel far slower in every run gets one time, the fastest of its runs.
+  m.expect_best(plain[0].median_s() / 100);
+  naive.stages[0].unroll = 2;
+  auto slow = m.measure({naive});
+  REQUIRE(slow[0].ok());
+  CHECK(slow[0].times_s.size() == 1);
+}
+
 TEST_CASE("measure: a naive kernel slower than the timeout is timed by its reference run") {
   auto w = library_workload("matmul", "M=512,N=512,K=512");
   auto be = codegen::make_backend("cpu");
