@@ -24,7 +24,8 @@ struct RunRequest : Timing {
   double tolerance = 0;        //!< relative, see tolerance_for
   //! Integer outputs computed through f32 may round the other way at a half: by this much.
   double integer_slack = 0;
-  //! > 0: a checked first run at least this long is the only timing (a far slower loser)
+  //! > 0: a checked first run at least this long, with warm runs that all are too (see
+  //! Measurer::expect_best), is timed by the fastest of them alone (a far slower loser)
   double single_run_s = 0;
 
   std::string to_json() const;
