@@ -30,9 +30,10 @@ class FaultyBackend : public ForwardingBackend {
     if (fault == "hang") src.insert(body, "  for (volatile int tt_spin = 1; tt_spin;) {}\n");
     if (fault == "build") src.insert(body, "  this is not C++;\n");
     if (fault == "slow_first" || fault == "slow_start")
-      src.insert(body, "  static int tt_cold = " + std::string(fault == "slow_first" ? "1" : "2") +
-                           ";\n  if (tt_cold > 0) {\n    --tt_cold;\n"
-                           "    double tt_until = omp_get_wtime() + 0.2;\n    while (omp_get_wtime() < tt_until) {}\n  }\n");
+      src.insert(body,
+                 "  static int tt_cold = " + std::string(fault == "slow_first" ? "1" : "2") +
+                     ";\n  if (tt_cold > 0) {\n    --tt_cold;\n"
+                     "    double tt_until = omp_get_wtime() + 0.2;\n    while (omp_get_wtime() < tt_until) {}\n  }\n");
     if (fault == "wrong") src.insert(src.rfind('}'), "  tt_tensors[" + std::to_string(inputs) + "][0] += 1.0f;\n");
     return src;
   }
