@@ -419,12 +419,15 @@ json workload(db::Store& store, const WorkloadQuery& query) {
                    [&](size_t a, size_t b) { return seen[a]->median_s < seen[b]->median_s; });
   std::vector<bool> drawn(seen.size(), seen.size() <= static_cast<size_t>(std::max(query.max_points, 1)));
   if (!drawn.empty() && !drawn[0]) {
-    // The fastest (at most half the points), then an even thinning of the rest: max_points in all.
+    // The fastest (at most half the points), then an even thinning of the others in trial
+    // order: max_points in all (thinning all of them would draw some of the fastest twice).
     const size_t most = static_cast<size_t>(std::max(query.max_points, 1));
     const size_t fastest = std::min<size_t>(kFastestKept, most / 2), even = most - fastest;
-    const size_t stride = (seen.size() + even - 1) / even;
-    for (size_t i = 0; i < by_speed.size() && i < fastest; ++i) drawn[by_speed[i]] = true;
-    for (size_t i = 0, n = 0; i < seen.size() && n < even; i += stride, ++n) drawn[i] = true;
+    for (size_t i = 0; i < fastest; ++i) drawn[by_speed[i]] = true;
+    std::vector<size_t> rest;
+    for (size_t i = 0; i < seen.size(); ++i)
+      if (!drawn[i]) rest.push_back(i);
+    for (size_t n = 0; n < even; ++n) drawn[rest[n * rest.size() / even]] = true;
   }
   json points = {{"trial", json::array()},  {"median_s", json::array()},   {"spread", json::array()},
                  {"error", json::array()},  {"config_key", json::array()}};
