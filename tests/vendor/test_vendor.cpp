@@ -53,9 +53,15 @@ TEST_CASE("vendor: oneDNN matmuls in bf16 and in int8 with a requantization, on 
   auto bf = vendor::onednn_layer(nlohmann::json::parse(R"({"primitive": "matmul", "a": [2, 2], "b": [2, 2],
       "types": {"src": "bf16", "weights": "bf16", "dst": "f32"}})"),
                                  1, {reinterpret_cast<float*>(a.data()), reinterpret_cast<float*>(b.data()), y.data()});
-  REQUIRE(bf.run);
-  bf.run();
-  CHECK(y == std::vector<float>{1, 3, 3, 7});
+  // oneDNN runs bf16 from AVX-512 on; Debian's has no implementation below that (AVX2), which
+  // is a layer that is not timed, said so.
+  if (bf.run) {
+    bf.run();
+    CHECK(y == std::vector<float>{1, 3, 3, 7});
+  } else {
+    CHECK_FALSE(__builtin_cpu_supports("avx512bw"));
+    CHECK(bf.name.find("oneDNN has no matmul for this layer") == 0);
+  }
   // u8 [10 20; 200 0] x s8 [1; -2] = [-30; 200], * 2 + 100 = [40; 500]: 500 saturates at 255.
   std::vector<std::uint8_t> u = {10, 20, 200, 0}, out(2, 0);
   std::vector<std::int8_t> s = {1, -2};
