@@ -221,10 +221,10 @@ TEST_CASE(
   // M = 19 leave edge tiles, which read the original tensors. Rows of the register tile are two
   // vectors along n (32 on AVX-512, 16 on AVX2): 6 x 2 fits 16 registers too.
   auto be = codegen::make_backend("cpu");
-  const std::string config =
-      R"({"stages":[{"fuse_epilogue":false,"order":["n.0","m.0","k.0","m.1"],"pack":["B"],)"
-      R"("parallel":2,"stage":"C","tile":{"k":[32],"m":[12,6],"n":[)" +
-      std::to_string(2 * be->target().traits.vector_lanes) + R"(]},"unroll":2,"vectorize":"n"}],"version":1})";
+  const std::string config = R"({"stages":[{"fuse_epilogue":false,"order":["n.0","m.0","k.0","m.1"],"pack":["B"],)"
+                             R"("parallel":2,"stage":"C","tile":{"k":[32],"m":[12,6],"n":[)" +
+                             std::to_string(2 * be->target().traits.vector_lanes) +
+                             R"(]},"unroll":2,"vectorize":"n"}],"version":1})";
   TempDir dir;
   for (auto [name, group] :
        std::vector<std::pair<const char*, int>>{{"mm_bf16", 2}, {"mm_bf16_out", 2}, {"mm_u8s8", 4}}) {
@@ -274,11 +274,10 @@ TEST_CASE("typed ops: a padded NHWC bf16 convolution runs dot-product tiles, its
   // C = 5 ends inside a pair; K = 19 leaves a vector edge (tiles of one vector, 16 or 8 lanes);
   // every output row touches the border.
   auto be = codegen::make_backend("cpu");
-  const std::string config =
-      R"({"stages":[{"fuse_epilogue":false,"order":["x.0","k.0","y.0","n.0","r.0","s.0","c.0"],)"
-      R"("pack":["F"],"parallel":2,"stage":"O","tile":{"c":[4],"k":[)" +
-      std::to_string(be->target().traits.vector_lanes) +
-      R"(],"n":[1],"r":[3],"s":[3],"x":[1],"y":[7]},"unroll":0,"vectorize":"k"}],"version":1})";
+  const std::string config = R"({"stages":[{"fuse_epilogue":false,"order":["x.0","k.0","y.0","n.0","r.0","s.0","c.0"],)"
+                             R"("pack":["F"],"parallel":2,"stage":"O","tile":{"c":[4],"k":[)" +
+                             std::to_string(be->target().traits.vector_lanes) +
+                             R"(],"n":[1],"r":[3],"s":[3],"x":[1],"y":[7]},"unroll":0,"vectorize":"k"}],"version":1})";
   TempDir dir;
   auto w = typed("conv_nhwc", "N=1,H=7,W=6,C=5,K=19,R=3,S=3");
   auto s = ir::Schedule::from_json(config);

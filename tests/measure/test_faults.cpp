@@ -135,6 +135,28 @@ TEST_CASE("measure: a candidate whose first warm run is still far slower is judg
   CHECK(slow[0].times_s.size() == 1);
 }
 
+TEST_CASE("measure: the warm runs of a far slower candidate stop once they pass the repeats' budget") {
+  auto w = library_workload("matmul", "M=64,N=64,K=64");
+  // unroll 3: the checked run and the first warm run spin for 200 ms each, the third call is
+  // the plain kernel. A budget of 50 ms is spent by the first warm run, so the third call is
+  // never made and the candidate keeps one slow time (with no budget cut it would be repeated).
+  FaultyBackend be([](const std::string& config) {
+    return ir::Schedule::from_json(config).stages[0].unroll == 3 ? "slow_start" : "";
+  });
+  auto o = quick_options();
+  o.min_seconds = 0.05;
+  measure::Measurer m(be, w, o);
+  auto naive = ir::naive_schedule(w);
+  auto plain = m.measure({naive});
+  REQUIRE(plain[0].ok());
+  m.expect_best(plain[0].median_s());
+  naive.stages[0].unroll = 3;
+  auto cut = m.measure({naive});
+  REQUIRE(cut[0].ok());
+  CHECK(cut[0].times_s.size() == 1);
+  CHECK(cut[0].median_s() >= 0.15);
+}
+
 TEST_CASE("measure: a naive kernel slower than the timeout is timed by its reference run") {
   auto w = library_workload("matmul", "M=512,N=512,K=512");
   auto be = codegen::make_backend("cpu");

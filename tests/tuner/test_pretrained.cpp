@@ -36,11 +36,12 @@ TEST_CASE("pretrained: a model is shipped for this machine kind, of this build's
       }
   }
   // Models ship for AVX2 (8 lanes) and AVX-512 (16): a machine of either kind finds its own.
-  for (const char* shipped : {"cpu-simd8", "cpu-simd16"})
+  const std::vector<std::string> shipped_kinds = {"cpu-simd8", "cpu-simd16"};
+  for (auto& shipped : shipped_kinds)
     for (auto& k : costmodel::model_kinds())
       CHECK_MESSAGE(std::count(names.begin(), names.end(), tuner::shipped_model_name(k, shipped)) == 1,
                     k << "-" << shipped);
-  if (backend->target().traits.vector_lanes == 8 || backend->target().traits.vector_lanes == 16)
+  if (std::count(shipped_kinds.begin(), shipped_kinds.end(), kind))
     CHECK(tuner::shipped_model("xgb", backend->target()) != nullptr);
   codegen::TargetInfo other = backend->target();
   other.traits.vector_lanes = 3;  // no machine of this kind
