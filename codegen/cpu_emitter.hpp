@@ -1,6 +1,7 @@
 // codegen/cpu_emitter.hpp — internal to codegen/
 #pragma once
 #include <string>
+#include <vector>
 
 #include "codegen/backend.hpp"
 #include "ir/loop_nest.hpp"
@@ -16,6 +17,9 @@ CallAbi cpu_call_abi(const ir::Workload& w, const ir::LoopNest& nest, const std:
 //! Whether a lowered kernel packs a constant input (ir::Buffer::constant), which its prepare
 //! entry point then does once instead of every call.
 bool cpu_prepares(const ir::Workload& w, const ir::LoopNest& nest);
+
+//! The system headers a generated kernel includes (its prelude's), in order: "cmath", ...
+std::vector<std::string> cpu_kernel_headers();
 
 //! C++ source of `extern "C" void ENTRY(float* const* tensors, float* workspace)` (ENTRY from
 //! cpu_entry_point, with `tt_kernel` as a weak alias) and of `ENTRY_threads(tensors, workspace,

@@ -1,4 +1,9 @@
 // The text every generated CPU kernel starts with (see the comment inside).
+#include <set>
+#include <sstream>
+
+#include "codegen/cpu_emitter.hpp"
+
 namespace tiletune::codegen {
 extern const char* const kCpuPrelude;
 const char* const kCpuPrelude = R"TT_PRELUDE(
@@ -491,4 +496,15 @@ static inline tt_vi tt_dot_u8s8(tt_vi acc, tt_vi u, tt_vi s) {
 #endif
 }
 )TT_PRELUDE";
+
+std::vector<std::string> cpu_kernel_headers() {
+  std::vector<std::string> out;
+  std::set<std::string> seen;
+  std::istringstream in(kCpuPrelude);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("#include <", 0) == 0 && seen.insert(line).second)
+      out.push_back(line.substr(10, line.find('>') - 10));
+  return out;
+}
+
 }  // namespace tiletune::codegen

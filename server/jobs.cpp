@@ -3,13 +3,13 @@
 #include <spdlog/spdlog.h>
 #include <boost/asio/post.hpp>
 
+#include <unistd.h>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <set>
 #include <tuple>
-#include <unistd.h>
 
 #include "db/retry.hpp"
 #include "server/schemas.hpp"
@@ -58,10 +58,9 @@ Service::Impl::QueuePositions Service::Impl::queue_positions() {
 
 bool Service::Impl::save_job(const db::JobRow& row) {
   // The job's bookkeeping waits for a database that is briefly away, as its records do.
-  bool held = db::retry_unavailable(options.job_defaults.store_patience_s, [&] { return store->update_job(row); },
-                                    [&](const std::string& why) {
-                                      spdlog::warn("event=database_away job={} error=\"{}\"", row.id, why);
-                                    });
+  bool held = db::retry_unavailable(
+      options.job_defaults.store_patience_s, [&] { return store->update_job(row); },
+      [&](const std::string& why) { spdlog::warn("event=database_away job={} error=\"{}\"", row.id, why); });
   if (!held) lose_claim(row.id);
   return held;
 }
@@ -99,8 +98,7 @@ void Service::Impl::release_dead_owners() {
     if (pid <= 0 || j.owner == daemon_id || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
     db::JobRow released = j;
     released.state = "queued";
-    if (store->update_job(released))
-      spdlog::info("event=job_released job={} dead_owner={}", j.id, j.owner);
+    if (store->update_job(released)) spdlog::info("event=job_released job={} dead_owner={}", j.id, j.owner);
   }
 }
 
@@ -129,6 +127,8 @@ void Service::Impl::run_jobs() {
       // (here or on another daemon); the daemon keeps serving.
       spdlog::error("event=job_error job={} error=\"{}\"", row->id, e.what());
     }
+    // After this line the daemon writes nothing more for the job until it claims it again.
+    spdlog::info("event=turn_ended job={} claim={}", row->id, claim_lost.load() ? "lost" : "held");
     std::lock_guard lock(turn_mu);
     turn_job.clear();
   }

@@ -40,6 +40,15 @@ void check_close(const std::vector<float>& got, const std::vector<double>& want,
   }
 }
 
+//! C[m, n] = sum over k of A[m, k] * B[k, n], in double.
+std::vector<double> matmul_reference(const std::vector<float>& A, const std::vector<float>& B, int M, int N, int K) {
+  std::vector<double> C(M * N);
+  for (int m = 0; m < M; ++m)
+    for (int n = 0; n < N; ++n)
+      for (int k = 0; k < K; ++k) C[m * N + n] += double(A[m * K + k]) * B[k * N + n];
+  return C;
+}
+
 std::unique_ptr<codegen::Backend> cpu() { return codegen::make_backend("cpu"); }
 
 }  // namespace
@@ -50,11 +59,7 @@ TEST_CASE("cpu kernels: naive matmul and conv2d compute what the language says")
   {
     auto w = library_workload("matmul", "M=7,N=5,K=3");
     Tensors t = run_in_process(*be, w, ir::naive_schedule(w), dir);
-    std::vector<double> want(7 * 5);
-    for (int m = 0; m < 7; ++m)
-      for (int n = 0; n < 5; ++n)
-        for (int k = 0; k < 3; ++k) want[m * 5 + n] += double(t[0][m * 3 + k]) * t[1][k * 5 + n];
-    check_close(t[2], want, 1e-5);
+    check_close(t[2], matmul_reference(t[0], t[1], 7, 5, 3), 1e-5);
   }
   {
     auto w = library_workload("conv2d", "N=2,C=3,H=6,W=5,K=4,R=3,S=2");
@@ -199,6 +204,42 @@ std::vector<double> conv_reference(const std::vector<float>& in, const std::vect
             out[(((n * G + g) * KG + k) * OH + y) * OW + x] = acc;
           }
   return out;
+}
+
+TEST_CASE(
+    "cpu kernels: the system headers are precompiled once beside the kernels; a damaged one is dropped and the "
+    "kernel still builds") {
+  namespace fs = std::filesystem;
+  auto be = cpu();
+  TempDir dir;
+  auto w = library_workload("matmul", "M=9,N=13,K=5");
+  auto precompiled = [&] {
+    std::vector<fs::path> out;
+    for (auto& e : fs::directory_iterator(dir.path))
+      if (e.path().filename().string().rfind("pch-", 0) == 0) out.push_back(e.path() / "kernel_headers.hpp.gch");
+    return out;
+  };
+  auto check_runs = [&](const ir::Schedule& s) {
+    Tensors t = run_in_process(*be, w, s, dir);
+    check_close(t[2], matmul_reference(t[0], t[1], 9, 13, 5), 1e-5);
+  };
+  ir::Schedule tiled = ir::naive_schedule(w);
+  tiled.stages[0].tile["n"] = {4};
+  check_runs(ir::naive_schedule(w));
+  auto made = precompiled();
+  REQUIRE(made.size() == 1);
+  REQUIRE(fs::exists(made[0]));
+  const auto first = fs::last_write_time(made[0]);
+  check_runs(tiled);  // built once: the second kernel reads the same file
+  CHECK(fs::last_write_time(made[0]) == first);
+  // A truncated header fails every compile that reads it (GCC: "cannot read PCH file").
+  fs::resize_file(made[0], 1000);
+  tiled.stages[0].tile["n"] = {8};
+  check_runs(tiled);
+  CHECK_FALSE(fs::exists(made[0]));  // dropped
+  tiled.stages[0].tile["n"] = {2};
+  check_runs(tiled);
+  CHECK(fs::file_size(made[0]) > 1000);  // and made again
 }
 
 TEST_CASE("cpu kernels: padded inputs read their pad value outside the tensor, naive and tiled, tails included") {

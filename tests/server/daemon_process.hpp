@@ -25,10 +25,10 @@ class DaemonProcess {
                 std::vector<std::string> more = {})
       : log_(log) {
     std::string exe = std::string(TILETUNE_BINARY_DIR) + "/tiletune";
-    std::vector<std::string> args = {exe,       "serve",        "--db",      db,          "--listen", "127.0.0.1:0",
-                                     "--token", "tok",          "--cache",   kernel_cache(), "--min-time", "0.002",
-                                     "--timeout", "5",          "--batch",   "4",         "--lease-seconds",
-                                     lease_seconds};
+    std::vector<std::string> args = {exe,           "serve",           "--db",       db,        "--listen",
+                                     "127.0.0.1:0", "--token",         "tok",        "--cache", kernel_cache(),
+                                     "--min-time",  "0.002",           "--timeout",  "5",       "--batch",
+                                     "4",           "--lease-seconds", lease_seconds};
     args.insert(args.end(), more.begin(), more.end());
     pid_ = fork();
     REQUIRE(pid_ >= 0);
@@ -62,6 +62,18 @@ class DaemonProcess {
     }
   }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  //! Waits until a line of the daemon's log contains `needle`; false when the time ran out first.
+  bool wait_for_log(const std::string& needle, double timeout_s) const {
+    auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    do {
+      std::ifstream in(log_);
+      std::string line;
+      while (std::getline(in, line))
+        if (line.find(needle) != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    } while (std::chrono::steady_clock::now() < end);
+    return false;
+  }
   pid_t pid() const { return pid_; }
   void kill_hard() {
     kill(pid_, SIGKILL);
@@ -90,7 +102,7 @@ class DaemonProcess {
 };
 
 inline client::Job wait_for(client::Client& c, const std::string& id, std::function<bool(const client::Job&)> until,
-                     double timeout_s) {
+                            double timeout_s) {
   auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   client::Job j = c.job(id);
   while (!until(j) && std::chrono::steady_clock::now() < end) {

@@ -35,8 +35,9 @@ std::map<std::string, std::int64_t> records_by_workload(db::Store& store) {
 
 }  // namespace
 
-TEST_CASE("team: daemons and a CLI on one PostgreSQL share the queue; a SIGKILLed daemon's jobs finish elsewhere, "
-          "each once, no record lost or doubled") {
+TEST_CASE(
+    "team: daemons and a CLI on one PostgreSQL share the queue; a SIGKILLed daemon's jobs finish elsewhere, "
+    "each once, no record lost or doubled") {
   test::PostgresDb pg;
   TempDir dir;
   const std::vector<std::string> fast_claims = {"--job-lease", "3"};
@@ -55,8 +56,8 @@ TEST_CASE("team: daemons and a CLI on one PostgreSQL share the queue; a SIGKILLe
   CHECK(cb.tune("matmul", sizes[0], 12, "random").id == ids[0]);
   // A CLI tunes on the same database meanwhile.
   std::thread tuner([&] {
-    auto r = cli({"tune", "matmul", "--sizes", "M=12,N=12,K=12", "--trials", "8", "--strategy", "random",
-                  "--min-time", "0.002", "--db", pg.url(), "--cache", test::kernel_cache()});
+    auto r = cli({"tune", "matmul", "--sizes", "M=12,N=12,K=12", "--trials", "8", "--strategy", "random", "--min-time",
+                  "0.002", "--db", pg.url(), "--cache", test::kernel_cache()});
     CHECK_MESSAGE(r.ok(), r.describe() << "\n" << r.output);
   });
   // Kill daemon a while it runs a job with records stored.
@@ -107,11 +108,19 @@ TEST_CASE("team: daemons and a CLI on one PostgreSQL share the queue; a SIGKILLe
   REQUIRE(running["state"] == "running");
   const bool on_b = running["owner"].get<std::string>().find(":" + std::to_string(b.pid()) + ":") != std::string::npos;
   client::Client& other = on_b ? cc : cb;
-  CHECK(other.cancel(long_id).state == "cancelled");
+  DaemonProcess& owner = on_b ? b : c;
   auto long_key = store->job(long_id)->workload_key;
   auto records_of_long = [&] { return db::open_store(pg.url())->count(db::RecordQuery{long_key, ""}); };
-  std::this_thread::sleep_for(std::chrono::seconds(5));  // the owner's next write or renewal (2 s), and its batch
+  const std::int64_t before_cancel = records_of_long();
+  CHECK(other.cancel(long_id).state == "cancelled");
+  // The owner finds its claim gone at its next write or renewal and ends its turn after the batch
+  // in flight; how long that takes depends on the machine, so the test waits for the owner to say so.
+  REQUIRE_MESSAGE(owner.wait_for_log("event=turn_ended job=" + long_id + " claim=lost", 300),
+                  "the owner of the cancelled job never ended its turn");
   std::int64_t settled = records_of_long();
+  // At most the batch it had started when the count was read and the one in flight at the cancel
+  // (batches of 4: DaemonProcess passes --batch 4).
+  CHECK(settled <= before_cancel + 2 * 4);
   std::this_thread::sleep_for(std::chrono::seconds(3));
   CHECK(records_of_long() == settled);  // it stopped
   auto cancelled = store->job(long_id);
@@ -120,8 +129,9 @@ TEST_CASE("team: daemons and a CLI on one PostgreSQL share the queue; a SIGKILLe
   CHECK(cancelled->done < 400);
 }
 
-TEST_CASE("team: PostgreSQL stopped in the middle of a job: 503 meanwhile, and the job completes when it returns "
-          "with no measurement lost") {
+TEST_CASE(
+    "team: PostgreSQL stopped in the middle of a job: 503 meanwhile, and the job completes when it returns "
+    "with no measurement lost") {
   test::PostgresServer server;
   test::PostgresDb pg(server.socket_dir());
   TempDir dir;
@@ -152,8 +162,8 @@ TEST_CASE("team: PostgreSQL stopped in the middle of a job: 503 meanwhile, and t
     std::this_thread::sleep_for(std::chrono::seconds(4));
     server.start();
   });
-  auto r = cli({"tune", "matmul", "--sizes", "M=16,N=16,K=40", "--trials", "24", "--strategy", "random",
-                "--min-time", "0.002", "--db", pg.url(), "--cache", test::kernel_cache()});
+  auto r = cli({"tune", "matmul", "--sizes", "M=16,N=16,K=40", "--trials", "24", "--strategy", "random", "--min-time",
+                "0.002", "--db", pg.url(), "--cache", test::kernel_cache()});
   outage.join();
   CHECK_MESSAGE(r.ok(), r.describe() << "\n" << r.output);
   auto after = db::open_store(pg.url());
@@ -218,8 +228,9 @@ TEST_CASE("team: db push merges a machine's records into the team's, pull brings
   // refused credentials.
   CHECK(cli({"db", "push", "--from", local, "--to", local}).exit_code == 2);
   CHECK(cli({"db", "check", "--db", dir.file("missing.db")}).exit_code == 3);
-  CHECK(cli({"db", "push", "--from", local, "--to", "postgresql://tiletune@/x?host=/nonexistent-socket-dir"})
-            .exit_code == 4);
+  CHECK(
+      cli({"db", "push", "--from", local, "--to", "postgresql://tiletune@/x?host=/nonexistent-socket-dir"}).exit_code ==
+      4);
   CHECK(cli({"db", "push", "--from", local, "--to", test::postgres_url(pg.host(), pg.name(), "no_such_role")})
             .exit_code == 5);
   CHECK(team->count(db::RecordQuery{}) == 12);
