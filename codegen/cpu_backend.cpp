@@ -142,6 +142,7 @@ class CpuBackend : public Backend {
     nlohmann::json fp = {{"backend", "cpu"},        {"device", device},     {"threads", target_.traits.threads},
                          {"compiler", compiler_id}, {"flags", flag_text()}, {"codegen", kCodegenVersion}};
     target_.fingerprint_json = fp.dump();
+    device_id_ = device.dump();
     target_.key = hash_hex(target_.fingerprint_json);
     target_.family = device_family("cpu", device);
   }
@@ -170,12 +171,13 @@ class CpuBackend : public Backend {
   //! The system headers every kernel includes (cpu_kernel_headers), precompiled. Parsing them is
   //! most of a kernel's compile: 1.0 of 1.05 s for a 600-line matmul kernel with GCC 12 and
   //! -march=native, 0.26 s in all with the precompiled header, the code the same. Built once per
-  //! compiler, flags and header list in a folder of `dir` named by their hash, and reused from any
-  //! folder while its file lasts. Returns the path to pass to -include (GCC reads PATH.gch in its
-  //! place, or the text where the .gch does not fit), or "" when it could not be built.
+  //! compiler, CPU, flags and header list (a cache folder shared by machines holds one per kind)
+  //! in a folder of `dir` named by their hash, and reused from any folder while its file lasts. Returns the path to
+  //! pass to -include (GCC reads PATH.gch in its place, or the text where the .gch does not fit), or "" when it could
+  //! not be built.
   std::string precompiled_headers(const std::string& dir) const {
     namespace fs = std::filesystem;
-    target();  // the compiler's version (compiler_id_)
+    target();  // the compiler's version and the CPU (compiler_id_, device_id_)
     std::lock_guard lock(headers_mu_);
     std::error_code ec;
     if (!headers_path_.empty() && fs::exists(headers_path_ + ".gch", ec)) return headers_path_;
@@ -183,7 +185,8 @@ class CpuBackend : public Backend {
     std::string text = "// The system headers of tiletune's CPU kernels, precompiled (codegen/cpu_backend.cpp).\n";
     for (auto& h : cpu_kernel_headers()) text += "#if __has_include(<" + h + ">)\n#include <" + h + ">\n#endif\n";
     const std::string folder =
-        dir + "/pch-" + hash_hex(compiler_ + "\n" + compiler_id_ + "\n" + flag_text() + "\n" + text);
+        dir + "/pch-" +
+        hash_hex(compiler_ + "\n" + compiler_id_ + "\n" + device_id_ + "\n" + flag_text() + "\n" + text);
     const std::string header = folder + "/kernel_headers.hpp";
     try {
       if (!fs::exists(header + ".gch", ec)) {
@@ -242,6 +245,7 @@ class CpuBackend : public Backend {
   mutable std::once_flag target_once_;
   mutable TargetInfo target_;
   mutable std::string compiler_id_;  // the first line of `compiler --version`
+  mutable std::string device_id_;    // the CPU -march=native stands for, as the fingerprint has it
   mutable std::mutex headers_mu_;
   mutable std::string headers_path_;  // the precompiled header in use ("" : none yet)
   mutable bool headers_failed_ = false;
