@@ -157,9 +157,10 @@ class CpuBackend : public Backend {
     };
     std::string headers = precompiled_headers(std::filesystem::path(source_path).parent_path().string());
     ProcessResult r = compile(headers);
-    if (!r.ok() && !headers.empty()) {
+    if (!r.ok() && !r.timed_out && !headers.empty()) {
       // A damaged precompiled header fails every compile: the kernel is compiled once more on its
-      // own, and when that passes, the header is dropped (the next build makes a new one).
+      // own, and when that passes, the header is dropped (the next build makes a new one). A
+      // compile that ran out of time is not tried twice.
       ProcessResult plain = compile("");
       if (plain.ok()) forget_precompiled_headers(headers);
       r = std::move(plain);
@@ -172,9 +173,9 @@ class CpuBackend : public Backend {
   //! most of a kernel's compile: 1.0 of 1.05 s for a 600-line matmul kernel with GCC 12 and
   //! -march=native, 0.26 s in all with the precompiled header, the code the same. Built once per
   //! compiler, CPU, flags and header list (a cache folder shared by machines holds one per kind)
-  //! in a folder of `dir` named by their hash, and reused from any folder while its file lasts. Returns the path to
-  //! pass to -include (GCC reads PATH.gch in its place, or the text where the .gch does not fit), or "" when it could
-  //! not be built.
+  //! in a folder of `dir` named by their hash, and reused from any folder while its file lasts.
+  //! Returns the path to pass to -include (GCC reads PATH.gch in its place, or the text where the
+  //! .gch does not fit), or "" when it could not be built.
   std::string precompiled_headers(const std::string& dir) const {
     namespace fs = std::filesystem;
     target();  // the compiler's version and the CPU (compiler_id_, device_id_)

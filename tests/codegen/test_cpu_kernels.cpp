@@ -240,6 +240,11 @@ TEST_CASE(
   tiled.stages[0].tile["n"] = {2};
   check_runs(tiled);
   CHECK(fs::file_size(made[0]) > 1000);  // and made again
+  // A kernel that does not compile says why, and the header, which is not at fault, stays.
+  std::ofstream(dir.file("broken.cpp")) << "extern \"C\" void tt_kernel(float* const* t, float*) { t[0][0] = ; }\n";
+  std::string log = be->build(dir.file("broken.cpp"), dir.file("broken.so"));
+  CHECK(log.find("expected primary-expression") != std::string::npos);
+  CHECK(fs::file_size(made[0]) > 1000);
 }
 
 TEST_CASE("cpu kernels: padded inputs read their pad value outside the tensor, naive and tiled, tails included") {
