@@ -771,6 +771,30 @@ TEST_CASE(
   }
   for (auto& seed : tuner::Space(library_workload("matmul", "M=256,N=256,K=256"), be->target().traits).seeds())
     CHECK(seed.stages[0].prefetch == 0);
+  // Ops with no axis to broadcast along (every spatial axis moves the vector read: depthwise
+  // convs, pooling) take the axis their vector read slides along with a tap as rows: 2 to 4 of
+  // them, within the registers (rows * vectors accumulators, a row of vectors, a broadcast and 2).
+  {
+    const auto& traits = be->target().traits;
+    for (auto [op, sizes] :
+         std::vector<std::pair<std::string, std::string>>{{"depthwise_conv2d_p1", "N=1,C=144,H=56,W=56,R=3,S=3"},
+                                                          {"depthwise_conv2d_s2p1", "N=1,C=144,H=56,W=56,R=3,S=3"},
+                                                          {"max_pool2d_p1", "N=1,C=64,H=112,W=112"}}) {
+      CAPTURE(op);
+      auto window_seeds = tuner::Space(library_workload(op, sizes), traits).seeds();
+      REQUIRE(!window_seeds.empty());
+      for (auto& seed : window_seeds) {
+        const auto& ss = seed.stages[0];
+        CAPTURE(seed.to_json());
+        CHECK(ss.vectorize == "x");
+        std::int64_t vectors = (ss.tile.at("x").back() + traits.vector_lanes - 1) / traits.vector_lanes;
+        std::int64_t rows = ss.tile.at("y").back();
+        CHECK(rows >= 2);
+        CHECK(rows <= 4);
+        CHECK(rows * vectors + vectors + 3 <= traits.vector_registers);
+      }
+    }
+  }
   // A conv with a fused bias and ReLU vectorizes its output channels too: the epilogue's own
   // value is in registers, and only the bias is loaded (unit stride along k).
   auto fused =
