@@ -170,10 +170,11 @@ class CpuBackend : public Backend {
   }
 
   //! The system headers every kernel includes (cpu_kernel_headers), precompiled. Parsing them is
-  //! most of a kernel's compile: 1.0 of 1.05 s for a 600-line matmul kernel with GCC 12 and
-  //! -march=native, 0.26 s in all with the precompiled header, the code the same. Built once per
-  //! compiler, CPU, flags and header list (a cache folder shared by machines holds one per kind)
-  //! in a folder of `dir` named by their hash, and reused from any folder while its file lasts.
+  //! most of a kernel's compile: with GCC 12 and -march=native a 600-line matmul kernel compiled
+  //! in 1.02 s and its headers alone in 1.05 s (-ftime-report: parsing 85-91 %); with the
+  //! precompiled header, 0.26 s, the code the same. Built once per compiler, CPU, flags and
+  //! header list (a cache folder shared by machines holds one per kind) in a folder of `dir`
+  //! named by their hash, and reused from any folder while its file lasts.
   //! Returns the path to pass to -include (GCC reads PATH.gch in its place, or the text where the
   //! .gch does not fit), or "" when it could not be built.
   std::string precompiled_headers(const std::string& dir) const {

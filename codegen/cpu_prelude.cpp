@@ -21,9 +21,10 @@ static inline void tt_store(float* p, tt_vf v) { __builtin_memcpy(p, &v, sizeof 
 // broadcasts straight from memory; x + 0 cost one scalar add per broadcast.
 static inline tt_vf tt_splat(float x) { return x - tt_vf{}; }
 // The first n lanes (0 < n < TT_LANES) of a vector at a tensor's end; the other lanes read as
-// 0 and are never written. Masked instructions on AVX-512; on AVX2 a masked load (a short copy
-// into a vector register is a store-forwarding stall, on every stride-2 row of a window) and a
-// short copy to store (AVX2's masked store is slow on AMD); a short copy elsewhere.
+// 0 and are never written. Masked instructions on AVX-512; on AVX2 a masked load (one
+// instruction where the copy is several; it measured no faster on a stride-2 depthwise kernel,
+// which loads a row's last vector this way at every tap) and a short copy to store (AVX2's
+// masked store is slow on AMD); a short copy elsewhere.
 #if defined(__AVX512F__) && TT_LANES == 16
 #include <immintrin.h>
 static inline tt_vf tt_load_n(const float* p, std::int64_t n) {

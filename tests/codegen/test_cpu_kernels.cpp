@@ -247,6 +247,32 @@ TEST_CASE(
   CHECK(fs::file_size(made[0]) > 1000);
 }
 
+TEST_CASE("cpu kernels: a compiler that cannot precompile the headers still builds every kernel, parsing them itself") {
+  namespace fs = std::filesystem;
+  TempDir dir;
+  // g++ behind a wrapper that refuses to write a precompiled header.
+  const std::string compiler = dir.file("no-pch-g++");
+  const std::string tries = dir.file("header-tries");
+  std::ofstream(compiler) << "#!/bin/sh\ncase \" $* \" in *\" c++-header \"*) echo try >> " << tries
+                          << "; exit 1;; esac\nexec g++ \"$@\"\n";
+  fs::permissions(compiler, fs::perms::owner_all);
+  codegen::BackendOptions options;
+  options.compiler = compiler;
+  auto be = codegen::make_backend("cpu", options);
+  auto w = library_workload("matmul", "M=9,N=13,K=5");
+  for (int n : {1, 4}) {  // the second build does not try again
+    ir::Schedule s = ir::naive_schedule(w);
+    s.stages[0].tile["n"] = {n};
+    Tensors t = run_in_process(*be, w, s, dir);
+    check_close(t[2], matmul_reference(t[0], t[1], 9, 13, 5), 1e-5);
+  }
+  for (auto& e : fs::recursive_directory_iterator(dir.path)) CHECK_MESSAGE(e.path().extension() != ".gch", e.path());
+  std::ifstream in(tries);
+  int tried = 0;
+  for (std::string line; std::getline(in, line);) ++tried;
+  CHECK(tried == 1);
+}
+
 TEST_CASE("cpu kernels: padded inputs read their pad value outside the tensor, naive and tiled, tails included") {
   auto be = cpu();
   TempDir dir;

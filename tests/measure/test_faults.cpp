@@ -27,6 +27,39 @@ measure::MeasureOptions quick_options() {
   return o;
 }
 
+//! Matmul 64^3 on a backend whose configs with unroll 3 carry `fault`, measured with `min_seconds`
+//! of repeats by a measurer that has timed the plain (naive) kernel and expects its time as the best.
+struct SlowAtUnroll3 {
+  ir::Workload w = library_workload("matmul", "M=64,N=64,K=64");
+  FaultyBackend be;
+  measure::Measurer m;
+  measure::MeasureResult plain;
+
+  SlowAtUnroll3(const std::string& fault, double min_seconds)
+      : be([fault](const std::string& config) {
+          return ir::Schedule::from_json(config).stages[0].unroll == 3 ? fault : std::string();
+        }),
+        m(be, w, options(min_seconds)) {
+    auto results = m.measure({ir::naive_schedule(w)});
+    REQUIRE(results[0].ok());
+    plain = results[0];
+    m.expect_best(plain.median_s());
+  }
+  //! The naive schedule with `unroll` (3: the faulty one), measured.
+  measure::MeasureResult measure_unrolled(int unroll) {
+    auto s = ir::naive_schedule(w);
+    s.stages[0].unroll = unroll;
+    auto results = m.measure({s});
+    REQUIRE(results[0].ok());
+    return results[0];
+  }
+  static measure::MeasureOptions options(double min_seconds) {
+    auto o = quick_options();
+    o.min_seconds = min_seconds;
+    return o;
+  }
+};
+
 }  // namespace
 
 TEST_CASE("measure: crashing, aborting, hanging, wrong and unbuildable kernels are classified; good ones are timed") {
@@ -88,73 +121,37 @@ TEST_CASE("measure: a candidate far slower than the best known is timed once") {
 }
 
 TEST_CASE("measure: a candidate whose first run alone is far slower is judged by a warm run and repeated") {
-  auto w = library_workload("matmul", "M=64,N=64,K=64");
   // unroll 3: the first call in the measuring process spins for 200 ms (a cold start, or a core
-  // taken away by a build), the calls after it are the plain kernel.
-  FaultyBackend be([](const std::string& config) {
-    return ir::Schedule::from_json(config).stages[0].unroll == 3 ? "slow_first" : "";
-  });
-  auto o = quick_options();
-  o.min_seconds = 0;
-  measure::Measurer m(be, w, o);
-  auto naive = ir::naive_schedule(w);
-  auto plain = m.measure({naive});
-  REQUIRE(plain[0].ok());
-  m.expect_best(plain[0].median_s());  // the slow first run is far over 4x this
-  naive.stages[0].unroll = 3;
-  auto cold = m.measure({naive});
-  REQUIRE(cold[0].ok());
-  CHECK(cold[0].times_s.size() >= 3);
-  CHECK(cold[0].median_s() < 0.1);
+  // taken away by a build), the calls after it are the plain kernel. The slow first run is far
+  // over 4x the plain kernel's time, the best expected.
+  SlowAtUnroll3 t("slow_first", 0);
+  auto cold = t.measure_unrolled(3);
+  CHECK(cold.times_s.size() >= 3);
+  CHECK(cold.median_s() < 0.1);
 }
 
 TEST_CASE("measure: a candidate whose first warm run is still far slower is judged by the warm runs after it") {
-  auto w = library_workload("matmul", "M=64,N=64,K=64");
   // unroll 3: the checked run and the first warm run spin for 200 ms each (threads and pages
-  // not yet warm: a 0.007 ms kernel's first warm run took 0.29 ms in a corpus run).
-  FaultyBackend be([](const std::string& config) {
-    return ir::Schedule::from_json(config).stages[0].unroll == 3 ? "slow_start" : "";
-  });
-  auto o = quick_options();
-  o.min_seconds = 1;  // the warm runs' budget: room for two spins
-  measure::Measurer m(be, w, o);
-  auto naive = ir::naive_schedule(w);
-  auto plain = m.measure({naive});
-  REQUIRE(plain[0].ok());
-  m.expect_best(plain[0].median_s());
-  naive.stages[0].unroll = 3;
-  auto cold = m.measure({naive});
-  REQUIRE(cold[0].ok());
-  CHECK(cold[0].times_s.size() >= 3);
-  CHECK(cold[0].median_s() < 0.1);
+  // not yet warm: a 0.007 ms kernel's first warm run took 0.29 ms in a corpus run). The warm
+  // runs' budget of 1 s leaves room for two spins.
+  SlowAtUnroll3 t("slow_start", 1);
+  auto cold = t.measure_unrolled(3);
+  CHECK(cold.times_s.size() >= 3);
+  CHECK(cold.median_s() < 0.1);
   // A kernel far slower in every run gets one time, the fastest of its runs.
-  m.expect_best(plain[0].median_s() / 100);
-  naive.stages[0].unroll = 2;
-  auto slow = m.measure({naive});
-  REQUIRE(slow[0].ok());
-  CHECK(slow[0].times_s.size() == 1);
+  t.m.expect_best(t.plain.median_s() / 100);
+  auto slow = t.measure_unrolled(2);
+  CHECK(slow.times_s.size() == 1);
 }
 
 TEST_CASE("measure: the warm runs of a far slower candidate stop once they pass the repeats' budget") {
-  auto w = library_workload("matmul", "M=64,N=64,K=64");
   // unroll 3: the checked run and the first warm run spin for 200 ms each, the third call is
   // the plain kernel. A budget of 50 ms is spent by the first warm run, so the third call is
   // never made and the candidate keeps one slow time (with no budget cut it would be repeated).
-  FaultyBackend be([](const std::string& config) {
-    return ir::Schedule::from_json(config).stages[0].unroll == 3 ? "slow_start" : "";
-  });
-  auto o = quick_options();
-  o.min_seconds = 0.05;
-  measure::Measurer m(be, w, o);
-  auto naive = ir::naive_schedule(w);
-  auto plain = m.measure({naive});
-  REQUIRE(plain[0].ok());
-  m.expect_best(plain[0].median_s());
-  naive.stages[0].unroll = 3;
-  auto cut = m.measure({naive});
-  REQUIRE(cut[0].ok());
-  CHECK(cut[0].times_s.size() == 1);
-  CHECK(cut[0].median_s() >= 0.15);
+  SlowAtUnroll3 t("slow_start", 0.05);
+  auto cut = t.measure_unrolled(3);
+  CHECK(cut.times_s.size() == 1);
+  CHECK(cut.median_s() >= 0.15);
 }
 
 TEST_CASE("measure: a naive kernel slower than the timeout is timed by its reference run") {
