@@ -162,7 +162,7 @@ void Space::gemm_seeds(const std::string& v, std::vector<ir::Schedule>& out) con
   // pooling window), an axis that a vector read takes as a sliding window with a reduction
   // (I[.., y + r - 1, ..]) still pays as rows: the vectors one row loads at a tap are the next
   // row's at a later tap, and the straight-run taps keep them in registers. Depthwise 3x3 C144
-  // 56x56 NCHW over 3 vectors of x, AVX2, same run: 3 rows 84.5 us, 1 row 97.8 us.
+  // 56x56 NCHW on AVX2, tiletune-config-bench: 3 rows of 3 vectors 78.7 us, 1 row 92.8 us.
   auto slides_in_vector_reads = [&](const std::string& axis) {
     for (auto* r : reads)
       if (read_along_vector(r->name))
@@ -192,8 +192,8 @@ void Space::gemm_seeds(const std::string& v, std::vector<ir::Schedule>& out) con
     if (rows_share_broadcasts)  // rows * nv accumulators, a broadcast per row, a row of vectors
       reg_rows = std::min(reg_rows, (t_.vector_registers - nv - 1) / (nv + 1));
     // A window's rows: their accumulators, a row of loaded vectors, a broadcast and two to spare
-    // for the loads shared across taps; 3 rows of 3 vectors and 4 of 2 ran alike (84.5 and 85.5 us),
-    // 2 rows of 4 vectors slower (97.0 us; the depthwise above).
+    // for the loads shared across taps; 4 rows of 2 vectors ran as 3 of 3 (81.0 us), 2 rows of 4
+    // as 1 row (92.6 us; the depthwise above, same run).
     if (window_rows) reg_rows = std::min<std::int64_t>({reg_rows, 4, (t_.vector_registers - nv - 3) / nv});
     if (reg_rows < 1) continue;  // not even one row of accumulators fits
     reg_rows = std::min<std::int64_t>(reg_rows, 12);
