@@ -3,8 +3,8 @@
 // schedules (or a seed rule) where the machine's noise moves separate runs more than the
 // difference: every config sees the same moments of the machine.
 //
-//   build/tiletune-config-bench depthwise_conv2d_p1 --sizes N=1,C=144,H=56,W=56,R=3,S=3 \
-//       --config '{"stages":[...],"version":1}' --config '...'
+//   build/tiletune-config-bench depthwise_conv2d_p1 --sizes N=1,C=144,H=56,W=56,R=3,S=3
+//       --config '{"stages":[...],"version":1}' --config '...'    (one command line)
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>

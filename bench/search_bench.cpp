@@ -146,6 +146,8 @@ void ranking_speed(const codegen::Backend& b, const costmodel::CostModel& model)
   std::vector<ir::Schedule> configs;
   for (int i = 0; i < 10000; ++i) configs.push_back(space.sample(rng));
   std::vector<double> feat, pred;
+  size_t ranked = 0;
+  double checksum = 0;  // of the scores: an optimization of the ranking must not change them
   for (int rep = 0; rep < 5; ++rep) {
     auto t0 = std::chrono::steady_clock::now();
     std::vector<costmodel::Features> x;
@@ -154,15 +156,18 @@ void ranking_speed(const codegen::Backend& b, const costmodel::CostModel& model)
       if (f) x.push_back(std::move(*f));
     auto t1 = std::chrono::steady_clock::now();
     auto scores = model.predict(x);
+    ranked = scores.size();
     auto t2 = std::chrono::steady_clock::now();
     feat.push_back(std::chrono::duration<double>(t1 - t0).count());
     pred.push_back(std::chrono::duration<double>(t2 - t1).count());
+    checksum = 0;
+    for (size_t i = 0; i < scores.size(); ++i) checksum += scores[i] * static_cast<double>(i % 97 + 1);
   }
   std::sort(feat.begin(), feat.end());
   std::sort(pred.begin(), pred.end());
   std::printf("ranking 10,000 candidates of matmul 1024^3 (%s, median of 5): features %.1f ms + prediction %.1f ms = "
-              "%.1f ms\n\n",
-              model.kind().c_str(), feat[2] * 1e3, pred[2] * 1e3, (feat[2] + pred[2]) * 1e3);
+              "%.1f ms (%zu ranked, checksum of the scores %.6g)\n\n",
+              model.kind().c_str(), feat[2] * 1e3, pred[2] * 1e3, (feat[2] + pred[2]) * 1e3, ranked, checksum);
 }
 
 double median(std::vector<double> v) {

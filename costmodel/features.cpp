@@ -192,16 +192,28 @@ struct StageFeatures {
 
   StageFeatures(const ir::Workload& w_, const ir::LoopNest& n, const StageNest& s, const ir::TargetTraits& t_)
       : w(w_), nest(n), sn(s), t(t_), st(w.stages[sn.stage]), axes(st.axes.size()), depths(sn.outer.size() + 1) {
+    // Sized up front: this runs for every candidate the search ranks.
+    accesses.reserve(8);
     collect_accesses(sn.body, accesses);
     if (sn.epilogue >= 0) collect_accesses(sn.epilogue_body, accesses);
+    reads.reserve(accesses.size());
+    uses.reserve(accesses.size() + 1);
     for (const Expr* a : accesses) reads.push_back(use_of(a->name, a->indices));
     for (size_t i = 0; i < reads.size(); ++i)
       if (accesses[i]->name != st.name) uses.push_back(&reads[i]);
-    std::vector<ir::IndexExpr> out_idx;
-    for (auto& a : st.axes)
-      if (!a.reduce) out_idx.push_back(ir::IndexExpr{{{a.name, 1}}, 0});
-    output = use_of(w.buffers[sn.store].name, out_idx);
+    // The output is indexed by the spatial axes in order, each plainly.
+    output = Use{&w.buffers[sn.store].name, sn.store, ir::dtype_bytes(w.buffers[sn.store].dtype), {}, {}};
+    for (size_t a = 0; a < axes; ++a)
+      if (!st.axes[a].reduce) {
+        output.terms.push_back({static_cast<int>(a), 1});
+        output.ends.push_back(static_cast<std::uint32_t>(output.terms.size()));
+      }
     uses.push_back(&output);
+    outer_axis.reserve(sn.outer.size());
+    reg_axis.reserve(sn.reg.size());
+    reduce_axis.reserve(sn.reduce_inner.size());
+    points.reserve(depths);
+    footprints.reserve(depths);
     for (auto& l : sn.outer) outer_axis.push_back(axis_index(l.axis));
     for (auto& l : sn.reg) reg_axis.push_back(axis_index(l.axis));
     for (auto& l : sn.reduce_inner) reduce_axis.push_back(axis_index(l.axis));
@@ -235,6 +247,8 @@ struct StageFeatures {
   Use use_of(const std::string& name, const std::vector<ir::IndexExpr>& indices) const {
     Use u{&name, w.buffer_index(name), 0, {}, {}};
     u.element = ir::dtype_bytes(w.buffers[u.buffer].dtype);
+    u.ends.reserve(indices.size());
+    u.terms.reserve(indices.size() + 2);
     for (auto& ix : indices) {
       for (auto& term : ix.terms) u.terms.push_back({axis_index(term.var), term.coeff});
       u.ends.push_back(static_cast<std::uint32_t>(u.terms.size()));
@@ -497,6 +511,7 @@ std::size_t feature_count() { return kCount; }
 Features extract_features(const ir::Workload& w, const ir::LoopNest& nest, const ir::TargetTraits& t) {
   static_assert(kCount == 66, "update kDocs and kFeatureVersion with the features");
   Features out;
+  out.stages.reserve(std::max<size_t>(1, nest.stages.size()));
   for (auto& sn : nest.stages) {
     out.stages.emplace_back(kCount, 0.0f);
     StageFeatures(w, nest, sn, t).add_to(out.stages.back());

@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "costmodel/kinds.hpp"
+#include "costmodel/tree_walk.hpp"
 #include "support/error.hpp"
 #include "support/parallel.hpp"
 
@@ -18,13 +19,16 @@ void check(int rc, ErrorKind kind, const std::string& what) {
   if (rc != 0) throw_error(kind, "XGBoost: " + what + ": " + XGBGetLastError());
 }
 
-//! The pooled rows, row-major: what XGBoost reads.
-std::vector<float> dense(const std::vector<const Features*>& rows) {
-  std::vector<float> data;
-  data.reserve(rows.size() * feature_count());
-  for (auto* f : rows) {
-    FeatureRow p = f->pooled();
-    data.insert(data.end(), p.begin(), p.end());
+//! The pooled rows of x[begin, end), row-major: what XGBoost and CompleteTrees read.
+std::vector<float> dense(const std::vector<const Features*>& x, std::size_t begin, std::size_t end) {
+  const std::size_t width = feature_count();
+  std::vector<float> data((end - begin) * width, 0.0f);
+  for (std::size_t i = begin; i < end; ++i) {
+    float* row = &data[(i - begin) * width];
+    for (const FeatureRow& stage : x[i]->stages) {
+      check_feature_row(stage);
+      for (std::size_t k = 0; k < width; ++k) row[k] += stage[k];
+    }
   }
   return data;
 }
@@ -33,7 +37,7 @@ std::vector<float> dense(const std::vector<const Features*>& rows) {
 class Matrix {
  public:
   explicit Matrix(const std::vector<const Features*>& rows) {
-    std::vector<float> data = dense(rows);
+    std::vector<float> data = dense(rows, 0, rows.size());
     check(XGDMatrixCreateFromMat(data.data(), rows.size(), feature_count(), NAN, &handle_), ErrorKind::Internal,
           "creating a matrix");
   }
@@ -100,6 +104,7 @@ class XgbModel final : public CostModel {
     DMatrixHandle train[] = {m.get()};
     check(XGBoosterCreate(train, 1, &booster_), ErrorKind::Internal, "creating a booster");
     boost(m, 0, kRounds);
+    compile_trees();
   }
 
   void fine_tune(const std::vector<Sample>& samples) override {
@@ -110,23 +115,32 @@ class XgbModel final : public CostModel {
     check(XGBoosterBoostedRounds(booster_, &done), ErrorKind::Internal, "reading the rounds");
     // New trees fit what the base's trees get wrong on these samples.
     boost(m, done, kFineTuneRounds);
+    compile_trees();
   }
 
   std::vector<float> predict(const std::vector<Features>& x) const override {
     if (!booster_) throw_error(ErrorKind::Internal, "xgb: predict before training");
     if (x.empty()) return {};
-    // In place from the pooled rows (no DMatrix to build), in slices on all cores, each
-    // XGBoost call on one thread (see kParams' nthread): in-place prediction is thread-safe
-    // and keeps its output per calling thread.
+    // In slices on all cores, each pooling its own rows. The compiled trees score them when
+    // they hold the model; else XGBoost does, in place (no DMatrix to build), each call on one
+    // thread (see kParams' nthread): in-place prediction is thread-safe and keeps its output
+    // per calling thread.
     std::vector<const Features*> rows;
-    for (auto& f : x) rows.push_back(&f);
-    const std::vector<float> data = dense(rows);
+    rows.reserve(x.size());
+    for (auto& f : x) {
+      for (auto& stage : f.stages) check_feature_row(stage);  // here, so that slices cannot throw
+      rows.push_back(&f);
+    }
     std::vector<float> scores(x.size());
     std::mutex error_lock;
     std::string error;  // of any slice
     for_slices(x.size(), 1024, [&](size_t begin, size_t end) {
-      const std::string array = R"({"data": [)" +
-                                std::to_string(reinterpret_cast<std::uintptr_t>(&data[begin * feature_count()])) +
+      const std::vector<float> data = dense(rows, begin, end);
+      if (trees_) {
+        trees_->predict(data.data(), end - begin, &scores[begin]);
+        return;
+      }
+      const std::string array = R"({"data": [)" + std::to_string(reinterpret_cast<std::uintptr_t>(data.data())) +
                                 R"(, true], "shape": [)" + std::to_string(end - begin) + ", " +
                                 std::to_string(feature_count()) + R"(], "typestr": "<f4", "version": 3})";
       const bst_ulong* shape = nullptr;
@@ -162,6 +176,7 @@ class XgbModel final : public CostModel {
     }
     // A loaded model keeps no training parameters: it predicts on one thread too.
     check(XGBoosterSetParam(booster_, "nthread", "1"), ErrorKind::Internal, "parameter nthread");
+    compile_trees();
   }
 
  private:
@@ -186,12 +201,20 @@ class XgbModel final : public CostModel {
       check(XGBoosterUpdateOneIter(booster_, i, m.get()), ErrorKind::Internal, "training round " + std::to_string(i));
   }
 
+  //! The trees laid out for scoring (tree_walk.hpp); XGBoost scores a model they cannot hold.
+  void compile_trees() {
+    trees_ = CompleteTrees::from_ubjson(payload());
+    if (trees_ && trees_->features() != feature_count()) trees_.reset();
+  }
+
   void reset() {
     if (booster_) XGBoosterFree(booster_);
     booster_ = nullptr;
+    trees_.reset();
   }
   std::uint64_t seed_;
   BoosterHandle booster_ = nullptr;
+  std::optional<CompleteTrees> trees_;
 };
 
 }  // namespace

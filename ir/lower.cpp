@@ -1,5 +1,6 @@
 #include <algorithm>
-#include <map>
+#include <cstdlib>
+#include <string_view>
 
 #include "ir/loop_nest.hpp"
 #include "ir/schedule_plan.hpp"
@@ -77,7 +78,8 @@ int dot_group(const Workload& w, const StageNest& sn, size_t& pack) {
 }  // namespace
 
 LoopNest lower(const Workload& w, const Schedule& s, const TargetTraits& t) {
-  std::string why = check_schedule(w, s, t);
+  std::vector<std::vector<Pack>> packs;
+  std::string why = check_schedule(w, s, t, packs);
   if (!why.empty()) throw_error(ErrorKind::InvalidInput, "invalid config: " + why);
   LoopNest nest;
   std::vector<bool> materialized(w.buffers.size(), true);
@@ -92,24 +94,34 @@ LoopNest lower(const Workload& w, const Schedule& s, const TargetTraits& t) {
     StageNest sn;
     sn.stage = static_cast<int>(i);
     sn.body = effective_body(w, s, st.rhs);
-    std::map<std::string, const Axis*> axis;
-    for (auto& a : st.axes) axis[a.name] = &a;
+    // Tile sizes by axis index, looked up once (check_schedule has vouched for every name).
+    std::vector<const std::vector<std::int64_t>*> tiles;
+    tiles.reserve(st.axes.size());
+    for (auto& a : st.axes) tiles.push_back(&ss.tile.find(a.name)->second);
+    sn.outer.reserve(ss.order.size());
     for (size_t p = 0; p < ss.order.size(); ++p) {
       const std::string& entry = ss.order[p];
-      auto dot = entry.rfind('.');
+      const auto dot = entry.rfind('.');
+      const std::string_view name = std::string_view(entry).substr(0, dot);
+      size_t ai = 0;
+      while (st.axes[ai].name != name) ++ai;
+      const Axis& a = st.axes[ai];
+      const auto& sizes = *tiles[ai];
       Loop l;
-      l.axis = entry.substr(0, dot);
-      l.level = std::stoi(entry.substr(dot + 1));
-      const auto& sizes = ss.tile.at(l.axis);
+      l.axis = a.name;
+      l.level = std::atoi(entry.c_str() + dot + 1);
       l.step = sizes[l.level];
-      l.extent = axis[l.axis]->extent;
+      l.extent = a.extent;
       l.block = l.level == 0 ? l.extent : sizes[l.level - 1];
-      l.reduce = axis[l.axis]->reduce;
+      l.reduce = a.reduce;
       l.parallel = static_cast<int>(p) < ss.parallel;
-      sn.outer.push_back(l);
+      sn.outer.push_back(std::move(l));
     }
-    for (auto& a : st.axes) {
-      const auto& sizes = ss.tile.at(a.name);
+    sn.reg.reserve(st.axes.size());
+    sn.reduce_inner.reserve(st.axes.size());
+    for (size_t ai = 0; ai < st.axes.size(); ++ai) {
+      const Axis& a = st.axes[ai];
+      const auto& sizes = *tiles[ai];
       Loop l;
       l.axis = a.name;
       l.level = static_cast<int>(sizes.size());
@@ -135,17 +147,13 @@ LoopNest lower(const Workload& w, const Schedule& s, const TargetTraits& t) {
       sn.store = e.output;
       materialized[st.output] = false;
     }
-    std::int64_t local = 0;
-    for (auto& tensor : ss.pack) {
-      Pack p;
-      if (t.groups()) {
-        plan_local(w, s, static_cast<int>(i), tensor, p);
+    sn.packs = std::move(packs[i]);  // planned in ss.pack's order by check_schedule
+    if (t.groups()) {
+      std::int64_t local = 0;
+      for (auto& p : sn.packs) {
         p.offset = local;
         local += p.elements();
-      } else {
-        plan_pack(w, s, static_cast<int>(i), tensor, p);
       }
-      sn.packs.push_back(p);
     }
     size_t grouped = 0;
     if (!t.groups()) sn.dot_group = dot_group(w, sn, grouped);

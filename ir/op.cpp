@@ -6,9 +6,10 @@
 
 namespace tiletune::ir {
 
-std::string IndexExpr::plain_var() const {
+const std::string& IndexExpr::plain_var() const {
+  static const std::string none;
   if (terms.size() == 1 && terms[0].coeff == 1 && constant == 0) return terms[0].var;
-  return {};
+  return none;
 }
 
 std::int64_t IndexExpr::coeff_of(const std::string& var) const {

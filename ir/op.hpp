@@ -34,8 +34,9 @@ struct IndexExpr {
   std::vector<Term> terms;  //!< at most one term per variable, no zero coefficients
   std::int64_t constant = 0;
 
-  //! The variable if this expression is exactly one variable (`k`), else empty.
-  std::string plain_var() const;
+  //! The variable if this expression is exactly one variable (`k`), else empty. A reference
+  //! (into terms, or to one empty string): checking and lowering ask it of every access.
+  const std::string& plain_var() const;
   std::int64_t coeff_of(const std::string& var) const;
 };
 

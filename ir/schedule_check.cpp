@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <set>
+#include <string_view>
 
 #include "ir/knobs.hpp"
 #include "ir/loop_nest.hpp"
@@ -17,7 +18,8 @@ bool uses_select_or_compare(const Expr& e) {
 }
 
 //! The limits a work-group device puts on a stage's schedule.
-std::string check_groups(const Workload& w, const Schedule& s, const TargetTraits& t, int i) {
+std::string check_groups(const Workload& w, const Schedule& s, const TargetTraits& t, int i,
+                         std::vector<Pack>& packs) {
   const Stage& st = w.stages[i];
   const StageSchedule& ss = s.stages[i];
   std::int64_t items = 1;
@@ -47,7 +49,7 @@ std::string check_groups(const Workload& w, const Schedule& s, const TargetTrait
   std::set<std::string> staged;
   for (auto& tensor : ss.pack) {
     if (!staged.insert(tensor).second) return "'" + tensor + "' is staged twice";
-    Pack p;
+    Pack& p = packs.emplace_back();
     std::string why = plan_local(w, s, i, tensor, p);
     if (!why.empty()) return why;
     local += p.elements() * 4;
@@ -58,7 +60,19 @@ std::string check_groups(const Workload& w, const Schedule& s, const TargetTrait
   return "";
 }
 
-std::string check_stage(const Workload& w, const Schedule& s, const TargetTraits& t, int i) {
+//! Whether `digits` is `level` written in decimal, as "axis.level" entries write it.
+bool is_level(std::string_view digits, int level) {
+  char buf[12];
+  char* end = buf + sizeof buf;
+  char* p = end;
+  do {
+    *--p = static_cast<char>('0' + level % 10);
+    level /= 10;
+  } while (level > 0);
+  return digits == std::string_view(p, static_cast<size_t>(end - p));
+}
+
+std::string check_stage(const Workload& w, const Schedule& s, const TargetTraits& t, int i, std::vector<Pack>& packs) {
   const Stage& st = w.stages[i];
   const StageSchedule& ss = s.stages[i];
   bool no_knobs = !ss.has_loop_knobs();
@@ -71,12 +85,22 @@ std::string check_stage(const Workload& w, const Schedule& s, const TargetTraits
     if (!no_knobs) return "a stage fused as an epilogue takes no knobs of its own";
     return "";
   }
-  std::set<std::string> axes;
-  for (auto& a : st.axes) {
-    axes.insert(a.name);
+  // Axes by their index in st.axes: a stage has a handful, so scans beat sets of names (this
+  // runs for every candidate the search samples and ranks).
+  auto axis_of = [&](std::string_view name) -> int {
+    for (size_t a = 0; a < st.axes.size(); ++a)
+      if (st.axes[a].name == name) return static_cast<int>(a);
+    return -1;
+  };
+  std::vector<const std::vector<std::int64_t>*> tiles(st.axes.size());
+  size_t expected = 0;  // levels 0 .. L-1 of each axis
+  for (size_t ai = 0; ai < st.axes.size(); ++ai) {
+    const Axis& a = st.axes[ai];
     auto it = ss.tile.find(a.name);
     if (it == ss.tile.end() || it->second.empty()) return "axis '" + a.name + "' has no tile sizes";
     const auto& sizes = it->second;
+    tiles[ai] = &sizes;
+    expected += sizes.size();
     if (static_cast<std::int64_t>(sizes.size()) > knobs::tile_levels.max)
       return "axis '" + a.name + "' has more than " + std::to_string(knobs::tile_levels.max) + " tile levels";
     for (size_t l = 0; l < sizes.size(); ++l) {
@@ -88,25 +112,28 @@ std::string check_stage(const Workload& w, const Schedule& s, const TargetTraits
         return "tile sizes of '" + a.name + "' must each divide the one before";
     }
   }
-  for (auto& [name, sizes] : ss.tile)
-    if (!axes.count(name)) return "tile names unknown axis '" + name + "'";
+  // Every axis has tiles, so more entries than axes means one names an unknown axis.
+  if (ss.tile.size() != st.axes.size())
+    for (auto& [name, sizes] : ss.tile)
+      if (axis_of(name) < 0) return "tile names unknown axis '" + name + "'";
   // order: every non-innermost loop exactly once, levels of one axis outermost first
-  std::map<std::string, int> next_level;
-  size_t expected = 0;
-  for (auto& a : st.axes) expected += ss.tile.at(a.name).size();  // levels 0 .. L-1 of each axis
+  std::vector<int> next_level(st.axes.size(), 0);
   if (ss.order.size() != expected)
     return "order must list each of the " + std::to_string(expected) + " tile loops once";
   for (auto& loop : ss.order) {
     auto dot = loop.rfind('.');
     if (dot == std::string::npos) return "order entry '" + loop + "' is not axis.level";
-    std::string axis = loop.substr(0, dot);
-    if (!axes.count(axis)) return "order names unknown axis '" + axis + "'";
-    if (next_level[axis] >= static_cast<int>(ss.tile.at(axis).size()))
-      return "order entry '" + loop + "' is beyond the " + std::to_string(ss.tile.at(axis).size()) +
-             " tile level(s) of " + axis;
-    if (loop.substr(dot + 1) != std::to_string(next_level[axis]))
-      return "order must list " + axis + "." + std::to_string(next_level[axis]) + " before '" + loop + "'";
-    ++next_level[axis];
+    const std::string_view axis = std::string_view(loop).substr(0, dot);
+    const int ai = axis_of(axis);
+    if (ai < 0) return "order names unknown axis '" + std::string(axis) + "'";
+    const auto levels = tiles[ai]->size();
+    if (next_level[ai] >= static_cast<int>(levels))
+      return "order entry '" + loop + "' is beyond the " + std::to_string(levels) + " tile level(s) of " +
+             std::string(axis);
+    if (!is_level(std::string_view(loop).substr(dot + 1), next_level[ai]))
+      return "order must list " + std::string(axis) + "." + std::to_string(next_level[ai]) + " before '" + loop +
+             "'";
+    ++next_level[ai];
   }
   for (const Knob* k : stage_int_knobs()) {
     std::string why = knob_range_problem(*k, ss.*(k->field));
@@ -114,10 +141,12 @@ std::string check_stage(const Workload& w, const Schedule& s, const TargetTraits
   }
   if (ss.parallel > static_cast<int>(ss.order.size())) return "parallel is out of range";
   for (int p = 0; p < ss.parallel; ++p) {
-    std::string axis = ss.order[p].substr(0, ss.order[p].rfind('.'));
-    if (ss.order[p] != axis + ".0") return "only level-0 loops can run in parallel, not " + ss.order[p];
-    for (auto& a : st.axes)
-      if (a.name == axis && a.reduce) return "loop " + ss.order[p] + " reduces and cannot run in parallel";
+    const std::string& loop = ss.order[p];
+    const auto dot = loop.rfind('.');
+    if (!is_level(std::string_view(loop).substr(dot + 1), 0))
+      return "only level-0 loops can run in parallel, not " + loop;
+    if (st.axes[axis_of(std::string_view(loop).substr(0, dot))].reduce)
+      return "loop " + loop + " reduces and cannot run in parallel";
   }
   if (ss.prefetch > 0 && (!st.is_reduction() || t.groups()))
     return "prefetch is a knob of a CPU micro-kernel's reduction loop; this stage has none";
@@ -127,12 +156,13 @@ std::string check_stage(const Workload& w, const Schedule& s, const TargetTraits
     if (s.stages[i + 1].inline_stage) return "a fused epilogue cannot also be inlined";
   }
   double points = 1;
-  for (auto& a : st.axes)
-    if (!a.reduce) points *= static_cast<double>(ss.tile.at(a.name).back());
+  for (size_t a = 0; a < st.axes.size(); ++a)
+    if (!st.axes[a].reduce) points *= static_cast<double>(tiles[a]->back());
   bool vector_reduce = false;
   if (!ss.vectorize.empty()) {
     if (t.vector_lanes <= 1) return "the target has no SIMD lanes to vectorize with";
-    if (!axes.count(ss.vectorize)) return "vectorize names unknown axis '" + ss.vectorize + "'";
+    const int vi = axis_of(ss.vectorize);
+    if (vi < 0) return "vectorize names unknown axis '" + ss.vectorize + "'";
     std::string last_lhs;
     for (auto& a : st.axes) {
       if (!a.reduce) last_lhs = a.name;
@@ -143,15 +173,17 @@ std::string check_stage(const Workload& w, const Schedule& s, const TargetTraits
     // reduction block (channels of NCHW conv, the N of C = A * B^T).
     if (!vector_reduce && ss.vectorize != last_lhs && t.groups())
       return "only the innermost left-hand axis or a reduction axis can be vectorized";
-    if (ss.tile.at(ss.vectorize).back() % t.vector_lanes != 0)
+    if (tiles[vi]->back() % t.vector_lanes != 0)
       return "the innermost tile of '" + ss.vectorize + "' must be a multiple of " + std::to_string(t.vector_lanes) +
              " lanes";
     const BodyView view(w, s, st.rhs);
     const Expr& body = *view;
     // A CPU loads the rows of a strided window (stride 2 or more in the last dimension only)
     // strided, without panels; any other strided read needs its panels.
-    auto rows = vector_reduce || t.groups() ? std::vector<std::string>{} : strided_row_reads(body, ss.vectorize);
-    for (auto& tensor : strided_reads(body, ss.vectorize)) {
+    const auto strided = strided_reads(body, ss.vectorize);
+    auto rows = vector_reduce || t.groups() || strided.empty() ? std::vector<std::string>{}
+                                                               : strided_row_reads(body, ss.vectorize);
+    for (auto& tensor : strided) {
       if (std::find(rows.begin(), rows.end(), tensor) != rows.end()) continue;
       if (vector_reduce || t.groups() || std::find(ss.pack.begin(), ss.pack.end(), tensor) == ss.pack.end())
         return "'" + tensor + "' is read strided along '" + ss.vectorize + "'" +
@@ -188,12 +220,14 @@ std::string check_stage(const Workload& w, const Schedule& s, const TargetTraits
       if (std::find(ss.pack.begin(), ss.pack.end(), e->name) != ss.pack.end())
         return "'" + e->name + "' is read past its border (padding): a work-group device does not stage it";
     }
-    return check_groups(w, s, t, i);
+    return check_groups(w, s, t, i, packs);
   }
-  std::set<std::string> packed;
-  for (auto& tensor : ss.pack) {
-    if (!packed.insert(tensor).second) return "'" + tensor + "' is packed twice";
-    Pack p;
+  for (size_t k = 0; k < ss.pack.size(); ++k) {
+    const std::string& tensor = ss.pack[k];
+    if (std::find(ss.pack.begin(), ss.pack.begin() + static_cast<std::ptrdiff_t>(k), tensor) !=
+        ss.pack.begin() + static_cast<std::ptrdiff_t>(k))
+      return "'" + tensor + "' is packed twice";
+    Pack& p = packs.emplace_back();
     std::string why = plan_pack(w, s, i, tensor, p);
     if (!why.empty()) return why;
   }
@@ -234,6 +268,13 @@ std::string check_fuse_rows(const Workload& w, const Schedule& s) {
 }  // namespace
 
 std::string check_schedule(const Workload& w, const Schedule& s, const TargetTraits& t) {
+  std::vector<std::vector<Pack>> packs;
+  return check_schedule(w, s, t, packs);
+}
+
+std::string check_schedule(const Workload& w, const Schedule& s, const TargetTraits& t,
+                           std::vector<std::vector<Pack>>& packs) {
+  packs.assign(w.stages.size(), {});
   if (s.version != 1) return "config version must be 1";
   if (s.stages.size() != w.stages.size())
     return "config has " + std::to_string(s.stages.size()) + " stages; the op has " + std::to_string(w.stages.size());
@@ -241,7 +282,7 @@ std::string check_schedule(const Workload& w, const Schedule& s, const TargetTra
     if (s.stages[i].stage != w.stages[i].name)
       return "config stage " + std::to_string(i) + " is '" + s.stages[i].stage + "'; expected '" + w.stages[i].name +
              "'";
-    std::string why = check_stage(w, s, t, static_cast<int>(i));
+    std::string why = check_stage(w, s, t, static_cast<int>(i), packs[i]);
     if (!why.empty()) return "stage " + w.stages[i].name + ": " + why;
   }
   std::string why = knob_range_problem(knobs::fuse_rows, s.fuse_rows);

@@ -53,15 +53,34 @@ std::string input_reads(const Workload& w, const std::string& tensor, const Expr
 
 }  // namespace
 
+namespace {
+void substitute_in_place(Expr& e, const VarMap& vars) {
+  for (auto& ix : e.indices) ix = substitute(ix, vars);
+  for (auto& a : e.args) substitute_in_place(a, vars);
+}
+}  // namespace
+
 Expr substitute(const Expr& e, const VarMap& vars) {
-  Expr out = e;
-  for (auto& ix : out.indices) ix = substitute(ix, vars);
-  for (auto& a : out.args) a = substitute(a, vars);
+  Expr out = e;  // copied once, then rewritten where it lies
+  substitute_in_place(out, vars);
   return out;
 }
 
-//! The right side of stage `i` with every access to an inlined stage replaced by its body.
+namespace {
+//! Whether `e` reads a stage the schedule inlines.
+bool reads_inlined(const Workload& w, const Schedule& s, const Expr& e) {
+  if (e.kind == Expr::Kind::Access) {
+    int p = stage_of(w, e.name);
+    return p >= 0 && s.stages[p].inline_stage;
+  }
+  for (auto& a : e.args)
+    if (reads_inlined(w, s, a)) return true;
+  return false;
+}
+}  // namespace
+
 Expr effective_body(const Workload& w, const Schedule& s, const Expr& e) {
+  if (!reads_inlined(w, s, e)) return e;  // one copy, not one per level of the tree
   if (e.kind == Expr::Kind::Access) {
     int p = stage_of(w, e.name);
     if (p >= 0 && s.stages[p].inline_stage) {
@@ -73,21 +92,10 @@ Expr effective_body(const Workload& w, const Schedule& s, const Expr& e) {
     return e;
   }
   Expr out = e;
-  for (auto& a : out.args) a = effective_body(w, s, a);
+  for (auto& a : out.args)
+    if (reads_inlined(w, s, a)) a = effective_body(w, s, a);
   return out;
 }
-
-namespace {
-bool reads_inlined(const Workload& w, const Schedule& s, const Expr& e) {
-  if (e.kind == Expr::Kind::Access) {
-    int p = stage_of(w, e.name);
-    return p >= 0 && s.stages[p].inline_stage;
-  }
-  for (auto& a : e.args)
-    if (reads_inlined(w, s, a)) return true;
-  return false;
-}
-}  // namespace
 
 BodyView::BodyView(const Workload& w, const Schedule& s, const Expr& e) : body_(&e) {
   if (reads_inlined(w, s, e)) body_ = &own_.emplace(effective_body(w, s, e));
@@ -131,7 +139,7 @@ std::string plan_pack(const Workload& w, const Schedule& s, int i, const std::st
   pack.buffer = b;
   std::int64_t best_block = 1;
   for (size_t d = 0; d < first->indices.size(); ++d) {
-    std::string axis = first->indices[d].plain_var();
+    const std::string& axis = first->indices[d].plain_var();
     bool reduce = false;
     for (auto& a : st.axes)
       if (a.name == axis) reduce = a.reduce;

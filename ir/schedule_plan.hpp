@@ -39,6 +39,12 @@ std::string plan_pack(const Workload& w, const Schedule& s, int i, const std::st
 //! spans (reduction) on a work-group device: the second-innermost tile, or the innermost.
 std::int64_t group_span(const Stage& st, const StageSchedule& ss, const std::string& axis);
 
+//! check_schedule, also giving each stage's packs as planned while checking them (plan_pack, or
+//! plan_local without offsets on a work-group device), so that lowering does not plan them again.
+//! `packs` gets one entry per stage of the workload; on a problem its contents are unspecified.
+std::string check_schedule(const Workload& w, const Schedule& s, const TargetTraits& t,
+                           std::vector<std::vector<Pack>>& packs);
+
 //! Plans staging `tensor` in local memory (see Pack), or says why it cannot be.
 std::string plan_local(const Workload& w, const Schedule& s, int i, const std::string& tensor, Pack& pack);
 
