@@ -244,14 +244,27 @@ int run_measure(const CommonOptions& c, const tuner::TuneOptions& t, const std::
 
 namespace {
 
-tuner::Dataset target_dataset(const CommonOptions& c, db::Store& store, const codegen::Backend& backend) {
-  auto data = tuner::load_dataset(store, backend.target().key, backend.target().traits);
+//! The target a model command works on: this machine's, or `key`, a target the database holds
+//! (records of another machine, or of this one under an earlier code generator).
+codegen::TargetInfo model_target(const CommonOptions& c, db::Store& store, const std::string& key) {
+  if (key.empty()) return backend_for(c)->target();
+  auto row = store.target(key);
+  if (!row) {
+    std::string known;
+    for (auto& t : store.targets()) known += (known.empty() ? "" : ", ") + t.key;
+    throw_error(ErrorKind::NotFound, "no target " + key + " in " + c.db + (known.empty() ? "" : "; it has " + known));
+  }
+  return tuner::target_info(*row);
+}
+
+tuner::Dataset target_dataset(const CommonOptions& c, db::Store& store, const codegen::TargetInfo& target) {
+  auto data = tuner::load_dataset(store, target.key, target.traits);
   std::cerr << "tiletune: " << data.samples.size() << " records of " << data.workloads.size() << " workloads on target "
-            << backend.target().key;
+            << target.key;
   if (data.skipped) std::cerr << " (" << data.skipped << " this version cannot read, skipped)";
   std::cerr << "\n";
   if (data.samples.empty())
-    throw_error(ErrorKind::NotFound, "no records for target " + backend.target().key + " in " + c.db +
+    throw_error(ErrorKind::NotFound, "no records for target " + target.key + " in " + c.db +
                                          "; tune some ops first (for example `tiletune suite costmodel`)");
   return data;
 }
@@ -259,15 +272,15 @@ tuner::Dataset target_dataset(const CommonOptions& c, db::Store& store, const co
 }  // namespace
 
 int run_model_train(const CommonOptions& c, const std::vector<std::string>& kinds, std::uint64_t seed,
-                    const std::string& out) {
+                    const std::string& out, const std::string& target_key) {
   if (!out.empty() && kinds.size() != 1)
     throw_error(ErrorKind::InvalidInput, "--out writes one model: give one --kind");
-  auto backend = backend_for(c);
   auto store = db::open_store(c.db, /*create=*/false);
-  auto data = target_dataset(c, *store, *backend);
+  const codegen::TargetInfo target = model_target(c, *store, target_key);
+  auto data = target_dataset(c, *store, target);
   std::vector<Row> rows;
   for (auto& kind : kinds) {
-    db::ModelRow m = tuner::train_model(data, kind, backend->target().key, seed);
+    db::ModelRow m = tuner::train_model(data, kind, target.key, seed);
     store->put_model(m);
     if (!out.empty()) write_file_atomically(out, m.blob);
     auto metrics = nlohmann::json::parse(m.metrics_json);
@@ -277,23 +290,21 @@ int run_model_train(const CommonOptions& c, const std::vector<std::string>& kind
                      fmt("%.0f", m.blob.size() / 1024.0)}});
   }
   print_table({"model", "records", "pairwise (held-out sizes)", "top-5", "KiB"}, rows);
-  std::cout << "stored in " << c.db << " for target " << backend->target().key
+  std::cout << "stored in " << c.db << " for target " << target.key
             << (out.empty() ? "" : " and written to " + out) << "\n";
   return kOk;
 }
 
 int run_model_eval(const CommonOptions& c, const std::vector<std::string>& kinds, std::uint64_t seed, bool json,
-                   bool shipped) {
-  auto backend = backend_for(c);
+                   bool shipped, const std::string& target_key) {
   auto store = db::open_store(c.db, /*create=*/false);
-  auto data = target_dataset(c, *store, *backend);
+  const codegen::TargetInfo target = model_target(c, *store, target_key);
+  auto data = target_dataset(c, *store, target);
   std::vector<tuner::EvalRow> results;
   if (shipped) {
     for (auto& kind : kinds) {
-      auto model = tuner::shipped_model(kind, backend->target());
-      if (!model)
-        throw_error(ErrorKind::NotFound, "no " + kind + " model is shipped for " +
-                                             tuner::machine_kind(backend->target()));
+      auto model = tuner::shipped_model(kind, target);
+      if (!model) throw_error(ErrorKind::NotFound, "no " + kind + " model is shipped for " + tuner::machine_kind(target));
       results.push_back(tuner::evaluate_trained(data, *model, "shipped " + kind));
     }
   } else {

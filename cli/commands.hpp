@@ -87,15 +87,17 @@ struct CorpusOptions {
 //! Collects the records of a corpus recipe (tuner/corpus.hpp), resuming from the database.
 int run_corpus(const CommonOptions& c, const tuner::TuneOptions& t, const CorpusOptions& o);
 
-//! Trains cost models of the given kinds on every record of the backend's target and stores them.
-//! With `out`, the (single) model's blob is also written to that file: how the shipped models
-//! (costmodel/pretrained/) are made from a corpus.
+//! Trains cost models of the given kinds on every record of a target and stores them: the
+//! backend's target, or `target_key`, one the database holds. With `out`, the (single) model's
+//! blob is also written to that file: how the shipped models (costmodel/pretrained/) are made
+//! from a corpus.
 int run_model_train(const CommonOptions& c, const std::vector<std::string>& kinds, std::uint64_t seed,
-                    const std::string& out);
-//! Prints held-out ranking metrics of the given kinds and of a random ranker; with `shipped`,
-//! how the models shipped for this machine kind rank the database's records, untrained on them.
+                    const std::string& out, const std::string& target_key);
+//! Prints held-out ranking metrics of the given kinds and of a random ranker on a target's
+//! records (as run_model_train picks it); with `shipped`, how the models shipped for the target's
+//! machine kind rank them, untrained on them.
 int run_model_eval(const CommonOptions& c, const std::vector<std::string>& kinds, std::uint64_t seed, bool json,
-                   bool shipped);
+                   bool shipped, const std::string& target_key);
 
 //! Prints what a database holds and its integrity check; Error(Database) when it fails.
 int run_db_check(const std::string& where);

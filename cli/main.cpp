@@ -212,6 +212,7 @@ int main(int argc, char** argv) {
 
   std::vector<std::string> kinds = costmodel::model_kinds();
   std::uint64_t model_seed = 1;
+  std::string model_target_key;
   auto* model_cmd = app.add_subcommand("model", "train and evaluate the cost models on the database's records");
   model_cmd->require_subcommand(1);
   auto* train_cmd =
@@ -224,6 +225,9 @@ int main(int argc, char** argv) {
         ->check(CLI::IsMember(costmodel::model_kinds()))
         ->capture_default_str();
     cmd->add_option("--seed", model_seed, "seed of training")->capture_default_str();
+    cmd->add_option("--target", model_target_key,
+                    "the records of this target key in the database (another machine's, or this one's under an "
+                    "earlier code generator) instead of this machine's");
   }
   eval_cmd->add_flag("--json", json, "print the metrics as JSON lines");
   bool eval_shipped = false;
@@ -291,8 +295,8 @@ int main(int argc, char** argv) {
     if (*report_cmd) return cli::run_report(common, report_out);
     if (*db_check_cmd) return cli::run_db_check(db_where);
     if (*db_push_cmd || *db_pull_cmd) return cli::run_db_copy(db_from, db_to, db_target);
-    if (*train_cmd) return cli::run_model_train(common, kinds, model_seed, train_out);
-    if (*eval_cmd) return cli::run_model_eval(common, kinds, model_seed, json, eval_shipped);
+    if (*train_cmd) return cli::run_model_train(common, kinds, model_seed, train_out, model_target_key);
+    if (*eval_cmd) return cli::run_model_eval(common, kinds, model_seed, json, eval_shipped, model_target_key);
     return cli::run_ops();
   } catch (const Error& e) {
     std::cerr << "tiletune: " << e.what() << "\n";

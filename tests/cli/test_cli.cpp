@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "db/store.hpp"
 #include "helpers.hpp"
 #include "support/subprocess.hpp"
 
@@ -204,4 +205,33 @@ TEST_CASE("cli: model eval and train on a database; model-guided tuning uses the
   CHECK_MESSAGE(guided.exit_code == 0, guided.output);
   CHECK(!has(guided, "ignored the saved"));
   CHECK(with({"model", "eval", "--kind", "svm"}).exit_code == 2);
+
+  // Records of another target (another machine, or this one under an earlier code generator):
+  // evaluated and trained on with --target, never mixed into this machine's.
+  {
+    auto s = db::open_store(db);
+    db::TargetRow other = s->targets().front();
+    const std::string here = other.key;
+    other.key = "00000000000000aa";
+    other.fingerprint_json = R"({"codegen":"an earlier one"})";
+    s->put_target(other);
+    int copied = 0;
+    for (db::Record r : s->records(db::RecordQuery{"", here, 0, 1000, true})) {
+      r.target_key = other.key;
+      s->add_record(r);
+      ++copied;
+    }
+    REQUIRE(copied > 8);
+  }
+  auto other_eval = with({"model", "eval", "--kind", "xgb", "--target", "00000000000000aa"});
+  CHECK_MESSAGE(other_eval.exit_code == 0, other_eval.output);
+  CHECK(has(other_eval, "on target 00000000000000aa"));
+  CHECK(has(other_eval, "held-out sizes  xgb"));
+  auto other_train = with({"model", "train", "--kind", "xgb", "--target", "00000000000000aa"});
+  CHECK_MESSAGE(other_train.exit_code == 0, other_train.output);
+  CHECK(has(other_train, "for target 00000000000000aa"));
+  auto unknown = with({"model", "eval", "--target", "ffffffffffffffff"});
+  CHECK(unknown.exit_code == 3);
+  CHECK(has(unknown, "no target ffffffffffffffff"));
+  CHECK(has(unknown, "00000000000000aa"));  // the targets it has
 }
