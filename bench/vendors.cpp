@@ -69,15 +69,17 @@ VendorCall onednn_call(const ir::Workload& w, const std::vector<float*>& t, int 
   if (op.find("conv2d") != std::string::npos) {
     // The library's convolutions, by name: _p1 pads by 1, _s2 strides by 2, depthwise and
     // grouped split the channels, 1x1 has a KC filter, bias_relu fuses both; nchwc holds
-    // C = CB * L channels in blocks of L (oneDNN takes the same layer in the layout it picks).
-    bool dw = op.rfind("depthwise", 0) == 0, grouped = op.rfind("grouped", 0) == 0, one = op == "conv2d_1x1";
+    // C = CB * L channels (K = KB * L out) in blocks of L (oneDNN takes the same layer in the
+    // layout it picks).
+    bool dw = op.rfind("depthwise", 0) == 0, grouped = op.rfind("grouped", 0) == 0,
+         one = op.find("1x1") != std::string::npos;
     bool blocked = op.find("nchwc") != std::string::npos;
     bool bias_relu = op.find("bias_relu") != std::string::npos;
     std::int64_t pad = op.find("p1") != std::string::npos ? 1 : 0, stride = op.find("s2") != std::string::npos ? 2 : 1;
     std::int64_t N = size_of(w, "N"), H = size_of(w, "H"), W = size_of(w, "W");
     std::int64_t G = grouped ? size_of(w, "G") : 1;
     std::int64_t C = grouped ? G * size_of(w, "CG") : blocked ? size_of(w, "CB") * size_of(w, "L") : size_of(w, "C");
-    std::int64_t K = dw ? C : grouped ? G * size_of(w, "KG") : size_of(w, "K");
+    std::int64_t K = dw ? C : grouped ? G * size_of(w, "KG") : blocked ? size_of(w, "KB") * size_of(w, "L") : size_of(w, "K");
     std::int64_t R = one ? 1 : size_of(w, "R"), S = one ? 1 : size_of(w, "S");
     if (dw) G = C;
     nlohmann::json post = nlohmann::json::array();

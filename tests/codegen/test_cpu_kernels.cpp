@@ -404,6 +404,66 @@ TEST_CASE("cpu kernels: depthwise convolutions in the channel-blocked layout, la
   }
 }
 
+TEST_CASE("cpu kernels: dense convolutions in the channel-blocked layout match the plain reference, tails included") {
+  auto be = cpu();
+  TempDir dir;
+  const int lanes = be->target().traits.vector_lanes;
+  struct Case {
+    std::string op;
+    int CB, KB, L, H, W, R, stride, pad;
+  };
+  // Blocks shorter than a vector, a vector and a lane more, and a 1x1 plane (every tap but the
+  // centre reads padding).
+  for (const Case& c : std::vector<Case>{{"conv2d_nchwc_p1", 2, 3, 5, 7, 9, 3, 1, 1},
+                                         {"conv2d_nchwc_p1", 1, 2, lanes + 1, 1, 1, 3, 1, 1},
+                                         {"conv2d_nchwc_s2p1", 2, 1, lanes + 1, 9, 7, 3, 2, 1},
+                                         {"conv2d_nchwc_1x1", 3, 2, lanes + 1, 5, 3, 1, 1, 0}}) {
+    std::string sizes = "N=1,CB=" + std::to_string(c.CB) + ",KB=" + std::to_string(c.KB) +
+                        ",L=" + std::to_string(c.L) + ",H=" + std::to_string(c.H) + ",W=" + std::to_string(c.W);
+    if (c.R == 3) sizes += ",R=3,S=3";
+    CAPTURE(c.op);
+    CAPTURE(sizes);
+    auto w = library_workload(c.op, sizes);
+    std::vector<ir::Schedule> schedules{ir::naive_schedule(w)};
+    // Lanes along the output block, a register block of pixels whose tiles reach past the borders.
+    const std::string px = c.R == 1 ? "p" : "x";
+    for (auto [vectors, points] : {std::pair{1, 4}, std::pair{2, 3}}) {
+      if (lanes < 2) break;
+      ir::Schedule s = ir::naive_schedule(w);
+      auto& st = s.stages[0];
+      st.tile["m"] = {vectors * lanes};
+      st.tile[px] = {points};
+      st.vectorize = "m";
+      REQUIRE(ir::check_schedule(w, s, be->target().traits) == "");
+      schedules.push_back(s);
+    }
+    const int C = c.CB * c.L, K = c.KB * c.L, HW = c.H * c.W;
+    const int OH = (c.H + 2 * c.pad - c.R) / c.stride + 1, OW = (c.W + 2 * c.pad - c.R) / c.stride + 1;
+    for (auto& s : schedules) {
+      Tensors t = run_in_process(*be, w, s, dir);
+      // The same tensors in NCHW and KCRS (channel b * L + c), through the plain reference.
+      std::vector<float> in(std::size_t(C) * HW), f(std::size_t(K) * C * c.R * c.R);
+      for (int b = 0; b < c.CB; ++b)
+        for (int l = 0; l < c.L; ++l)
+          for (int i = 0; i < HW; ++i) in[(b * c.L + l) * HW + i] = t[0][(b * HW + i) * c.L + l];
+      const int taps = c.R * c.R;
+      for (int kb = 0; kb < c.KB; ++kb)
+        for (int b = 0; b < c.CB; ++b)
+          for (int i = 0; i < taps; ++i)
+            for (int l = 0; l < c.L; ++l)
+              for (int m = 0; m < c.L; ++m)
+                f[((kb * c.L + m) * C + b * c.L + l) * taps + i] =
+                    t[1][(((kb * c.CB + b) * taps + i) * c.L + l) * c.L + m];
+      auto plain = conv_reference(in, f, 1, 1, C, K, c.H, c.W, c.R, c.R, c.stride, c.pad);
+      std::vector<double> want(plain.size());
+      for (int kb = 0; kb < c.KB; ++kb)
+        for (int m = 0; m < c.L; ++m)
+          for (int i = 0; i < OH * OW; ++i) want[(kb * OH * OW + i) * c.L + m] = plain[(kb * c.L + m) * OH * OW + i];
+      check_close(t.back(), want, 1e-4);
+    }
+  }
+}
+
 TEST_CASE("cpu kernels: a hand-written tiled, vectorized, parallel schedule with tails matches the naive one") {
   auto be = cpu();
   int lanes = be->target().traits.vector_lanes;
