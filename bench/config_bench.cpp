@@ -16,6 +16,7 @@
 #include "ir/parse.hpp"
 #include "measure/protocol.hpp"
 #include "ops/library.hpp"
+#include "support/error.hpp"
 
 using namespace tiletune;
 
@@ -30,52 +31,57 @@ int main(int argc, char** argv) {
   app.add_option("--calls", calls, "timed calls per config")->capture_default_str();
   app.add_option("--dir", dir, "scratch folder (emptied first)")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  auto be = codegen::make_backend("cpu");
-  const auto& traits = be->target().traits;
-  ir::Workload w = ir::bind(ir::parse_op(ops::op_text(op)), ir::parse_sizes(sizes));
+  try {
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    auto be = codegen::make_backend("cpu");
+    const auto& traits = be->target().traits;
+    ir::Workload w = ir::bind(ir::parse_op(ops::op_text(op)), ir::parse_sizes(sizes));
 
-  // The tensors every config runs on (inputs as the measuring worker fills them), and a
-  // workspace as large as the largest config needs.
-  std::vector<std::vector<float>> tensors;
-  codegen::KernelShape shape;
-  int input = 0;
-  for (auto& b : w.buffers) {
-    if (b.role == ir::Buffer::Role::Temp) continue;
-    tensors.emplace_back(b.elements(), 0.0f);
-    shape.tensor_floats.push_back(b.elements());
-    if (b.role == ir::Buffer::Role::Input)
-      measure::fill_input(b.dtype, tensors.back().data(), b.elements(), 7, input++);
-  }
-  std::vector<float*> args;
-  for (auto& t : tensors) args.push_back(t.data());
-  std::vector<std::unique_ptr<codegen::Kernel>> kernels;
-  std::int64_t workspace_floats = 0;
-  for (size_t i = 0; i < configs.size(); ++i) {
-    auto s = ir::Schedule::from_json(configs[i]);
-    auto nest = ir::lower(w, s, traits);
-    std::string base = dir + "/config" + std::to_string(i);
-    std::ofstream(base + ".cpp") << be->emit(w, nest, s.to_json());
-    if (std::string log = be->build(base + ".cpp", base + ".so"); !log.empty()) {
-      std::fprintf(stderr, "config %zu does not build:\n%s\n", i, log.c_str());
-      return 1;
+    // The tensors every config runs on (inputs as the measuring worker fills them), and a
+    // workspace as large as the largest config needs.
+    std::vector<std::vector<float>> tensors;
+    codegen::KernelShape shape;
+    int input = 0;
+    for (auto& b : w.buffers) {
+      if (b.role == ir::Buffer::Role::Temp) continue;
+      tensors.emplace_back(b.elements(), 0.0f);
+      shape.tensor_floats.push_back(b.elements());
+      if (b.role == ir::Buffer::Role::Input)
+        measure::fill_input(b.dtype, tensors.back().data(), b.elements(), 7, input++);
     }
-    shape.workspace_floats = nest.workspace_floats;
-    workspace_floats = std::max(workspace_floats, nest.workspace_floats);
-    kernels.push_back(be->load(base + ".so", shape));
+    std::vector<float*> args;
+    for (auto& t : tensors) args.push_back(t.data());
+    std::vector<std::unique_ptr<codegen::Kernel>> kernels;
+    std::int64_t workspace_floats = 0;
+    for (size_t i = 0; i < configs.size(); ++i) {
+      auto s = ir::Schedule::from_json(configs[i]);
+      auto nest = ir::lower(w, s, traits);
+      std::string base = dir + "/config" + std::to_string(i);
+      std::ofstream(base + ".cpp") << be->emit(w, nest, s.to_json());
+      if (std::string log = be->build(base + ".cpp", base + ".so"); !log.empty()) {
+        std::fprintf(stderr, "config %zu does not build:\n%s\n", i, log.c_str());
+        return 1;
+      }
+      shape.workspace_floats = nest.workspace_floats;
+      workspace_floats = std::max(workspace_floats, nest.workspace_floats);
+      kernels.push_back(be->load(base + ".so", shape));
+    }
+    std::vector<float> workspace(workspace_floats + 16);
+    std::vector<std::vector<double>> times(kernels.size());
+    for (auto& k : kernels)  // untimed: constant inputs packed, pages and threads warm
+      k->run(args.data(), workspace.data(), codegen::Kernel::kUpload | codegen::Kernel::kDownload);
+    for (int call = 0; call < calls; ++call)
+      for (size_t i = 0; i < kernels.size(); ++i) times[i].push_back(kernels[i]->run(args.data(), workspace.data(), 0));
+    std::printf("%-8s %12s %12s  config\n", "config", "median us", "p10 us");
+    for (size_t i = 0; i < kernels.size(); ++i) {
+      std::sort(times[i].begin(), times[i].end());
+      std::printf("%-8zu %12.1f %12.1f  %s\n", i, times[i][times[i].size() / 2] * 1e6,
+                  times[i][times[i].size() / 10] * 1e6, configs[i].c_str());
+    }
+    return 0;
+  } catch (const Error& e) {  // a bad op, sizes or config: say which, as the CLI does
+    std::fprintf(stderr, "tiletune-config-bench: %s\n", e.what());
+    return 2;
   }
-  std::vector<float> workspace(workspace_floats + 16);
-  std::vector<std::vector<double>> times(kernels.size());
-  for (auto& k : kernels)  // untimed: constant inputs packed, pages and threads warm
-    k->run(args.data(), workspace.data(), codegen::Kernel::kUpload | codegen::Kernel::kDownload);
-  for (int call = 0; call < calls; ++call)
-    for (size_t i = 0; i < kernels.size(); ++i) times[i].push_back(kernels[i]->run(args.data(), workspace.data(), 0));
-  std::printf("%-8s %12s %12s  config\n", "config", "median us", "p10 us");
-  for (size_t i = 0; i < kernels.size(); ++i) {
-    std::sort(times[i].begin(), times[i].end());
-    std::printf("%-8zu %12.1f %12.1f  %s\n", i, times[i][times[i].size() / 2] * 1e6,
-                times[i][times[i].size() / 10] * 1e6, configs[i].c_str());
-  }
-  return 0;
 }
