@@ -188,89 +188,102 @@ void Space::gemm_seeds(const std::string& v, std::vector<ir::Schedule>& out) con
     // accumulators: 7 x 4 vectors spilled (bf16 1024^3 3.56 ms, int8 2.62 ms against 2.76 and
     // 1.39 ms for 6 x 4).
     std::int64_t free_registers = narrow ? t_.vector_registers - 1 - nv : t_.vector_registers - 4;
-    std::int64_t reg_rows = rows ? std::min<std::int64_t>(free_registers / nv, rows->extent) : 1;
-    if (rows_share_broadcasts)  // rows * nv accumulators, a broadcast per row, a row of vectors
-      reg_rows = std::min(reg_rows, (t_.vector_registers - nv - 1) / (nv + 1));
-    // A window's rows: their accumulators, a row of loaded vectors, a broadcast and two to spare
-    // for the loads shared across taps; 4 rows of 2 vectors ran as 3 of 3 (81.0 us), 2 rows of 4
-    // as 1 row (92.6 us; the depthwise above, same run).
-    if (window_rows) reg_rows = std::min<std::int64_t>({reg_rows, 4, (t_.vector_registers - nv - 3) / nv});
-    if (reg_rows < 1) continue;  // not even one row of accumulators fits
-    reg_rows = std::min<std::int64_t>(reg_rows, 12);
-    // On a short axis a row count that divides it saves an edge tile (a second, smaller
-    // register tile, and its compile time), but fewer rows than one below the most leave FMA
-    // latency uncovered: conv 1x1 K64 C256 over 56 x 56 ran 6 x 2 vectors (one edge tile of 4
-    // rows) in 0.76 ms, 4 x 2 in 1.04 ms. Where the taps hold the rows' broadcasts the most
-    // rows are few, and the divisor may be two below: the stride-2 conv's 28 columns in 7 x 2
-    // tiles ran as fast as in 10 x 2 with an edge tile of 8 rows (1.40 and 1.35 ms, one run),
-    // and compile in 1.1-1.8 s instead of 2.1-2.4 s.
-    const std::int64_t fewest = reg_rows - (rows_share_broadcasts ? 2 : 1);
-    if (rows && !window_rows && rows->extent < 16 * reg_rows)
-      for (std::int64_t r = reg_rows; r >= fewest && r > 0; --r)
-        if (rows->extent % r == 0) {
-          reg_rows = r;
-          break;
-        }
-    // The vector input's panel for one reduction block: block * other reductions * reg_v floats
-    // in three quarters of L1 (the broadcast rows stream through the rest).
-    // An output that is not contiguous along v is gathered and scattered per block: one block.
-    // (A panel of bytes: an int8 operand's holds four times the reduction points of an f32 one.)
-    std::int64_t block = deepest->extent;
-    while (v == last_lhs && block > 4 && block * other_reduction * reg_v * element > t_.l1_bytes * 3 / 4) block /= 2;
-    // Two loop structures: the BLAS one (blocks of rows and of the vector axis outside the
-    // reduction blocks, several register tiles inside), and the panel-outer one of GotoBLAS
-    // (one register-wide panel of the vector axis outermost, a block of rows sweeping it, so
-    // the panel's reduction block stays in L1 and the rows' block in L2).
-    for (bool panel_outer : {false, true})
-      for (Packing pack : {Packing::None, Packing::VectorInputs, Packing::All}) {
-        ir::Schedule s = ir::naive_schedule(w_);
-        ir::StageSchedule& ss = s.stages[0];
-        ss.tile.clear();
-        ss.order.clear();
-        std::vector<std::pair<std::int64_t, std::string>> spatial;  // (blocks, axis): most blocks first
-        for (auto& a : st.axes) {
-          if (a.reduce) {
-            ss.tile[a.name] = {&a == deepest ? block : a.extent};
-          } else if (a.name == v) {
-            ss.tile[a.name] = panel_outer ? std::vector<std::int64_t>{reg_v} : two_levels(a.extent, reg_v, reg_v * 4);
-          } else if (rows && a.name == rows->name) {
-            ss.tile[a.name] = two_levels(a.extent, reg_rows, reg_rows * (panel_outer ? 16 : 8));
-          } else {
-            ss.tile[a.name] = {1};
+    const std::int64_t plain_rows = rows ? std::min<std::int64_t>(free_registers / nv, rows->extent) : 1;
+    // Rows that share broadcasts: rows * nv accumulators, a broadcast per row, a row of vectors.
+    // Where that leaves fewer rows than the plain count, both are seeds, the plain one in the
+    // BLAS structure only: with 16 registers the compiler reloads the shared values instead
+    // (conv 3x3 pad 1 C64 K64 56x56 NCHW16c on AVX2, tiletune-config-bench, same run: 6 rows of 2
+    // vectors 1767 us, the 4 rows counted with shared broadcasts 2577 us).
+    std::vector<std::int64_t> row_counts = {plain_rows};
+    if (rows_share_broadcasts) {
+      row_counts[0] = std::min(plain_rows, (t_.vector_registers - nv - 1) / (nv + 1));
+      if (plain_rows > row_counts[0]) row_counts.push_back(plain_rows);
+    }
+    for (std::int64_t reg_rows : row_counts) {
+      const bool extra = reg_rows != row_counts.front();
+      // A window's rows: their accumulators, a row of loaded vectors, a broadcast and two to spare
+      // for the loads shared across taps; 4 rows of 2 vectors ran as 3 of 3 (81.0 us), 2 rows of 4
+      // as 1 row (92.6 us; the depthwise above, same run).
+      if (window_rows) reg_rows = std::min<std::int64_t>({reg_rows, 4, (t_.vector_registers - nv - 3) / nv});
+      if (reg_rows < 1) continue;  // not even one row of accumulators fits
+      reg_rows = std::min<std::int64_t>(reg_rows, 12);
+      // On a short axis a row count that divides it saves an edge tile (a second, smaller
+      // register tile, and its compile time), but fewer rows than one below the most leave FMA
+      // latency uncovered: conv 1x1 K64 C256 over 56 x 56 ran 6 x 2 vectors (one edge tile of 4
+      // rows) in 0.76 ms, 4 x 2 in 1.04 ms. Where the taps hold the rows' broadcasts the most
+      // rows are few, and the divisor may be two below: the stride-2 conv's 28 columns in 7 x 2
+      // tiles ran as fast as in 10 x 2 with an edge tile of 8 rows (1.40 and 1.35 ms, one run),
+      // and compile in 1.1-1.8 s instead of 2.1-2.4 s.
+      const std::int64_t fewest = reg_rows - (rows_share_broadcasts && !extra ? 2 : 1);
+      if (rows && !window_rows && rows->extent < 16 * reg_rows)
+        for (std::int64_t r = reg_rows; r >= fewest && r > 0; --r)
+          if (rows->extent % r == 0) {
+            reg_rows = r;
+            break;
           }
-          if (!a.reduce) spatial.push_back({(a.extent + ss.tile[a.name][0] - 1) / ss.tile[a.name][0], a.name});
-        }
-        std::stable_sort(spatial.begin(), spatial.end(), [](auto& x, auto& y) { return x.first > y.first; });
-        if (panel_outer) std::stable_partition(spatial.begin(), spatial.end(), [&](auto& x) { return x.second == v; });
-        // BLAS order: spatial blocks, then the reduction blocks, then the inner spatial levels.
-        for (auto& [blocks, axis] : spatial) ss.order.push_back(axis + ".0");
-        for (auto& a : st.axes)
-          if (a.reduce) ss.order.push_back(a.name + ".0");
-        for (auto& [blocks, axis] : spatial)
-          for (size_t l = 1; l < ss.tile[axis].size(); ++l) ss.order.push_back(axis + "." + std::to_string(l));
-        ss.vectorize = v;
-        ss.parallel = t_.threads > 1 ? std::min<int>(2, static_cast<int>(spatial.size())) : 0;
-        ss.unroll = 4;
-        // Dot-product tiles consume the vector panel two or four reduction points per
-        // instruction, faster than L2's prefetchers bring it: bf16 1024^3 over 6 x 4 vectors ran
-        // 2.95 ms without prefetching, 2.69 ms 4 iterations ahead and 2.59 ms 8 ahead.
-        if (narrow) ss.prefetch = 8;
-        ss.fuse_epilogue = ir::can_fuse_epilogue(w_, 0);
-        if (ss.fuse_epilogue) s.stages[1].reset();
-        ss.pack = needed;
-        if (pack != Packing::None)
-          for (auto& input : inputs_of(0)) {
-            if (std::find(ss.pack.begin(), ss.pack.end(), input) != ss.pack.end()) continue;
-            if (pack == Packing::VectorInputs && !read_along_vector(input)) continue;
-            ss.pack.push_back(input);
-            if (!check(s).empty()) ss.pack.pop_back();
+      // The vector input's panel for one reduction block: block * other reductions * reg_v floats
+      // in three quarters of L1 (the broadcast rows stream through the rest).
+      // An output that is not contiguous along v is gathered and scattered per block: one block.
+      // (A panel of bytes: an int8 operand's holds four times the reduction points of an f32 one.)
+      std::int64_t block = deepest->extent;
+      while (v == last_lhs && block > 4 && block * other_reduction * reg_v * element > t_.l1_bytes * 3 / 4) block /= 2;
+      // Two loop structures: the BLAS one (blocks of rows and of the vector axis outside the
+      // reduction blocks, several register tiles inside), and the panel-outer one of GotoBLAS
+      // (one register-wide panel of the vector axis outermost, a block of rows sweeping it, so
+      // the panel's reduction block stays in L1 and the rows' block in L2).
+      for (bool panel_outer : {false, true})
+        for (Packing pack : {Packing::None, Packing::VectorInputs, Packing::All}) {
+          if (extra && panel_outer) continue;
+          ir::Schedule s = ir::naive_schedule(w_);
+          ir::StageSchedule& ss = s.stages[0];
+          ss.tile.clear();
+          ss.order.clear();
+          std::vector<std::pair<std::int64_t, std::string>> spatial;  // (blocks, axis): most blocks first
+          for (auto& a : st.axes) {
+            if (a.reduce) {
+              ss.tile[a.name] = {&a == deepest ? block : a.extent};
+            } else if (a.name == v) {
+              ss.tile[a.name] = panel_outer ? std::vector<std::int64_t>{reg_v} : two_levels(a.extent, reg_v, reg_v * 4);
+            } else if (rows && a.name == rows->name) {
+              ss.tile[a.name] = two_levels(a.extent, reg_rows, reg_rows * (panel_outer ? 16 : 8));
+            } else {
+              ss.tile[a.name] = {1};
+            }
+            if (!a.reduce) spatial.push_back({(a.extent + ss.tile[a.name][0] - 1) / ss.tile[a.name][0], a.name});
           }
-        if (pack != Packing::None && ss.pack.size() == needed.size()) continue;
-        // Packing all inputs may pack no more than the vector inputs.
-        if (std::any_of(out.begin(), out.end(), [&](auto& o) { return o.to_json() == s.to_json(); })) continue;
-        // Later stages that the recipe does not cover keep the naive schedule's loops.
-        if (check(s).empty()) out.push_back(s);
-      }
+          std::stable_sort(spatial.begin(), spatial.end(), [](auto& x, auto& y) { return x.first > y.first; });
+          if (panel_outer)
+            std::stable_partition(spatial.begin(), spatial.end(), [&](auto& x) { return x.second == v; });
+          // BLAS order: spatial blocks, then the reduction blocks, then the inner spatial levels.
+          for (auto& [blocks, axis] : spatial) ss.order.push_back(axis + ".0");
+          for (auto& a : st.axes)
+            if (a.reduce) ss.order.push_back(a.name + ".0");
+          for (auto& [blocks, axis] : spatial)
+            for (size_t l = 1; l < ss.tile[axis].size(); ++l) ss.order.push_back(axis + "." + std::to_string(l));
+          ss.vectorize = v;
+          ss.parallel = t_.threads > 1 ? std::min<int>(2, static_cast<int>(spatial.size())) : 0;
+          ss.unroll = 4;
+          // Dot-product tiles consume the vector panel two or four reduction points per
+          // instruction, faster than L2's prefetchers bring it: bf16 1024^3 over 6 x 4 vectors ran
+          // 2.95 ms without prefetching, 2.69 ms 4 iterations ahead and 2.59 ms 8 ahead.
+          if (narrow) ss.prefetch = 8;
+          ss.fuse_epilogue = ir::can_fuse_epilogue(w_, 0);
+          if (ss.fuse_epilogue) s.stages[1].reset();
+          ss.pack = needed;
+          if (pack != Packing::None)
+            for (auto& input : inputs_of(0)) {
+              if (std::find(ss.pack.begin(), ss.pack.end(), input) != ss.pack.end()) continue;
+              if (pack == Packing::VectorInputs && !read_along_vector(input)) continue;
+              ss.pack.push_back(input);
+              if (!check(s).empty()) ss.pack.pop_back();
+            }
+          if (pack != Packing::None && ss.pack.size() == needed.size()) continue;
+          // Packing all inputs may pack no more than the vector inputs.
+          if (std::any_of(out.begin(), out.end(), [&](auto& o) { return o.to_json() == s.to_json(); })) continue;
+          // Later stages that the recipe does not cover keep the naive schedule's loops.
+          if (check(s).empty()) out.push_back(s);
+        }
+    }
   }
 }
 
