@@ -104,6 +104,8 @@ const std::vector<Case> kCases = {
     {"ResNet conv 1x1 C256 K64 56x56, NCHW16c", "conv2d_nchwc_1x1", "N=1,CB=16,KB=4,H=56,W=56,L=16", 0},
     {"ResNet conv 3x3 s2 pad 1 C128 K128 56x56, NCHW16c", "conv2d_nchwc_s2p1", "N=1,CB=8,KB=8,H=56,W=56,L=16,R=3,S=3",
      0},
+    {"ResNet conv 3x3 pad 1 + bias + relu C64 K64 56x56, NCHW16c", "conv2d_nchwc_bias_relu_p1",
+     "N=1,CB=4,KB=4,H=56,W=56,L=16,R=3,S=3", 0},
     {"depthwise 3x3 pad 1 C144 56x56", "depthwise_conv2d_p1", "N=1,C=144,H=56,W=56,R=3,S=3", 0},
     {"depthwise 3x3 s2 pad 1 C144 56x56", "depthwise_conv2d_s2p1", "N=1,C=144,H=56,W=56,R=3,S=3", 0},
     // The same two layers in oneDNN's blocked layout (nChw16c), which it times them in.

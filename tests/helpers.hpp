@@ -109,6 +109,7 @@ inline const std::map<std::string, std::string>& library_test_sizes() {
                                                            {"conv2d_nchwc_p1", "N=1,CB=2,KB=3,H=5,W=7,L=3,R=3,S=3"},
                                                            {"conv2d_nchwc_s2p1", "N=1,CB=1,KB=2,H=7,W=5,L=5,R=3,S=3"},
                                                            {"conv2d_nchwc_1x1", "N=2,CB=3,KB=2,H=3,W=5,L=3"},
+                                                           {"conv2d_nchwc_bias_relu_p1", "N=1,CB=1,KB=2,H=3,W=7,L=3,R=3,S=3"},
                                                            {"grouped_conv2d_p1", "N=1,G=2,CG=2,KG=3,H=5,W=11,R=3,S=3"},
                                                            {"max_pool2d_p1", "N=1,C=3,H=11,W=17"}};
   return sizes;

@@ -419,9 +419,10 @@ TEST_CASE("cpu kernels: dense convolutions in the channel-blocked layout match t
   for (const Case& c : std::vector<Case>{{"conv2d_nchwc_p1", 2, 3, 5, 7, 9, 3, 1, 1},
                                          {"conv2d_nchwc_p1", 1, 2, lanes + 1, 1, 1, 3, 1, 1},
                                          {"conv2d_nchwc_s2p1", 2, 1, lanes + 1, 9, 7, 3, 2, 1},
-                                         {"conv2d_nchwc_1x1", 3, 2, lanes + 1, 5, 3, 1, 1, 0}}) {
-    std::string sizes = "N=1,CB=" + std::to_string(c.CB) + ",KB=" + std::to_string(c.KB) +
-                        ",L=" + std::to_string(c.L) + ",H=" + std::to_string(c.H) + ",W=" + std::to_string(c.W);
+                                         {"conv2d_nchwc_1x1", 3, 2, lanes + 1, 5, 3, 1, 1, 0},
+                                         {"conv2d_nchwc_bias_relu_p1", 2, 2, lanes + 1, 3, 7, 3, 1, 1}}) {
+    std::string sizes = "N=1,CB=" + std::to_string(c.CB) + ",KB=" + std::to_string(c.KB) + ",L=" + std::to_string(c.L) +
+                        ",H=" + std::to_string(c.H) + ",W=" + std::to_string(c.W);
     if (c.R == 3) sizes += ",R=3,S=3";
     CAPTURE(c.op);
     CAPTURE(sizes);
@@ -461,6 +462,9 @@ TEST_CASE("cpu kernels: dense convolutions in the channel-blocked layout match t
       for (int kb = 0; kb < c.KB; ++kb)
         for (int m = 0; m < c.L; ++m)
           for (int i = 0; i < OH * OW; ++i) want[(kb * OH * OW + i) * c.L + m] = plain[(kb * c.L + m) * OH * OW + i];
+      if (c.op.find("bias_relu") != std::string::npos)  // bias[kb, m] per output channel, then ReLU
+        for (size_t i = 0; i < want.size(); ++i)
+          want[i] = std::max(want[i] + t[2][i / (OH * OW * c.L) * c.L + i % c.L], 0.0);
       check_close(t.back(), want, 1e-4);
     }
   }
