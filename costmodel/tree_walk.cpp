@@ -30,6 +30,26 @@ struct SavedTree {
   }
 };
 
+//! Sums the trees over kRows rows whose values are all numbers (no NaN), kRows at a time so that
+//! their walks overlap and their positions stay in registers: below the threshold goes left.
+template <int kRows>
+void walk_block(const float* const* x, int depth, std::size_t trees, float base, const std::uint32_t* features,
+                const float* thresholds, const float* leaves, float* out) {
+  const std::size_t inner = (std::size_t{1} << depth) - 1, width = inner + 1;
+  float acc[kRows];
+  for (int r = 0; r < kRows; ++r) acc[r] = base;
+  for (std::size_t k = 0; k < trees; ++k) {
+    const std::uint32_t* feature = features + k * inner;
+    const float* threshold = thresholds + k * inner;
+    std::uint32_t at[kRows] = {};
+    for (int level = 0; level < depth; ++level)
+      for (int r = 0; r < kRows; ++r) at[r] = 2 * at[r] + 2 - (x[r][feature[at[r]]] < threshold[at[r]]);
+    const float* leaf = leaves + k * width - inner;
+    for (int r = 0; r < kRows; ++r) acc[r] += leaf[at[r]];
+  }
+  for (int r = 0; r < kRows; ++r) out[r] = acc[r];
+}
+
 }  // namespace
 
 std::optional<CompleteTrees> CompleteTrees::from_ubjson(const std::string& model) {
@@ -53,8 +73,8 @@ std::optional<CompleteTrees> CompleteTrees::from_ubjson(const std::string& model
     for (const json& t : trees) {
       for (const json& type : t.at("split_type"))
         if (type.get<int>() != 0) return std::nullopt;  // categorical
-      saved.push_back({t.at("left_children"), t.at("right_children"), t.at("split_indices"),
-                       t.at("split_conditions"), t.at("default_left")});
+      saved.push_back({t.at("left_children"), t.at("right_children"), t.at("split_indices"), t.at("split_conditions"),
+                       t.at("default_left")});
       out.depth_ = std::max(out.depth_, saved.back().depth(0, 0));
       if (out.depth_ > kMaxDepth) return std::nullopt;
     }
@@ -94,31 +114,6 @@ std::optional<CompleteTrees> CompleteTrees::from_ubjson(const std::string& model
     return std::nullopt;  // not a layout this reads: XGBoost scores it
   }
 }
-
-namespace {
-
-//! Sums the trees over kRows rows whose values are all numbers (no NaN), kRows at a time so that
-//! their walks overlap and their positions stay in registers: below the threshold goes left.
-template <int kRows>
-void walk_block(const float* const* x, int depth, std::size_t trees, float base, const std::uint32_t* features,
-                const float* thresholds, const float* leaves, float* out) {
-  const std::size_t inner = (std::size_t{1} << depth) - 1, width = inner + 1;
-  float acc[kRows];
-  for (int r = 0; r < kRows; ++r) acc[r] = base;
-  for (std::size_t k = 0; k < trees; ++k) {
-    const std::uint32_t* feature = features + k * inner;
-    const float* threshold = thresholds + k * inner;
-    std::uint32_t at[kRows] = {};
-    for (int level = 0; level < depth; ++level)
-      for (int r = 0; r < kRows; ++r) at[r] = 2 * at[r] + 2 - (x[r][feature[at[r]]] < threshold[at[r]]);
-    const float* leaf = leaves + k * width - inner;
-    for (int r = 0; r < kRows; ++r) acc[r] += leaf[at[r]];
-  }
-  for (int r = 0; r < kRows; ++r) out[r] = acc[r];
-}
-
-
-}  // namespace
 
 void CompleteTrees::predict(const float* rows, std::size_t n, float* out) const {
   constexpr int kRows = 16;

@@ -104,7 +104,7 @@ class XgbModel final : public CostModel {
     DMatrixHandle train[] = {m.get()};
     check(XGBoosterCreate(train, 1, &booster_), ErrorKind::Internal, "creating a booster");
     boost(m, 0, kRounds);
-    compile_trees();
+    compile_trees(payload());
   }
 
   void fine_tune(const std::vector<Sample>& samples) override {
@@ -115,7 +115,7 @@ class XgbModel final : public CostModel {
     check(XGBoosterBoostedRounds(booster_, &done), ErrorKind::Internal, "reading the rounds");
     // New trees fit what the base's trees get wrong on these samples.
     boost(m, done, kFineTuneRounds);
-    compile_trees();
+    compile_trees(payload());
   }
 
   std::vector<float> predict(const std::vector<Features>& x) const override {
@@ -176,7 +176,7 @@ class XgbModel final : public CostModel {
     }
     // A loaded model keeps no training parameters: it predicts on one thread too.
     check(XGBoosterSetParam(booster_, "nthread", "1"), ErrorKind::Internal, "parameter nthread");
-    compile_trees();
+    compile_trees(bytes);  // payload()'s UBJSON, not saved again; another format is scored by XGBoost
   }
 
  private:
@@ -201,9 +201,10 @@ class XgbModel final : public CostModel {
       check(XGBoosterUpdateOneIter(booster_, i, m.get()), ErrorKind::Internal, "training round " + std::to_string(i));
   }
 
-  //! The trees laid out for scoring (tree_walk.hpp); XGBoost scores a model they cannot hold.
-  void compile_trees() {
-    trees_ = CompleteTrees::from_ubjson(payload());
+  //! The trees of the model saved as `ubj`, laid out for scoring (tree_walk.hpp); XGBoost scores
+  //! a model they cannot hold.
+  void compile_trees(const std::string& ubj) {
+    trees_ = CompleteTrees::from_ubjson(ubj);
     if (trees_ && trees_->features() != feature_count()) trees_.reset();
   }
 

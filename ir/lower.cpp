@@ -1,6 +1,4 @@
 #include <algorithm>
-#include <cstdlib>
-#include <string_view>
 
 #include "ir/loop_nest.hpp"
 #include "ir/schedule_plan.hpp"
@@ -100,16 +98,14 @@ LoopNest lower(const Workload& w, const Schedule& s, const TargetTraits& t) {
     for (auto& a : st.axes) tiles.push_back(&ss.tile.find(a.name)->second);
     sn.outer.reserve(ss.order.size());
     for (size_t p = 0; p < ss.order.size(); ++p) {
-      const std::string& entry = ss.order[p];
-      const auto dot = entry.rfind('.');
-      const std::string_view name = std::string_view(entry).substr(0, dot);
+      const OrderEntry entry = split_order_entry(ss.order[p]);
       size_t ai = 0;
-      while (st.axes[ai].name != name) ++ai;
+      while (st.axes[ai].name != entry.axis) ++ai;
       const Axis& a = st.axes[ai];
       const auto& sizes = *tiles[ai];
       Loop l;
       l.axis = a.name;
-      l.level = std::atoi(entry.c_str() + dot + 1);
+      l.level = entry.number();
       l.step = sizes[l.level];
       l.extent = a.extent;
       l.block = l.level == 0 ? l.extent : sizes[l.level - 1];

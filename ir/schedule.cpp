@@ -1,6 +1,7 @@
 #include "ir/schedule.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -9,6 +10,24 @@
 #include "support/hash.hpp"
 
 namespace tiletune::ir {
+
+OrderEntry split_order_entry(std::string_view entry) {
+  const auto dot = entry.rfind('.');
+  if (dot == std::string_view::npos) return {entry, {}, false};
+  return {entry.substr(0, dot), entry.substr(dot + 1), true};
+}
+
+bool OrderEntry::is_level(int n) const {
+  char buf[12];
+  const auto written = std::to_chars(buf, buf + sizeof buf, n);
+  return level == std::string_view(buf, static_cast<size_t>(written.ptr - buf));
+}
+
+int OrderEntry::number() const {
+  int n = -1;
+  const auto read = std::from_chars(level.data(), level.data() + level.size(), n);
+  return read.ec == std::errc() && read.ptr == level.data() + level.size() ? n : -1;
+}
 
 using nlohmann::json;
 

@@ -4,6 +4,7 @@
 #include <map>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ir/workload.hpp"
@@ -33,6 +34,18 @@ struct StageSchedule {
   //! fused epilogue has none.
   bool has_loop_knobs() const;
 };
+
+//! An entry of StageSchedule::order, "axis.level", split at its last dot (views into the entry).
+struct OrderEntry {
+  std::string_view axis;
+  std::string_view level;  //!< the digits after the dot
+  bool ok = false;         //!< false when the entry has no dot
+  //! Whether `level` is `n` written as the order writes it (decimal, no leading zeros).
+  bool is_level(int n) const;
+  //! The level as a number; -1 if it is not one.
+  int number() const;
+};
+OrderEntry split_order_entry(std::string_view entry);
 
 //! A config: one StageSchedule per stage of the workload, in stage order.
 struct Schedule {

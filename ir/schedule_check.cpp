@@ -1,5 +1,4 @@
 #include <algorithm>
-#include <set>
 #include <string_view>
 
 #include "ir/knobs.hpp"
@@ -17,9 +16,14 @@ bool uses_select_or_compare(const Expr& e) {
   return false;
 }
 
+//! Whether names[k] is also listed before it.
+bool listed_before(const std::vector<std::string>& names, size_t k) {
+  return std::find(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(k), names[k]) !=
+         names.begin() + static_cast<std::ptrdiff_t>(k);
+}
+
 //! The limits a work-group device puts on a stage's schedule.
-std::string check_groups(const Workload& w, const Schedule& s, const TargetTraits& t, int i,
-                         std::vector<Pack>& packs) {
+std::string check_groups(const Workload& w, const Schedule& s, const TargetTraits& t, int i, std::vector<Pack>& packs) {
   const Stage& st = w.stages[i];
   const StageSchedule& ss = s.stages[i];
   std::int64_t items = 1;
@@ -46,9 +50,9 @@ std::string check_groups(const Workload& w, const Schedule& s, const TargetTrait
       return "on a work-group device a body with comparisons or select is not vectorized";
   }
   std::int64_t local = 0;
-  std::set<std::string> staged;
-  for (auto& tensor : ss.pack) {
-    if (!staged.insert(tensor).second) return "'" + tensor + "' is staged twice";
+  for (size_t k = 0; k < ss.pack.size(); ++k) {
+    const std::string& tensor = ss.pack[k];
+    if (listed_before(ss.pack, k)) return "'" + tensor + "' is staged twice";
     Pack& p = packs.emplace_back();
     std::string why = plan_local(w, s, i, tensor, p);
     if (!why.empty()) return why;
@@ -58,18 +62,6 @@ std::string check_groups(const Workload& w, const Schedule& s, const TargetTrait
     return "staged inputs need " + std::to_string(local) + " bytes of local memory; the device has " +
            std::to_string(t.local_bytes);
   return "";
-}
-
-//! Whether `digits` is `level` written in decimal, as "axis.level" entries write it.
-bool is_level(std::string_view digits, int level) {
-  char buf[12];
-  char* end = buf + sizeof buf;
-  char* p = end;
-  do {
-    *--p = static_cast<char>('0' + level % 10);
-    level /= 10;
-  } while (level > 0);
-  return digits == std::string_view(p, static_cast<size_t>(end - p));
 }
 
 std::string check_stage(const Workload& w, const Schedule& s, const TargetTraits& t, int i, std::vector<Pack>& packs) {
@@ -121,18 +113,17 @@ std::string check_stage(const Workload& w, const Schedule& s, const TargetTraits
   if (ss.order.size() != expected)
     return "order must list each of the " + std::to_string(expected) + " tile loops once";
   for (auto& loop : ss.order) {
-    auto dot = loop.rfind('.');
-    if (dot == std::string::npos) return "order entry '" + loop + "' is not axis.level";
-    const std::string_view axis = std::string_view(loop).substr(0, dot);
+    const OrderEntry entry = split_order_entry(loop);
+    if (!entry.ok) return "order entry '" + loop + "' is not axis.level";
+    const std::string_view axis = entry.axis;
     const int ai = axis_of(axis);
     if (ai < 0) return "order names unknown axis '" + std::string(axis) + "'";
     const auto levels = tiles[ai]->size();
     if (next_level[ai] >= static_cast<int>(levels))
       return "order entry '" + loop + "' is beyond the " + std::to_string(levels) + " tile level(s) of " +
              std::string(axis);
-    if (!is_level(std::string_view(loop).substr(dot + 1), next_level[ai]))
-      return "order must list " + std::string(axis) + "." + std::to_string(next_level[ai]) + " before '" + loop +
-             "'";
+    if (!entry.is_level(next_level[ai]))
+      return "order must list " + std::string(axis) + "." + std::to_string(next_level[ai]) + " before '" + loop + "'";
     ++next_level[ai];
   }
   for (const Knob* k : stage_int_knobs()) {
@@ -142,11 +133,9 @@ std::string check_stage(const Workload& w, const Schedule& s, const TargetTraits
   if (ss.parallel > static_cast<int>(ss.order.size())) return "parallel is out of range";
   for (int p = 0; p < ss.parallel; ++p) {
     const std::string& loop = ss.order[p];
-    const auto dot = loop.rfind('.');
-    if (!is_level(std::string_view(loop).substr(dot + 1), 0))
-      return "only level-0 loops can run in parallel, not " + loop;
-    if (st.axes[axis_of(std::string_view(loop).substr(0, dot))].reduce)
-      return "loop " + loop + " reduces and cannot run in parallel";
+    const OrderEntry entry = split_order_entry(loop);  // checked above
+    if (!entry.is_level(0)) return "only level-0 loops can run in parallel, not " + loop;
+    if (st.axes[axis_of(entry.axis)].reduce) return "loop " + loop + " reduces and cannot run in parallel";
   }
   if (ss.prefetch > 0 && (!st.is_reduction() || t.groups()))
     return "prefetch is a knob of a CPU micro-kernel's reduction loop; this stage has none";
@@ -224,9 +213,7 @@ std::string check_stage(const Workload& w, const Schedule& s, const TargetTraits
   }
   for (size_t k = 0; k < ss.pack.size(); ++k) {
     const std::string& tensor = ss.pack[k];
-    if (std::find(ss.pack.begin(), ss.pack.begin() + static_cast<std::ptrdiff_t>(k), tensor) !=
-        ss.pack.begin() + static_cast<std::ptrdiff_t>(k))
-      return "'" + tensor + "' is packed twice";
+    if (listed_before(ss.pack, k)) return "'" + tensor + "' is packed twice";
     Pack& p = packs.emplace_back();
     std::string why = plan_pack(w, s, i, tensor, p);
     if (!why.empty()) return why;

@@ -77,23 +77,25 @@ bool reads_inlined(const Workload& w, const Schedule& s, const Expr& e) {
     if (reads_inlined(w, s, a)) return true;
   return false;
 }
+
+//! Replaces, in `e`, every access to an inlined stage by that stage's body.
+void inline_in_place(const Workload& w, const Schedule& s, Expr& e) {
+  if (e.kind == Expr::Kind::Access) {
+    int p = stage_of(w, e.name);
+    if (p < 0 || !s.stages[p].inline_stage) return;
+    const Stage& producer = w.stages[p];
+    VarMap vars;
+    for (size_t d = 0; d < e.indices.size(); ++d) vars[producer.axes[d].name] = e.indices[d];
+    e = substitute(effective_body(w, s, producer.rhs), vars);
+    return;
+  }
+  for (auto& a : e.args) inline_in_place(w, s, a);
+}
 }  // namespace
 
 Expr effective_body(const Workload& w, const Schedule& s, const Expr& e) {
-  if (!reads_inlined(w, s, e)) return e;  // one copy, not one per level of the tree
-  if (e.kind == Expr::Kind::Access) {
-    int p = stage_of(w, e.name);
-    if (p >= 0 && s.stages[p].inline_stage) {
-      const Stage& producer = w.stages[p];
-      VarMap vars;
-      for (size_t d = 0; d < e.indices.size(); ++d) vars[producer.axes[d].name] = e.indices[d];
-      return substitute(effective_body(w, s, producer.rhs), vars);
-    }
-    return e;
-  }
-  Expr out = e;
-  for (auto& a : out.args)
-    if (reads_inlined(w, s, a)) a = effective_body(w, s, a);
+  Expr out = e;  // copied once, then rewritten where it lies
+  inline_in_place(w, s, out);
   return out;
 }
 

@@ -174,6 +174,60 @@ void Space::gemm_seeds(const std::string& v, std::vector<ir::Schedule>& out) con
   if (window_rows)
     for (auto& a : st.axes)
       if (!a.reduce && a.name != v && slides_in_vector_reads(a.name) && (!rows || a.extent > rows->extent)) rows = &a;
+  // One seed: a register tile of reg_rows rows of reg_v lanes, the deepest reduction in blocks of
+  // `block`, in one of two loop structures: the BLAS one (blocks of rows and of the vector axis
+  // outside the reduction blocks, several register tiles inside), or the panel-outer one of
+  // GotoBLAS (one register-wide panel of the vector axis outermost, a block of rows sweeping it,
+  // so the panel's reduction block stays in L1 and the rows' block in L2).
+  auto add_seed = [&](std::int64_t reg_v, std::int64_t reg_rows, std::int64_t block, bool panel_outer, Packing pack) {
+    ir::Schedule s = ir::naive_schedule(w_);
+    ir::StageSchedule& ss = s.stages[0];
+    ss.tile.clear();
+    ss.order.clear();
+    std::vector<std::pair<std::int64_t, std::string>> spatial;  // (blocks, axis): most blocks first
+    for (auto& a : st.axes) {
+      if (a.reduce) {
+        ss.tile[a.name] = {&a == deepest ? block : a.extent};
+      } else if (a.name == v) {
+        ss.tile[a.name] = panel_outer ? std::vector<std::int64_t>{reg_v} : two_levels(a.extent, reg_v, reg_v * 4);
+      } else if (rows && a.name == rows->name) {
+        ss.tile[a.name] = two_levels(a.extent, reg_rows, reg_rows * (panel_outer ? 16 : 8));
+      } else {
+        ss.tile[a.name] = {1};
+      }
+      if (!a.reduce) spatial.push_back({(a.extent + ss.tile[a.name][0] - 1) / ss.tile[a.name][0], a.name});
+    }
+    std::stable_sort(spatial.begin(), spatial.end(), [](auto& x, auto& y) { return x.first > y.first; });
+    if (panel_outer) std::stable_partition(spatial.begin(), spatial.end(), [&](auto& x) { return x.second == v; });
+    // BLAS order: spatial blocks, then the reduction blocks, then the inner spatial levels.
+    for (auto& [blocks, axis] : spatial) ss.order.push_back(axis + ".0");
+    for (auto& a : st.axes)
+      if (a.reduce) ss.order.push_back(a.name + ".0");
+    for (auto& [blocks, axis] : spatial)
+      for (size_t l = 1; l < ss.tile[axis].size(); ++l) ss.order.push_back(axis + "." + std::to_string(l));
+    ss.vectorize = v;
+    ss.parallel = t_.threads > 1 ? std::min<int>(2, static_cast<int>(spatial.size())) : 0;
+    ss.unroll = 4;
+    // Dot-product tiles consume the vector panel two or four reduction points per
+    // instruction, faster than L2's prefetchers bring it: bf16 1024^3 over 6 x 4 vectors ran
+    // 2.95 ms without prefetching, 2.69 ms 4 iterations ahead and 2.59 ms 8 ahead.
+    if (narrow) ss.prefetch = 8;
+    ss.fuse_epilogue = ir::can_fuse_epilogue(w_, 0);
+    if (ss.fuse_epilogue) s.stages[1].reset();
+    ss.pack = needed;
+    if (pack != Packing::None)
+      for (auto& input : inputs_of(0)) {
+        if (std::find(ss.pack.begin(), ss.pack.end(), input) != ss.pack.end()) continue;
+        if (pack == Packing::VectorInputs && !read_along_vector(input)) continue;
+        ss.pack.push_back(input);
+        if (!check(s).empty()) ss.pack.pop_back();
+      }
+    if (pack != Packing::None && ss.pack.size() == needed.size()) return;
+    // Packing all inputs may pack no more than the vector inputs.
+    if (std::any_of(out.begin(), out.end(), [&](auto& o) { return o.to_json() == s.to_json(); })) return;
+    // Later stages that the recipe does not cover keep the naive schedule's loops.
+    if (check(s).empty()) out.push_back(s);
+  };
   for (std::int64_t vectors : {2, 3, 4}) {
     if (vectors > vectors_max && vectors > 2) continue;
     std::int64_t nv = std::min(vectors, vectors_max);
@@ -227,62 +281,11 @@ void Space::gemm_seeds(const std::string& v, std::vector<ir::Schedule>& out) con
       // (A panel of bytes: an int8 operand's holds four times the reduction points of an f32 one.)
       std::int64_t block = deepest->extent;
       while (v == last_lhs && block > 4 && block * other_reduction * reg_v * element > t_.l1_bytes * 3 / 4) block /= 2;
-      // Two loop structures: the BLAS one (blocks of rows and of the vector axis outside the
-      // reduction blocks, several register tiles inside), and the panel-outer one of GotoBLAS
-      // (one register-wide panel of the vector axis outermost, a block of rows sweeping it, so
-      // the panel's reduction block stays in L1 and the rows' block in L2).
-      for (bool panel_outer : {false, true})
-        for (Packing pack : {Packing::None, Packing::VectorInputs, Packing::All}) {
-          if (extra && panel_outer) continue;
-          ir::Schedule s = ir::naive_schedule(w_);
-          ir::StageSchedule& ss = s.stages[0];
-          ss.tile.clear();
-          ss.order.clear();
-          std::vector<std::pair<std::int64_t, std::string>> spatial;  // (blocks, axis): most blocks first
-          for (auto& a : st.axes) {
-            if (a.reduce) {
-              ss.tile[a.name] = {&a == deepest ? block : a.extent};
-            } else if (a.name == v) {
-              ss.tile[a.name] = panel_outer ? std::vector<std::int64_t>{reg_v} : two_levels(a.extent, reg_v, reg_v * 4);
-            } else if (rows && a.name == rows->name) {
-              ss.tile[a.name] = two_levels(a.extent, reg_rows, reg_rows * (panel_outer ? 16 : 8));
-            } else {
-              ss.tile[a.name] = {1};
-            }
-            if (!a.reduce) spatial.push_back({(a.extent + ss.tile[a.name][0] - 1) / ss.tile[a.name][0], a.name});
-          }
-          std::stable_sort(spatial.begin(), spatial.end(), [](auto& x, auto& y) { return x.first > y.first; });
-          if (panel_outer)
-            std::stable_partition(spatial.begin(), spatial.end(), [&](auto& x) { return x.second == v; });
-          // BLAS order: spatial blocks, then the reduction blocks, then the inner spatial levels.
-          for (auto& [blocks, axis] : spatial) ss.order.push_back(axis + ".0");
-          for (auto& a : st.axes)
-            if (a.reduce) ss.order.push_back(a.name + ".0");
-          for (auto& [blocks, axis] : spatial)
-            for (size_t l = 1; l < ss.tile[axis].size(); ++l) ss.order.push_back(axis + "." + std::to_string(l));
-          ss.vectorize = v;
-          ss.parallel = t_.threads > 1 ? std::min<int>(2, static_cast<int>(spatial.size())) : 0;
-          ss.unroll = 4;
-          // Dot-product tiles consume the vector panel two or four reduction points per
-          // instruction, faster than L2's prefetchers bring it: bf16 1024^3 over 6 x 4 vectors ran
-          // 2.95 ms without prefetching, 2.69 ms 4 iterations ahead and 2.59 ms 8 ahead.
-          if (narrow) ss.prefetch = 8;
-          ss.fuse_epilogue = ir::can_fuse_epilogue(w_, 0);
-          if (ss.fuse_epilogue) s.stages[1].reset();
-          ss.pack = needed;
-          if (pack != Packing::None)
-            for (auto& input : inputs_of(0)) {
-              if (std::find(ss.pack.begin(), ss.pack.end(), input) != ss.pack.end()) continue;
-              if (pack == Packing::VectorInputs && !read_along_vector(input)) continue;
-              ss.pack.push_back(input);
-              if (!check(s).empty()) ss.pack.pop_back();
-            }
-          if (pack != Packing::None && ss.pack.size() == needed.size()) continue;
-          // Packing all inputs may pack no more than the vector inputs.
-          if (std::any_of(out.begin(), out.end(), [&](auto& o) { return o.to_json() == s.to_json(); })) continue;
-          // Later stages that the recipe does not cover keep the naive schedule's loops.
-          if (check(s).empty()) out.push_back(s);
-        }
+      for (bool panel_outer : {false, true}) {
+        if (extra && panel_outer) continue;
+        for (Packing pack : {Packing::None, Packing::VectorInputs, Packing::All})
+          add_seed(reg_v, reg_rows, block, panel_outer, pack);
+      }
     }
   }
 }

@@ -106,11 +106,11 @@ void Space::sample_order(ir::StageSchedule& ss, int stage, Rng& rng) const {
   // The first loops of spatial level 0 may run in parallel.
   int leading = 0;
   for (auto& l : ss.order) {
-    std::string axis = l.substr(0, l.rfind('.'));
+    const ir::OrderEntry entry = ir::split_order_entry(l);
     bool reduce = false;
     for (auto& a : w_.stages[stage].axes)
-      if (a.name == axis) reduce = a.reduce;
-    if (reduce || l != axis + ".0") break;
+      if (a.name == entry.axis) reduce = a.reduce;
+    if (reduce || !entry.is_level(0)) break;
     ++leading;
   }
   ss.parallel = t_.threads > 1 ? static_cast<int>(draw(ir::knobs::parallel, rng, 0, leading)) : 0;
