@@ -50,6 +50,7 @@ int run_corpus(const CommonOptions& c, const tuner::TuneOptions& t, const Corpus
       opts.trials = trials;
       opts.seed = recipe.seed + i;
       opts.shipped_model = false;  // the corpus must not depend on the model trained from it
+      opts.finalists = 0;          // every label as the recipe's measurement took it
       tuner::TuneSummary s = tuner::tune(cs.workload, *backend, *store, opts);
       got += s.measured;
       got_failed += s.failed;

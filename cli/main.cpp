@@ -52,6 +52,15 @@ void add_measuring(CLI::App* cmd, tuner::TuneOptions& t) {
       ->capture_default_str();
 }
 
+//! The side-by-side round after tuning: for the commands that tune (not `measure`, not `corpus`).
+void add_finalists(CLI::App* cmd, tuner::TuneOptions& t) {
+  cmd->add_option("--finalists", t.finalists,
+                  "after tuning an op, the fastest this many records are timed again side by side and keep those "
+                  "times (0: off)")
+      ->check(CLI::Range(0, 64))
+      ->capture_default_str();
+}
+
 void add_tune(CLI::App* cmd, tuner::TuneOptions& t) {
   cmd->add_option("--trials,-n", t.trials, "measurements wanted per op, counting those in the database")
       ->check(CLI::Range(1, tuner::kMaxTrials))
@@ -75,6 +84,7 @@ int main(int argc, char** argv) {
   auto* tune_cmd = app.add_subcommand("tune", "tune one op at given sizes and store every measurement");
   add_common(tune_cmd, common, true);
   add_tune(tune_cmd, tune);
+  add_finalists(tune_cmd, tune);
 
   std::string suite = "default";
   auto* suite_cmd =
@@ -83,6 +93,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   add_common(suite_cmd, common, false);
   add_tune(suite_cmd, tune);
+  add_finalists(suite_cmd, tune);
 
   int top = 1;
   bool json = false;
@@ -132,6 +143,7 @@ int main(int argc, char** argv) {
                              "an input's dimensions, NAME=1,3,224,224 (repeatable)");
   add_common(tune_model_cmd, common, false);
   add_measuring(tune_model_cmd, tune);
+  add_finalists(tune_model_cmd, tune);
   tune_model_cmd->add_option("--trials,-n", model_tune.trials, "trials over all tasks, counting those in the database")
       ->check(CLI::Range(1, tuner::kMaxTrials))
       ->required();
@@ -184,6 +196,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.1, 86400.0))
       ->capture_default_str();
   add_measuring(serve_cmd, tune);
+  add_finalists(serve_cmd, tune);
 
   cli::WorkerOptions worker;
   std::string worker_token_file;

@@ -11,6 +11,7 @@
 #include "db/store.hpp"
 #include "db/store_url.hpp"
 #include "support/error.hpp"
+#include "support/stats.hpp"
 
 namespace tiletune::db {
 namespace {
@@ -210,6 +211,16 @@ class PostgresStore final : public Store {
       MergeCounts counts;
       for (auto& r : batch.records) ++(insert_record(r).second ? counts.imported : counts.duplicates);
       return counts;
+    });
+  }
+
+  bool retime(std::int64_t id, const std::vector<double>& times_s, const std::string& measure_params_json) override {
+    check_times(times_s);
+    return write([&] {
+      return exec("UPDATE records SET times_json = $1, median_s = $2, measure_params_json = $3 "
+                  "WHERE id = $4 AND error_class IS NULL",
+                  Params(nlohmann::json(times_s).dump(), median_of(times_s), measure_params_json, id))
+                 .affected() > 0;
     });
   }
 

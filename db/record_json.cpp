@@ -1,5 +1,6 @@
 // Record <-> the exported JSON form (schemas/record.schema.json), Record::median_s, the check
 // every store applies to a record, and the stores' clock.
+#include <cmath>
 #include <algorithm>
 #include <chrono>
 #include <limits>
@@ -7,6 +8,7 @@
 
 #include "db/store.hpp"
 #include "support/error.hpp"
+#include "support/stats.hpp"
 
 namespace tiletune::db {
 
@@ -22,12 +24,15 @@ void check_record(const Record& r) {
     throw_error(ErrorKind::InvalidInput, "add_record: a successful record needs at least one time");
 }
 
+void check_times(const std::vector<double>& times_s) {
+  if (times_s.empty()) throw_error(ErrorKind::InvalidInput, "retime: a successful record needs at least one time");
+  for (double t : times_s)
+    if (!(t > 0) || !std::isfinite(t)) throw_error(ErrorKind::InvalidInput, "retime: a time is not positive");
+}
+
 double Record::median_s() const {
   if (!ok() || times_s.empty()) return std::numeric_limits<double>::infinity();
-  std::vector<double> t = times_s;
-  std::sort(t.begin(), t.end());
-  std::size_t n = t.size();
-  return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
+  return median_of(times_s);
 }
 
 double Record::spread() const {

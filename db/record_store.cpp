@@ -129,6 +129,16 @@ class MemoryRecordStore final : public RecordStore {
     return stored.id;
   }
 
+  bool retime(std::int64_t id, const std::vector<double>& times_s, const std::string& measure_params_json) override {
+    check_times(times_s);
+    std::lock_guard lock(mu_);
+    if (id < 1 || id > static_cast<std::int64_t>(records_.size()) || !records_[id - 1].ok()) return false;
+    records_[id - 1].times_s = times_s;
+    records_[id - 1].measure_params_json = measure_params_json;
+    ++stamp_;
+    return true;
+  }
+
   std::vector<Record> records(const RecordQuery& q) override {
     std::lock_guard lock(mu_);
     std::vector<Record> out;

@@ -11,6 +11,7 @@
 #include "db/sqlite_statement.hpp"
 #include "db/store.hpp"
 #include "support/error.hpp"
+#include "support/stats.hpp"
 
 namespace tiletune::db {
 namespace {
@@ -193,6 +194,20 @@ class SqliteStore final : public Store {
     for (auto& r : batch.records) ++(insert_record(r).second ? counts.imported : counts.duplicates);
     tx.commit();
     return counts;
+  }
+
+  bool retime(std::int64_t id, const std::vector<double>& times_s, const std::string& measure_params_json) override {
+    check_times(times_s);
+    std::lock_guard lock(mu_);
+    WriteTransaction tx(db());
+    Statement(db(),
+              "UPDATE records SET times_json = ?, median_s = ?, measure_params_json = ? "
+              "WHERE id = ? AND error_class IS NULL")
+        .bind(nlohmann::json(times_s).dump(), median_of(times_s), measure_params_json, id)
+        .step();
+    bool changed = sqlite3_changes(db()) > 0;
+    tx.commit();
+    return changed;
   }
 
   std::vector<Record> records(const RecordQuery& q) override {

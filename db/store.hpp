@@ -100,6 +100,10 @@ class RecordStore {
   //! the store does not have yet (ids are the store's own). Every record passes check_record
   //! before anything is written; a database-backed store writes it in one transaction.
   virtual MergeCounts merge(const RecordBatch& batch);
+  //! Replaces a successful record's times, and the parameters they were taken with, by a later
+  //! measurement of its config (the tuner's side-by-side round): false when no successful
+  //! record has that id. Error(InvalidInput) without times or with a time that is not positive.
+  virtual bool retime(std::int64_t id, const std::vector<double>& times_s, const std::string& measure_params_json) = 0;
   //! Records matching the query, at most query.limit.
   virtual std::vector<Record> records(const RecordQuery& query) = 0;
   //! How many records match the query (its limit and after_id ignored).
@@ -147,6 +151,8 @@ std::unique_ptr<RecordStore> make_memory_record_store();
 
 //! Error(InvalidInput) for a record no store may hold (a success without times).
 void check_record(const Record& r);
+//! Error(InvalidInput) for times no successful record may hold (none, or one not positive).
+void check_times(const std::vector<double>& times_s);
 
 //! Wall-clock milliseconds since 1970: the time stamps every store writes, and the time base of
 //! the claims and leases that the daemons and workers on one database share.

@@ -21,6 +21,7 @@
 #include "support/error.hpp"
 #include "support/files.hpp"
 #include "support/hash.hpp"
+#include "support/stats.hpp"
 #include "support/subprocess.hpp"
 
 namespace tiletune::measure {
@@ -80,10 +81,7 @@ MeasureResult result_from_json(const nlohmann::json& j) {
 
 double MeasureResult::median_s() const {
   if (!ok() || times_s.empty()) return std::numeric_limits<double>::infinity();
-  std::vector<double> t = times_s;
-  std::sort(t.begin(), t.end());
-  size_t n = t.size();
-  return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+  return median_of(times_s);
 }
 
 std::string default_cache_dir() {
@@ -188,10 +186,12 @@ struct Measurer::Impl {
     }
   }
 
+  //! Runs a worker on one job (Reference, Measure) or on several in turns (SideBySide: `rivals`).
   RunReply run(const Job& job, RunRequest::Mode mode, const MeasureOptions& o, double timeout, double& wall,
-               double single_run_s = 0) {
+               double single_run_s = 0, const std::vector<Job*>& rivals = {}) {
     RunRequest req;
     req.mode = mode;
+    for (const Job* rival : rivals) req.rivals.push_back({rival->artifact, rival->nest.workspace_floats});
     req.runtime = backend.runtime();
     req.plugin = codegen::backend_origin(req.runtime);
     req.device = backend.target().device;
@@ -317,6 +317,55 @@ std::string Measurer::source(const ir::Schedule& schedule) const {
   job.schedule = schedule;
   impl_->prepare(job, options_);
   return job.source;
+}
+
+std::vector<MeasureResult> Measurer::side_by_side(const std::vector<ir::Schedule>& rivals) {
+  impl_->ensure_reference(options_);
+  std::vector<Job> jobs(rivals.size());
+  std::vector<Job*> built;
+  for (size_t i = 0; i < rivals.size(); ++i) {
+    jobs[i].schedule = rivals[i];
+    try {
+      impl_->prepare(jobs[i], options_);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::InvalidInput) throw;
+      jobs[i].result.error_class = error_class::kInvalidConfig;
+      jobs[i].result.error_message = e.what();
+      continue;
+    }
+    built.push_back(&jobs[i]);
+  }
+  impl_->build_all(built, options_.build_jobs);
+  std::vector<Job*> timed;
+  for (Job* job : built)
+    if (job->result.ok()) timed.push_back(job);
+  if (!timed.empty()) {
+    // One worker for all of them: its timeout is theirs together.
+    double wall = 0;
+    RunReply r = impl_->run(*timed.front(), RunRequest::Mode::SideBySide, options_,
+                            options_.timeout_s * static_cast<double>(timed.size()), wall, 0, timed);
+    for (size_t i = 0; i < timed.size(); ++i) {
+      MeasureResult& result = timed[i]->result;
+      result.run_s = wall;
+      if (!r.error_class.empty() || r.rivals.size() != timed.size()) {
+        result.error_class = r.error_class.empty() ? error_class::kRuntime : r.error_class;
+        result.error_message = r.error_class.empty() ? "the worker answered for " + std::to_string(r.rivals.size()) +
+                                                           " kernels of " + std::to_string(timed.size())
+                                                     : r.message;
+        continue;
+      }
+      result.times_s = r.rivals[i].times_s;
+      result.error_class = r.rivals[i].error_class;
+      result.error_message = r.rivals[i].message;
+      if (result.ok() && result.times_s.empty()) {
+        result.error_class = error_class::kRuntime;
+        result.error_message = "the worker timed it no time";
+      }
+    }
+  }
+  std::vector<MeasureResult> results;
+  for (auto& job : jobs) results.push_back(std::move(job.result));
+  return results;
 }
 
 std::vector<MeasureResult> Measurer::measure(const std::vector<ir::Schedule>& batch) {

@@ -60,6 +60,9 @@ class BatchMeasurer {
   //! The best time known for this workload: a measurer may time a candidate whose checked
   //! first run is many times slower by that run alone (see Measurer).
   virtual void expect_best(double /*seconds*/) {}
+  //! Times the configs in turns in one session, so that their times compare (see Measurer);
+  //! empty where this measurer cannot (a remote worker).
+  virtual std::vector<MeasureResult> side_by_side(const std::vector<ir::Schedule>& /*rivals*/) { return {}; }
 };
 
 //! Builds candidates of one workload in parallel, then times them one at a time, each in a
@@ -74,6 +77,11 @@ class Measurer : public BatchMeasurer {
   //! measuring itself is impossible (no reference, no runner, no cache folder).
   std::vector<MeasureResult> measure(const std::vector<ir::Schedule>& batch) override;
   std::string params_json() const override;
+  //! Checks the configs again and times them in turns in one worker: rounds in which each runs
+  //! for a tenth of min_seconds (one call at least) until each has had min_seconds, or
+  //! max_seconds each have passed. Records taken at different times on a shared machine
+  //! differ by up to 1.6x for the machine's sake alone; times taken in turns do not.
+  std::vector<MeasureResult> side_by_side(const std::vector<ir::Schedule>& rivals) override;
   //! Candidates whose checked first run and up to kWarmRuns warm runs all take kFarSlower
   //! times this or longer are timed by the fastest of those runs alone
   //! (RunRequest::single_run_s): repeats would only make a loser's time more exact, and on a

@@ -1,5 +1,6 @@
 #include "measure/protocol.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -43,8 +44,15 @@ std::vector<ir::DType> types_from(const json& names, size_t count) {
 }
 }  // namespace
 
+namespace {
+constexpr const char* kModeNames[] = {"reference", "measure", "side_by_side"};
+}  // namespace
+
 std::string RunRequest::to_json() const {
-  json j{{"mode", mode == Mode::Reference ? "reference" : "measure"},
+  json rival_list = json::array();
+  for (const Rival& r : rivals)
+    rival_list.push_back({{"artifact", r.artifact}, {"workspace_floats", r.workspace_floats}});
+  json j{{"mode", kModeNames[static_cast<int>(mode)]},
          {"runtime", runtime},
          {"plugin", plugin},
          {"device", device},
@@ -57,7 +65,8 @@ std::string RunRequest::to_json() const {
          {"workspace_floats", workspace_floats},
          {"reference_path", reference_path},
          {"tolerance", tolerance},
-         {"single_run_s", single_run_s}};
+         {"single_run_s", single_run_s},
+         {"rivals", rival_list}};
   Timing::to_json(j);
   return j.dump();
 }
@@ -66,7 +75,10 @@ RunRequest RunRequest::from_json(const std::string& text) {
   try {
     json j = json::parse(text);
     RunRequest r;
-    r.mode = j.at("mode").get<std::string>() == "reference" ? Mode::Reference : Mode::Measure;
+    std::string mode = j.at("mode").get<std::string>();
+    auto named = std::find(std::begin(kModeNames), std::end(kModeNames), mode);
+    if (named == std::end(kModeNames)) throw_error(ErrorKind::InvalidInput, "run request: unknown mode " + mode);
+    r.mode = static_cast<Mode>(named - std::begin(kModeNames));
     r.runtime = j.at("runtime").get<std::string>();
     r.plugin = j.value("plugin", "");
     r.device = j.value("device", "");
@@ -80,6 +92,8 @@ RunRequest RunRequest::from_json(const std::string& text) {
     r.reference_path = j.at("reference_path").get<std::string>();
     r.tolerance = j.at("tolerance").get<double>();
     r.single_run_s = j.value("single_run_s", 0.0);
+    for (const json& rival : j.value("rivals", json::array()))
+      r.rivals.push_back({rival.at("artifact").get<std::string>(), rival.at("workspace_floats").get<std::int64_t>()});
     r.read_json(j);
     return r;
   } catch (const json::exception& e) {
@@ -87,13 +101,18 @@ RunRequest RunRequest::from_json(const std::string& text) {
   }
 }
 
-std::string RunReply::to_json() const {
-  if (error_class.empty()) return json{{"times_s", times_s}}.dump();
-  return json{{"error_class", error_class}, {"message", message}}.dump();
+namespace {
+json reply_json(const RunReply& r) {
+  json j = r.error_class.empty() ? json{{"times_s", r.times_s}}
+                                 : json{{"error_class", r.error_class}, {"message", r.message}};
+  if (!r.rivals.empty()) {
+    j["rivals"] = json::array();
+    for (const RunReply& rival : r.rivals) j["rivals"].push_back(reply_json(rival));
+  }
+  return j;
 }
 
-RunReply RunReply::from_json(const std::string& text) {
-  json j = json::parse(text);
+RunReply reply_from(const json& j) {
   RunReply r;
   if (j.contains("error_class")) {
     r.error_class = j.at("error_class").get<std::string>();
@@ -101,8 +120,14 @@ RunReply RunReply::from_json(const std::string& text) {
   } else {
     r.times_s = j.at("times_s").get<std::vector<double>>();
   }
+  for (const json& rival : j.value("rivals", json::array())) r.rivals.push_back(reply_from(rival));
   return r;
 }
+}  // namespace
+
+std::string RunReply::to_json() const { return reply_json(*this).dump(); }
+
+RunReply RunReply::from_json(const std::string& text) { return reply_from(json::parse(text)); }
 
 void fill_input(ir::DType t, void* data, std::int64_t n, std::uint64_t seed, int tensor) {
   std::mt19937_64 rng(seed * 1000003u + static_cast<std::uint64_t>(tensor));

@@ -11,7 +11,8 @@
 namespace tiletune::measure {
 
 struct RunRequest : Timing {
-  enum class Mode { Reference, Measure };
+  //! SideBySide: the rivals are checked, then timed in turns (see Measurer::side_by_side).
+  enum class Mode { Reference, Measure, SideBySide };
   Mode mode = Mode::Measure;
   std::string runtime;  //!< backend whose load() opens the artifact
   std::string plugin;   //!< the plug-in that registers `runtime`; "" for an in-tree backend
@@ -27,16 +28,25 @@ struct RunRequest : Timing {
   //! > 0: a checked first run at least this long, with warm runs that all are too (see
   //! Measurer::expect_best), is timed by the fastest of them alone (a far slower loser)
   double single_run_s = 0;
+  //! Mode::SideBySide: the kernels timed in turns, each with its own workspace (artifact and
+  //! workspace_floats are not used then).
+  struct Rival {
+    std::string artifact;
+    std::int64_t workspace_floats = 0;
+  };
+  std::vector<Rival> rivals;
 
   std::string to_json() const;
   static RunRequest from_json(const std::string& text);
 };
 
-//! The worker prints one JSON line: {"times_s": [...]} or {"error_class": ..., "message": ...}.
+//! The worker prints one JSON line: {"times_s": [...]} or {"error_class": ..., "message": ...};
+//! for Mode::SideBySide {"rivals": [{"times_s": [...]} or {"error_class": ..., "message": ...}]}.
 struct RunReply {
   std::vector<double> times_s;
   std::string error_class;
   std::string message;
+  std::vector<RunReply> rivals;  //!< Mode::SideBySide: one per rival, in order
   std::string to_json() const;
   static RunReply from_json(const std::string& text);  //!< throws on malformed text
 };

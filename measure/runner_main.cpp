@@ -53,50 +53,138 @@ std::string read_file(const std::string& path) {
   return s.str();
 }
 
+//! The tensors every kernel of a request runs on: inputs filled from the seed, outputs after them.
+struct Tensors {
+  std::vector<std::unique_ptr<Buffer>> buffers;
+  std::vector<float*> args;
+  size_t first_output = 0;
+
+  explicit Tensors(const measure::RunRequest& req) : first_output(req.inputs.size()) {
+    int index = 0;
+    for (size_t i = 0; i < req.inputs.size(); ++i) {
+      buffers.push_back(std::make_unique<Buffer>(elements(req.inputs[i]), req.input_types[i]));
+      measure::fill_input(buffers.back()->type, buffers.back()->data, buffers.back()->n, req.seed, index++);
+    }
+    for (size_t i = 0; i < req.outputs.size(); ++i)
+      buffers.push_back(std::make_unique<Buffer>(elements(req.outputs[i]), req.output_types[i]));
+    for (auto& b : buffers) args.push_back(b->data);
+    poison_outputs();
+  }
+
+  //! Outputs start as NaN (integers as an unlikely pattern), so a kernel that skips an element
+  //! is caught.
+  void poison_outputs() {
+    for (size_t o = first_output; o < buffers.size(); ++o) {
+      Buffer& b = *buffers[o];
+      if (b.type == ir::DType::F32)
+        std::fill(b.data, b.data + b.n, NAN);
+      else
+        std::memset(b.data, 0xA5, b.bytes());
+    }
+  }
+
+  codegen::KernelShape shape(std::int64_t workspace_floats) const {
+    codegen::KernelShape s;
+    for (auto& b : buffers) s.tensor_floats.push_back(b->n);
+    s.workspace_floats = workspace_floats;
+    return s;
+  }
+
+  //! "" when the outputs match the reference file's, else where they do not.
+  std::string check(const measure::RunRequest& req, const std::string& ref) const {
+    std::int64_t offset = 0;
+    for (size_t o = first_output; o < buffers.size(); ++o) {
+      if (static_cast<std::int64_t>(ref.size()) < offset + buffers[o]->bytes())
+        throw std::runtime_error("reference file is shorter than the outputs");
+      std::string diff = measure::compare(buffers[o]->type, buffers[o]->data, ref.data() + offset, buffers[o]->n,
+                                          req.tolerance, req.integer_slack);
+      if (!diff.empty()) return "output " + std::to_string(o - first_output) + ": " + diff;
+      offset += buffers[o]->bytes();
+    }
+    return "";
+  }
+};
+
+//! A workspace of n floats, NaN, as a kernel must not read what it has not written.
+std::unique_ptr<Buffer> workspace_of(std::int64_t n) {
+  auto w = std::make_unique<Buffer>(n);
+  std::fill(w->data, w->data + w->n, NAN);
+  return w;
+}
+
+//! Mode::SideBySide: every rival is loaded and checked, then they are timed in turns, so that
+//! whatever else the machine does at the time slows them alike (kernels timed seconds apart
+//! on a shared machine differ by up to 1.6x for that alone). A rival that fails its check gets
+//! its error and is not timed.
+measure::RunReply side_by_side(const measure::RunRequest& req, const codegen::Backend& backend, Tensors& io) {
+  using codegen::Kernel;
+  const size_t n = req.rivals.size();
+  measure::RunReply reply;
+  reply.rivals.resize(n);
+  const std::string ref = read_file(req.reference_path);
+  std::vector<std::unique_ptr<Kernel>> kernels(n);
+  std::vector<std::unique_ptr<Buffer>> workspaces(n);
+  for (size_t i = 0; i < n; ++i) {
+    measure::RunReply& r = reply.rivals[i];
+    try {
+      kernels[i] = backend.load(req.rivals[i].artifact, io.shape(req.rivals[i].workspace_floats));
+      workspaces[i] = workspace_of(req.rivals[i].workspace_floats);
+      io.poison_outputs();
+      kernels[i]->run(io.args.data(), workspaces[i]->data, Kernel::kUpload | Kernel::kDownload);
+      r.message = io.check(req, ref);
+      if (!r.message.empty()) r.error_class = measure::error_class::kWrongResult;
+    } catch (const std::exception& e) {
+      r.error_class = measure::error_class::kRuntime;
+      r.message = e.what();
+    }
+    if (!r.error_class.empty()) kernels[i].reset();
+  }
+  // Rounds in which each rival runs for its share of min_seconds (one call at least); past
+  // max_seconds per rival, the rounds end early (slow kernels), but never before one round.
+  constexpr int kRounds = 10;
+  const int calls_per_round = std::max(1, req.max_repeats / kRounds);
+  const double share = req.min_seconds / kRounds;
+  int live = 0;
+  for (auto& k : kernels) live += k != nullptr;
+  double total = 0;
+  for (int round = 0; round < kRounds && total < req.max_seconds * live; ++round) {
+    for (size_t i = 0; i < n; ++i) {
+      if (!kernels[i]) continue;
+      double spent = 0;
+      for (int call = 0; call < calls_per_round && (call == 0 || spent < share); ++call) {
+        double dt = kernels[i]->run(io.args.data(), workspaces[i]->data, 0);
+        reply.rivals[i].times_s.push_back(dt);
+        spent += dt;
+      }
+      total += spent;
+    }
+  }
+  return reply;
+}
+
 measure::RunReply run(const measure::RunRequest& req) {
   measure::RunReply reply;
   if (!req.plugin.empty()) codegen::load_backend_plugin(req.plugin);
   codegen::BackendOptions options;
   options.device = req.device;
   auto backend = codegen::make_backend(req.runtime, options);
-  codegen::KernelShape shape;
-  for (auto& s : req.inputs) shape.tensor_floats.push_back(elements(s));
-  for (auto& s : req.outputs) shape.tensor_floats.push_back(elements(s));
-  shape.workspace_floats = req.workspace_floats;
-  auto kernel = backend->load(req.artifact, shape);
+  Tensors io(req);
+  if (req.mode == measure::RunRequest::Mode::SideBySide) return side_by_side(req, *backend, io);
 
-  std::vector<std::unique_ptr<Buffer>> tensors;
-  std::vector<float*> args;
-  int index = 0;
-  for (size_t i = 0; i < req.inputs.size(); ++i) {
-    tensors.push_back(std::make_unique<Buffer>(elements(req.inputs[i]), req.input_types[i]));
-    measure::fill_input(tensors.back()->type, tensors.back()->data, tensors.back()->n, req.seed, index++);
-    args.push_back(tensors.back()->data);
-  }
-  // Outputs and workspace start as NaN (integers as an unlikely pattern), so a kernel that
-  // skips an element is caught.
-  for (size_t i = 0; i < req.outputs.size(); ++i) {
-    tensors.push_back(std::make_unique<Buffer>(elements(req.outputs[i]), req.output_types[i]));
-    if (tensors.back()->type == ir::DType::F32)
-      std::fill(tensors.back()->data, tensors.back()->data + tensors.back()->n, NAN);
-    else
-      std::memset(tensors.back()->data, 0xA5, tensors.back()->bytes());
-    args.push_back(tensors.back()->data);
-  }
-  Buffer workspace(req.workspace_floats);
-  std::fill(workspace.data, workspace.data + workspace.n, NAN);
+  auto kernel = backend->load(req.artifact, io.shape(req.workspace_floats));
+  auto workspace = workspace_of(req.workspace_floats);
+  std::vector<float*>& args = io.args;
 
   using codegen::Kernel;
-  double first = kernel->run(args.data(), workspace.data, Kernel::kUpload | Kernel::kDownload);
+  double first = kernel->run(args.data(), workspace->data, Kernel::kUpload | Kernel::kDownload);
 
-  size_t first_output = req.inputs.size();
   if (req.mode == measure::RunRequest::Mode::Reference) {
     std::string tmp =
         req.reference_path + ".tmp." + std::to_string(getpid()) + "-" + std::to_string(std::random_device{}());
     {
       std::ofstream out(tmp, std::ios::binary);
-      for (size_t o = first_output; o < tensors.size(); ++o)
-        out.write(reinterpret_cast<const char*>(tensors[o]->data), tensors[o]->bytes());
+      for (size_t o = io.first_output; o < io.buffers.size(); ++o)
+        out.write(reinterpret_cast<const char*>(io.buffers[o]->data), io.buffers[o]->bytes());
       if (!out) throw std::runtime_error("cannot write " + tmp);
     }
     if (std::rename(tmp.c_str(), req.reference_path.c_str()) != 0) throw std::runtime_error("cannot rename " + tmp);
@@ -104,19 +192,10 @@ measure::RunReply run(const measure::RunRequest& req) {
     return reply;
   }
 
-  std::string ref = read_file(req.reference_path);
-  std::int64_t offset = 0;
-  for (size_t o = first_output; o < tensors.size(); ++o) {
-    if (static_cast<std::int64_t>(ref.size()) < offset + tensors[o]->bytes())
-      throw std::runtime_error("reference file is shorter than the outputs");
-    std::string diff = measure::compare(tensors[o]->type, tensors[o]->data, ref.data() + offset, tensors[o]->n,
-                                        req.tolerance, req.integer_slack);
-    if (!diff.empty()) {
-      reply.error_class = measure::error_class::kWrongResult;
-      reply.message = "output " + std::to_string(o - first_output) + ": " + diff;
-      return reply;
-    }
-    offset += tensors[o]->bytes();
+  if (std::string diff = io.check(req, read_file(req.reference_path)); !diff.empty()) {
+    reply.error_class = measure::error_class::kWrongResult;
+    reply.message = diff;
+    return reply;
   }
 
   // A kernel slower than the whole timing budget is timed by its checked first run alone:
@@ -135,7 +214,7 @@ measure::RunReply run(const measure::RunRequest& req) {
     double fastest = first, spent = 0;
     for (int i = 0; i < measure::Measurer::kWarmRuns && fastest >= req.single_run_s; ++i) {
       if (i > 0 && spent >= req.min_seconds) break;
-      double warm = kernel->run(args.data(), workspace.data, 0);
+      double warm = kernel->run(args.data(), workspace->data, 0);
       spent += warm;
       fastest = std::min(fastest, warm);
     }
@@ -152,7 +231,7 @@ measure::RunReply run(const measure::RunRequest& req) {
     return total < req.min_seconds || n < req.min_repeats;
   };
   while (more()) {
-    double dt = kernel->run(args.data(), workspace.data, 0);
+    double dt = kernel->run(args.data(), workspace->data, 0);
     reply.times_s.push_back(dt);
     total += dt;
   }

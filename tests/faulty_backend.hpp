@@ -11,7 +11,7 @@ namespace tiletune::test {
 
 //! Emits the CPU backend's source with a fault chosen per config: "crash", "abort", "hang",
 //! "wrong", "build", "slow_first" (the first call in a process spins for 200 ms), "slow_start" (the
-//! first two calls do) or "" (none).
+//! first two calls do), "slow" (every call spins for 2 ms) or "" (none).
 class FaultyBackend : public ForwardingBackend {
  public:
   explicit FaultyBackend(std::function<std::string(const std::string&)> fault)
@@ -34,6 +34,10 @@ class FaultyBackend : public ForwardingBackend {
                  "  static int tt_cold = " + std::string(fault == "slow_first" ? "1" : "2") +
                      ";\n  if (tt_cold > 0) {\n    --tt_cold;\n"
                      "    double tt_until = omp_get_wtime() + 0.2;\n    while (omp_get_wtime() < tt_until) {}\n  }\n");
+    if (fault == "slow")
+      src.insert(
+          body,
+          "  {\n    double tt_until = omp_get_wtime() + 0.002;\n    while (omp_get_wtime() < tt_until) {}\n  }\n");
     if (fault == "wrong") src.insert(src.rfind('}'), "  tt_tensors[" + std::to_string(inputs) + "][0] += 1.0f;\n");
     return src;
   }

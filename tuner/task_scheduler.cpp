@@ -88,13 +88,16 @@ std::vector<TaskStatus> tune_tasks(const std::vector<WeightedTask>& tasks, const
   std::vector<TaskStatus> status = stored_status(tasks, store, backend.target().key);
   int used = 0;
   for (auto& s : status) used += s.trials;
+  std::vector<bool> measured(tasks.size(), false);
   for (int step = 0; used < options.trials; ++step) {
     int i = next_task(tasks, status, options, step);
     if (i < 0) break;
     TaskStatus& s = status[i];
     TuneOptions o = base;
+    o.finalists = 0;  // once per task, after the last round
     o.trials = s.trials + std::min(options.round, options.trials - used);
     TuneSummary r = tune(tasks[i].workload, backend, store, o);
+    if (r.measured > 0) measured[i] = true;
     int before = s.trials;
     s.trials = r.already + r.measured;
     if (r.best) s.best_s = std::min(s.best_s, r.best->median_s());
@@ -103,6 +106,13 @@ std::vector<TaskStatus> tune_tasks(const std::vector<WeightedTask>& tasks, const
     used += s.trials - before;
     if (on_step) on_step({step, i, used, estimated_latency(tasks, status), &status});
     if (r.stopped) break;
+  }
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    if (!measured[i] || base.finalists < 2) continue;
+    measure::Measurer measurer(backend, tasks[i].workload, base.measure);
+    std::vector<std::string> notes;
+    if (retime_finalists(tasks[i].workload, backend.target().key, measurer, store, base, notes) > 0)
+      if (auto best = store.best(tasks[i].workload.key, backend.target().key)) status[i].best_s = best->median_s();
   }
   return status;
 }

@@ -12,8 +12,8 @@
 #include "db/retry.hpp"
 #include "support/error.hpp"
 #include "support/version.hpp"
-#include "tuner/pretrained.hpp"
 #include "tuner/dataset.hpp"
+#include "tuner/pretrained.hpp"
 #include "tuner/search.hpp"
 
 namespace tiletune::tuner {
@@ -70,6 +70,38 @@ std::vector<db::Record> measure_and_store(const ir::Workload& w, const codegen::
     store.add_record(out.back());
   }
   return out;
+}
+
+int retime_finalists(const ir::Workload& w, const std::string& target_key, measure::BatchMeasurer& measurer,
+                     db::RecordStore& store, const TuneOptions& options, std::vector<std::string>& notes) {
+  std::vector<db::Record> finalists;
+  std::vector<ir::Schedule> rivals;
+  for (db::Record& r : store.top_k(w.key, target_key, options.finalists)) {
+    try {
+      rivals.push_back(ir::Schedule::from_json(r.config_json));
+      finalists.push_back(std::move(r));
+    } catch (const Error&) {
+      // A config this version cannot read is not timed again.
+    }
+  }
+  if (rivals.size() < 2) return 0;
+  std::vector<measure::MeasureResult> results = measurer.side_by_side(rivals);
+  if (results.size() != rivals.size()) return 0;
+  nlohmann::json params = nlohmann::json::parse(measurer.params_json());
+  params["side_by_side"] = rivals.size();
+  int retimed = 0;
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (!results[i].ok()) {
+      notes.push_back("config " + finalists[i].config_key + " failed when timed again (" + results[i].error_class +
+                      ": " + results[i].error_message + "); its record stands");
+      continue;
+    }
+    db::retry_unavailable(
+        options.store_patience_s, [&] { return store.retime(finalists[i].id, results[i].times_s, params.dump()); },
+        [](const std::string& why) { std::cerr << "tiletune: " << why << "; retrying\n"; });
+    ++retimed;
+  }
+  return retimed;
 }
 
 TuneSummary tune(const ir::Workload& w, const codegen::Backend& backend, db::RecordStore& store,
@@ -164,9 +196,9 @@ TuneSummary tune(const ir::Workload& w, const codegen::TargetInfo& target, measu
     db::RecordBatch stored;
     for (auto& r : results) stored.records.push_back(to_record(r, w, target.key, measurer.params_json()));
     // The batch in one transaction; a database that is away gets it when it comes back.
-    db::retry_unavailable(options.store_patience_s, [&] { return store.merge(stored); }, [](const std::string& why) {
-      std::cerr << "tiletune: " << why << "; keeping the batch and retrying\n";
-    });
+    db::retry_unavailable(
+        options.store_patience_s, [&] { return store.merge(stored); },
+        [](const std::string& why) { std::cerr << "tiletune: " << why << "; keeping the batch and retrying\n"; });
     std::vector<double> latency;
     for (size_t i = 0; i < results.size(); ++i) {
       const measure::MeasureResult& r = results[i];
@@ -184,6 +216,8 @@ TuneSummary tune(const ir::Workload& w, const codegen::TargetInfo& target, measu
     search->notify(batch, latency);
     if (on_progress) on_progress(progress);
   }
+  if (summary.measured > 0 && options.finalists > 1 && !summary.stopped)
+    summary.retimed = retime_finalists(w, target.key, measurer, store, options, summary.notes);
   summary.best = store.best(w.key, target.key);
   return summary;
 }

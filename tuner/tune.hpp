@@ -39,6 +39,10 @@ struct TuneOptions {
   //! A batch measured while the database server is away is kept and written when it returns,
   //! for up to this many seconds; then the run fails with Error(Unavailable).
   double store_patience_s = 600;
+  //! After a run that measured something, the fastest this many records are timed again side
+  //! by side (BatchMeasurer::side_by_side) and keep those times, so that the best is picked
+  //! among times taken together; 0 or 1: off. A remote worker keeps its records as they are.
+  int finalists = 8;
   measure::MeasureOptions measure;
 };
 
@@ -58,6 +62,7 @@ struct TuneSummary {
   std::optional<db::Record> naive;  //!< the reference schedule's record, if measured
   std::vector<std::string> notes;   //!< what the user should know (a saved model that could not be used)
   bool stopped = false;             //!< cancelled or out of time before the trial budget was spent
+  int retimed = 0;                  //!< records timed again side by side (TuneOptions::finalists)
 };
 
 //! Tunes one workload on one backend: proposes batches with the chosen strategy, measures
@@ -71,6 +76,14 @@ TuneSummary tune(const ir::Workload& w, const codegen::Backend& backend, db::Rec
 TuneSummary tune(const ir::Workload& w, const codegen::TargetInfo& target, measure::BatchMeasurer& measurer,
                  db::RecordStore& store, const TuneOptions& options,
                  const std::function<void(const Progress&)>& on_progress = {});
+
+//! The fastest options.finalists records of the workload timed again in turns
+//! (BatchMeasurer::side_by_side), each keeping its new times: records taken minutes apart on a
+//! shared machine differ by up to 1.6x for the machine's sake, and the fastest of many is the
+//! luckiest as often as the best. Returns how many were timed again (0 where the measurer
+//! cannot); a rival that fails now keeps its record, and `notes` says so.
+int retime_finalists(const ir::Workload& w, const std::string& target_key, measure::BatchMeasurer& measurer,
+                     db::RecordStore& store, const TuneOptions& options, std::vector<std::string>& notes);
 
 //! Measures given configs and stores each result (already measured configs are measured again
 //! and keep their first record). Returns the records in the order of the configs.

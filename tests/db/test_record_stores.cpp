@@ -2,6 +2,7 @@
 // forms of workload and target rows.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -92,6 +93,27 @@ void check_contract(RecordStore& store) {
   CHECK(test::error_of([&] { store.add_record(orphan); }, &kind).find("is not in the database") != std::string::npos);
   CHECK(kind == ErrorKind::Database);
   CHECK(test::error_of([&] { store.add_record(record(6, {})); }, &kind).find("at least one time") != std::string::npos);
+
+  // Timed again (the tuner's side-by-side round), a record takes the new times and parameters,
+  // and the ranking follows them; a failure or an unknown id is not retimed.
+  stamp = store.change_stamp();
+  CHECK(store.retime(a, {0.01, 0.03, 0.02, 0.04}, R"({"side_by_side":2})"));
+  CHECK(store.change_stamp() != stamp);
+  auto retimed = store.records(RecordQuery{"", "", a - 1, 1});
+  REQUIRE(retimed.size() == 1);
+  CHECK(retimed[0].times_s == std::vector<double>{0.01, 0.03, 0.02, 0.04});
+  CHECK(retimed[0].median_s() == doctest::Approx(0.025));
+  CHECK(retimed[0].measure_params_json == R"({"side_by_side":2})");
+  CHECK(retimed[0].config_key == record(1, {}).config_key);
+  CHECK(store.best(kWorkload.key, kTarget.key)->id == a);
+  CHECK_FALSE(store.retime(b, {0.01}, "{}"));  // a failure stays one
+  CHECK_FALSE(store.retime(c + 100, {0.01}, "{}"));
+  CHECK(test::error_of([&] { store.retime(c, {}, "{}"); }, &kind).find("at least one time") != std::string::npos);
+  CHECK(kind == ErrorKind::InvalidInput);
+  CHECK(test::error_of([&] { store.retime(c, {0.1, -1}, "{}"); }, &kind).find("not positive") != std::string::npos);
+  CHECK(test::error_of([&] { store.retime(c, {NAN}, "{}"); }, &kind).find("not positive") != std::string::npos);
+  CHECK(store.best(kWorkload.key, kTarget.key)->id == a);
+  CHECK(store.history(kWorkload.key, kTarget.key)[1].error_class == "timeout");
   CHECK(store.integrity_check() == "ok");
 }
 

@@ -2,6 +2,7 @@
 // measuring goes on. Faults are injected by a backend that decorates the CPU backend.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <functional>
 
 #include "codegen/backend.hpp"
@@ -93,6 +94,65 @@ TEST_CASE("measure: crashing, aborting, hanging, wrong and unbuildable kernels a
   CHECK(results[5].times_s.size() >= 3);
   CHECK(results[5].median_s() > 0);
   CHECK(results[6].error_class == "invalid_config");
+}
+
+TEST_CASE("measure: side by side, rivals are checked again and timed in turns; a failing one gets its error") {
+  auto w = library_workload("matmul", "M=19,N=23,K=7");
+  // The naive schedule with unroll 1..4: plain, 2 ms slower per call, wrong, plain again.
+  const std::vector<std::string> faults = {"", "", "slow", "wrong", "", "crash"};
+  FaultyBackend be([&](const std::string& config) { return faults[ir::Schedule::from_json(config).stages[0].unroll]; });
+  auto unrolled = [&](int u) {
+    auto s = ir::naive_schedule(w);
+    s.stages[0].unroll = u;
+    return s;
+  };
+  auto o = quick_options();
+  o.min_seconds = 0.02;
+  measure::Measurer m(be, w, o);
+  std::string bad_config = R"({"version":1,"stages":[{"stage":"C","tile":{"m":[0]}}]})";
+  auto results =
+      m.side_by_side({unrolled(1), unrolled(2), unrolled(3), ir::Schedule::from_json(bad_config), unrolled(4)});
+  REQUIRE(results.size() == 5);
+  REQUIRE(results[0].ok());
+  REQUIRE(results[1].ok());
+  CHECK(results[2].error_class == "wrong_result");
+  CHECK(results[2].times_s.empty());
+  CHECK(results[3].error_class == "invalid_config");
+  REQUIRE(results[4].ok());
+  // Ten rounds, one call at least in each; the slow rival's calls are each over 2 ms.
+  CHECK(results[0].times_s.size() >= 10);
+  CHECK(results[1].times_s.size() >= 10);
+  CHECK(*std::min_element(results[1].times_s.begin(), results[1].times_s.end()) >= 0.002);
+  CHECK(results[1].median_s() > results[0].median_s());
+  CHECK(results[0].config_key == unrolled(1).key());
+  // A rival that kills the worker takes the others' times with it: each gets the error.
+  auto crashed = m.side_by_side({unrolled(1), unrolled(5)});
+  REQUIRE(crashed.size() == 2);
+  CHECK(crashed[0].error_class == "runtime_error");
+  CHECK(crashed[1].error_class == "runtime_error");
+  CHECK(crashed[1].error_message.find("SIGSEGV") != std::string::npos);
+}
+
+TEST_CASE("tune: the fastest records are timed again side by side and keep those times") {
+  TempDir dir;
+  auto store = db::open_sqlite_store(dir.file("t.db"));
+  auto be = codegen::make_backend("cpu");
+  auto w = library_workload("matmul", "M=24,N=20,K=16");
+  tuner::TuneOptions o = test::quick_tune_options(12, 6);
+  o.finalists = 4;
+  auto summary = tuner::tune(w, *be, *store, o);
+  CHECK(summary.retimed == 4);
+  auto top = store->top_k(w.key, be->target().key, 12);
+  int side_by_side = 0;
+  for (auto& r : top) side_by_side += r.measure_params_json.find("\"side_by_side\":4") != std::string::npos;
+  CHECK(side_by_side == 4);
+  REQUIRE(summary.best);
+  CHECK(summary.best->id == top[0].id);
+  // A run that measures nothing times nothing again; finalists 0 is off.
+  CHECK(tuner::tune(w, *be, *store, o).retimed == 0);
+  o.trials = 14;
+  o.finalists = 0;
+  CHECK(tuner::tune(w, *be, *store, o).retimed == 0);
 }
 
 TEST_CASE("measure: a candidate far slower than the best known is timed once") {

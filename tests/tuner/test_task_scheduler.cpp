@@ -70,6 +70,15 @@ TEST_CASE("task scheduler: one budget over real tuning, resumed from the databas
   CHECK(status[0].trials >= 4);
   CHECK(status[1].trials >= 4);
   CHECK(std::isfinite(tuner::estimated_latency(tasks, status)));
+  // Once every round is done, each task's fastest records have been timed again side by side,
+  // and the status reports the best of those times.
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    auto top = store->top_k(tasks[i].workload.key, be->target().key, 100);
+    int side_by_side = 0;
+    for (auto& r : top) side_by_side += r.measure_params_json.find("side_by_side") != std::string::npos;
+    CHECK(side_by_side == std::min<int>(base.finalists, static_cast<int>(top.size())));
+    CHECK(status[i].best_s == top[0].median_s());
+  }
   // A rerun with the same budget measures nothing; a larger one continues from there.
   steps = 0;
   tuner::tune_tasks(tasks, *be, *store, base, o, [&](const tuner::ModelProgress&) { ++steps; });
