@@ -40,18 +40,26 @@ int main(int argc, char** argv) {
 
     // The tensors every config runs on (inputs as the measuring worker fills them), and a
     // workspace as large as the largest config needs.
-    std::vector<std::vector<float>> tensors;
+    // 64-byte aligned, as the measuring worker's: vector loads across two cache lines slow
+    // memory-bound kernels (a depthwise convolution: 150 us unaligned, 72-93 us aligned).
+    using Floats = std::unique_ptr<float[], decltype(&std::free)>;
+    auto aligned = [](std::int64_t n) {
+      auto* p = static_cast<float*>(std::aligned_alloc(64, (std::max<std::int64_t>(n, 1) * 4 + 63) / 64 * 64));
+      std::fill(p, p + n, 0.0f);
+      return Floats(p, &std::free);
+    };
+    std::vector<Floats> tensors;
     codegen::KernelShape shape;
     int input = 0;
     for (auto& b : w.buffers) {
       if (b.role == ir::Buffer::Role::Temp) continue;
-      tensors.emplace_back(b.elements(), 0.0f);
+      tensors.push_back(aligned(b.elements()));
       shape.tensor_floats.push_back(b.elements());
       if (b.role == ir::Buffer::Role::Input)
-        measure::fill_input(b.dtype, tensors.back().data(), b.elements(), 7, input++);
+        measure::fill_input(b.dtype, tensors.back().get(), b.elements(), 7, input++);
     }
     std::vector<float*> args;
-    for (auto& t : tensors) args.push_back(t.data());
+    for (auto& t : tensors) args.push_back(t.get());
     std::vector<std::unique_ptr<codegen::Kernel>> kernels;
     std::int64_t workspace_floats = 0;
     for (size_t i = 0; i < configs.size(); ++i) {
@@ -67,12 +75,12 @@ int main(int argc, char** argv) {
       workspace_floats = std::max(workspace_floats, nest.workspace_floats);
       kernels.push_back(be->load(base + ".so", shape));
     }
-    std::vector<float> workspace(workspace_floats + 16);
+    Floats workspace = aligned(workspace_floats + 16);
     std::vector<std::vector<double>> times(kernels.size());
     for (auto& k : kernels)  // untimed: constant inputs packed, pages and threads warm
-      k->run(args.data(), workspace.data(), codegen::Kernel::kUpload | codegen::Kernel::kDownload);
+      k->run(args.data(), workspace.get(), codegen::Kernel::kUpload | codegen::Kernel::kDownload);
     for (int call = 0; call < calls; ++call)
-      for (size_t i = 0; i < kernels.size(); ++i) times[i].push_back(kernels[i]->run(args.data(), workspace.data(), 0));
+      for (size_t i = 0; i < kernels.size(); ++i) times[i].push_back(kernels[i]->run(args.data(), workspace.get(), 0));
     std::printf("%-8s %12s %12s  config\n", "config", "median us", "p10 us");
     for (size_t i = 0; i < kernels.size(); ++i) {
       std::sort(times[i].begin(), times[i].end());

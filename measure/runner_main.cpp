@@ -139,24 +139,31 @@ measure::RunReply side_by_side(const measure::RunRequest& req, const codegen::Ba
     }
     if (!r.error_class.empty()) kernels[i].reset();
   }
-  // Rounds in which each rival runs for its share of min_seconds (one call at least); past
-  // max_seconds per rival, the rounds end early (slow kernels), but never before one round.
-  constexpr int kRounds = 10;
-  const int calls_per_round = std::max(1, req.max_repeats / kRounds);
-  const double share = req.min_seconds / kRounds;
+  // Turns of about a millisecond of calls (one call at least), each turn's mean per call one
+  // time, round after round until every rival has run for its share; past max_seconds per
+  // rival (slow kernels) the rounds end early, but never before every rival had a turn.
+  using measure::Measurer;
+  const double want = Measurer::kSideBySideShare * req.min_seconds;
+  std::vector<double> spent(n, 0);
   int live = 0;
   for (auto& k : kernels) live += k != nullptr;
   double total = 0;
-  for (int round = 0; round < kRounds && total < req.max_seconds * live; ++round) {
+  for (int round = 0;; ++round) {
+    bool done = round >= Measurer::kSideBySideMinTurns;
+    for (size_t i = 0; i < n; ++i)
+      if (kernels[i] && spent[i] < want) done = false;
+    if (done || (round > 0 && total >= req.max_seconds * live)) break;
     for (size_t i = 0; i < n; ++i) {
       if (!kernels[i]) continue;
-      double spent = 0;
-      for (int call = 0; call < calls_per_round && (call == 0 || spent < share); ++call) {
-        double dt = kernels[i]->run(io.args.data(), workspaces[i]->data, 0);
-        reply.rivals[i].times_s.push_back(dt);
-        spent += dt;
-      }
-      total += spent;
+      double turn = 0;
+      int calls = 0;
+      do {
+        turn += kernels[i]->run(io.args.data(), workspaces[i]->data, 0);
+        ++calls;
+      } while (turn < Measurer::kSideBySideTurnS);
+      reply.rivals[i].times_s.push_back(turn / calls);
+      spent[i] += turn;
+      total += turn;
     }
   }
   return reply;
