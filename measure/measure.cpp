@@ -138,6 +138,25 @@ struct Measurer::Impl {
     job.artifact = o.cache_dir + "/kernels/" + key + ".so";
   }
 
+  //! A job per config, emitted; a config the lowering refuses is its invalid_config result.
+  //! Returns the jobs to build.
+  std::vector<Job*> prepare_all(std::vector<Job>& jobs, const std::vector<ir::Schedule>& configs,
+                                const MeasureOptions& o) {
+    std::vector<Job*> to_build;
+    for (size_t i = 0; i < configs.size(); ++i) {
+      jobs[i].schedule = configs[i];
+      try {
+        prepare(jobs[i], o);
+        to_build.push_back(&jobs[i]);
+      } catch (const Error& e) {
+        if (e.kind() != ErrorKind::InvalidInput) throw;
+        jobs[i].result.error_class = error_class::kInvalidConfig;
+        jobs[i].result.error_message = e.what();
+      }
+    }
+    return to_build;
+  }
+
   void build_all(std::vector<Job*>& jobs, int parallel) {
     // One build per distinct artifact; jobs that share it share the outcome.
     std::map<std::string, std::vector<Job*>> by_artifact;
@@ -322,19 +341,7 @@ std::string Measurer::source(const ir::Schedule& schedule) const {
 std::vector<MeasureResult> Measurer::side_by_side(const std::vector<ir::Schedule>& rivals) {
   impl_->ensure_reference(options_);
   std::vector<Job> jobs(rivals.size());
-  std::vector<Job*> built;
-  for (size_t i = 0; i < rivals.size(); ++i) {
-    jobs[i].schedule = rivals[i];
-    try {
-      impl_->prepare(jobs[i], options_);
-    } catch (const Error& e) {
-      if (e.kind() != ErrorKind::InvalidInput) throw;
-      jobs[i].result.error_class = error_class::kInvalidConfig;
-      jobs[i].result.error_message = e.what();
-      continue;
-    }
-    built.push_back(&jobs[i]);
-  }
+  std::vector<Job*> built = impl_->prepare_all(jobs, rivals, options_);
   impl_->build_all(built, options_.build_jobs);
   std::vector<Job*> timed;
   for (Job* job : built)
@@ -371,18 +378,7 @@ std::vector<MeasureResult> Measurer::side_by_side(const std::vector<ir::Schedule
 std::vector<MeasureResult> Measurer::measure(const std::vector<ir::Schedule>& batch) {
   impl_->ensure_reference(options_);
   std::vector<Job> jobs(batch.size());
-  std::vector<Job*> to_build;
-  for (size_t i = 0; i < batch.size(); ++i) {
-    jobs[i].schedule = batch[i];
-    try {
-      impl_->prepare(jobs[i], options_);
-      to_build.push_back(&jobs[i]);
-    } catch (const Error& e) {
-      if (e.kind() != ErrorKind::InvalidInput) throw;
-      jobs[i].result.error_class = error_class::kInvalidConfig;
-      jobs[i].result.error_message = e.what();
-    }
-  }
+  std::vector<Job*> to_build = impl_->prepare_all(jobs, batch, options_);
   // Build in parallel, then time one kernel at a time: on a few cores any overlap between
   // timing and compiling turns the timings into noise.
   impl_->build_all(to_build, options_.build_jobs);
