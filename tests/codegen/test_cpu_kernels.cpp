@@ -887,6 +887,32 @@ TEST_CASE(
       }
     }
   }
+  // A channel block of one vector (NCHW[lanes]c): the row's further vectors are columns of other
+  // output blocks (k), which only the filter reads, each meeting the same broadcast of I; the
+  // registers bound rows * columns accumulators. They are correct, tails included.
+  {
+    const auto& traits = be->target().traits;
+    const std::int64_t L = traits.vector_lanes;
+    auto blocked = library_workload("conv2d_nchwc_p1", "N=1,CB=4,KB=8,H=14,W=14,L=" + std::to_string(L) + ",R=3,S=3");
+    std::vector<ir::Schedule> with_columns;
+    for (auto& seed : tuner::Space(blocked, traits).seeds()) {
+      const auto& ss = seed.stages[0];
+      if (ss.vectorize != "m" || ss.tile.at("k").back() < 2) continue;
+      CAPTURE(seed.to_json());
+      CHECK(ss.tile.at("m").back() == L);
+      CHECK(ss.tile.at("x").back() * ss.tile.at("k").back() <= traits.vector_registers - 4);
+      with_columns.push_back(seed);
+    }
+    CHECK(with_columns.size() >= 2);
+    test::all_correct(*be, blocked, with_columns);
+    // Blocks of two vectors keep their vectors along m: no columns.
+    auto wide = library_workload("conv2d_nchwc_p1", "N=1,CB=4,KB=8,H=14,W=14,L=" + std::to_string(2 * L) + ",R=3,S=3");
+    for (auto& seed : tuner::Space(wide, traits).seeds())
+      if (seed.stages[0].vectorize == "m") CHECK(seed.stages[0].tile.at("k").back() == 1);
+    // A depthwise conv's blocks are read by the input too: no axis can be columns.
+    auto dw = library_workload("depthwise_conv2d_nchwc_p1", "N=1,CB=4,H=14,W=14,L=" + std::to_string(L) + ",R=3,S=3");
+    for (auto& seed : tuner::Space(dw, traits).seeds()) CHECK(seed.stages[0].tile.at("b").back() == 1);
+  }
   // A conv with a fused bias and ReLU vectorizes its output channels too: the epilogue's own
   // value is in registers, and only the bias is loaded (unit stride along k).
   auto fused =
