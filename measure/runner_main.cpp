@@ -139,9 +139,10 @@ measure::RunReply side_by_side(const measure::RunRequest& req, const codegen::Ba
     }
     if (!r.error_class.empty()) kernels[i].reset();
   }
-  // Turns of about a millisecond of calls (one call at least), each turn's mean per call one
-  // time, round after round until every rival has run for its share; past max_seconds per
-  // rival (slow kernels) the rounds end early, but never before every rival had a turn.
+  // Turns of about a millisecond of calls (one call at least, max_repeats at most: a tiny kernel
+  // or a timer that reads 0 ends its turn too), each turn's mean per call one time, round after
+  // round until every rival has run for its share; past max_seconds per rival (slow kernels)
+  // the rounds end early, but never before every rival had a turn.
   using measure::Measurer;
   const double want = Measurer::kSideBySideShare * req.min_seconds;
   std::vector<double> spent(n, 0);
@@ -160,7 +161,7 @@ measure::RunReply side_by_side(const measure::RunRequest& req, const codegen::Ba
       do {
         turn += kernels[i]->run(io.args.data(), workspaces[i]->data, 0);
         ++calls;
-      } while (turn < Measurer::kSideBySideTurnS);
+      } while (turn < Measurer::kSideBySideTurnS && calls < std::max(1, req.max_repeats));
       reply.rivals[i].times_s.push_back(turn / calls);
       spent[i] += turn;
       total += turn;
