@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "aligned.hpp"
 #include "codegen/backend.hpp"
 #include "ir/parse.hpp"
 #include "measure/protocol.hpp"
@@ -40,26 +41,17 @@ int main(int argc, char** argv) {
 
     // The tensors every config runs on (inputs as the measuring worker fills them), and a
     // workspace as large as the largest config needs.
-    // 64-byte aligned, as the measuring worker's: vector loads across two cache lines slow
-    // memory-bound kernels (a depthwise convolution: 150 us unaligned, 72-93 us aligned).
-    using Floats = std::unique_ptr<float[], decltype(&std::free)>;
-    auto aligned = [](std::int64_t n) {
-      auto* p = static_cast<float*>(std::aligned_alloc(64, (std::max<std::int64_t>(n, 1) * 4 + 63) / 64 * 64));
-      std::fill(p, p + n, 0.0f);
-      return Floats(p, &std::free);
-    };
-    std::vector<Floats> tensors;
+    std::vector<std::unique_ptr<bench::Aligned>> tensors;
     codegen::KernelShape shape;
     int input = 0;
     for (auto& b : w.buffers) {
       if (b.role == ir::Buffer::Role::Temp) continue;
-      tensors.push_back(aligned(b.elements()));
+      tensors.push_back(std::make_unique<bench::Aligned>(b.elements()));
       shape.tensor_floats.push_back(b.elements());
-      if (b.role == ir::Buffer::Role::Input)
-        measure::fill_input(b.dtype, tensors.back().get(), b.elements(), 7, input++);
+      if (b.role == ir::Buffer::Role::Input) measure::fill_input(b.dtype, tensors.back()->p, b.elements(), 7, input++);
     }
     std::vector<float*> args;
-    for (auto& t : tensors) args.push_back(t.get());
+    for (auto& t : tensors) args.push_back(t->p);
     std::vector<std::unique_ptr<codegen::Kernel>> kernels;
     std::int64_t workspace_floats = 0;
     for (size_t i = 0; i < configs.size(); ++i) {
@@ -75,12 +67,12 @@ int main(int argc, char** argv) {
       workspace_floats = std::max(workspace_floats, nest.workspace_floats);
       kernels.push_back(be->load(base + ".so", shape));
     }
-    Floats workspace = aligned(workspace_floats + 16);
+    bench::Aligned workspace(workspace_floats + 16);
     std::vector<std::vector<double>> times(kernels.size());
     for (auto& k : kernels)  // untimed: constant inputs packed, pages and threads warm
-      k->run(args.data(), workspace.get(), codegen::Kernel::kUpload | codegen::Kernel::kDownload);
+      k->run(args.data(), workspace.p, codegen::Kernel::kUpload | codegen::Kernel::kDownload);
     for (int call = 0; call < calls; ++call)
-      for (size_t i = 0; i < kernels.size(); ++i) times[i].push_back(kernels[i]->run(args.data(), workspace.get(), 0));
+      for (size_t i = 0; i < kernels.size(); ++i) times[i].push_back(kernels[i]->run(args.data(), workspace.p, 0));
     std::printf("%-8s %12s %12s  config\n", "config", "median us", "p10 us");
     for (size_t i = 0; i < kernels.size(); ++i) {
       std::sort(times[i].begin(), times[i].end());

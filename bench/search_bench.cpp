@@ -31,6 +31,7 @@
 #include "ir/parse.hpp"
 #include "ops/library.hpp"
 #include "support/error.hpp"
+#include "support/stats.hpp"
 #include "tuner/dataset.hpp"
 #include "tuner/pretrained.hpp"
 #include "tuner/random_ops.hpp"
@@ -170,12 +171,6 @@ void ranking_speed(const codegen::Backend& b, const costmodel::CostModel& model,
               "%.1f ms (%zu ranked, checksum of the scores %.6g)\n\n",
               model.kind().c_str(), reps, feat[mid] * 1e3, pred[mid] * 1e3, (feat[mid] + pred[mid]) * 1e3, ranked,
               checksum);
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  if (v.empty()) return NAN;
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
 std::string cell(double v, const char* f = "%.0f") {
@@ -325,7 +320,7 @@ int main(int argc, char** argv) {
       auto best_at = [&](const std::vector<std::vector<double>>& cs) {
         std::vector<double> v;
         for (auto& curve : cs) v.push_back(curve[std::min<std::size_t>(15, curve.size() - 1)]);
-        return median(v);
+        return median_of(v);
       };
       double pre16 = best_at(curves[{"pretrained", false}]), cold16 = best_at(curves[{"cold", false}]);
       row.push_back(cell(pre16 * 1e3, "%.4f") + "/" + cell(cold16 * 1e3, "%.4f"));
@@ -347,7 +342,7 @@ int main(int argc, char** argv) {
       for (double x : medians[col])
         if (std::isfinite(x)) v.push_back(x);
       return std::to_string(v.size()) + "/" + std::to_string(medians[col].size()) + " ops reached, median of their medians " +
-             cell(median(v));
+             cell(median_of(v));
     };
     std::cout << "\ntrials to 95% of the best known (per-op medians over " << seeds << " seeds):\n";
     for (auto& col : {"random", "pretrained off", "cold off", "pretrained on", "cold on"})

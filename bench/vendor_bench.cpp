@@ -16,6 +16,7 @@
 #include <iostream>
 #include <thread>
 
+#include "aligned.hpp"
 #include "codegen/backend.hpp"
 #include "db/store.hpp"
 #include "ir/parse.hpp"
@@ -74,64 +75,74 @@ const char* kConvBf16 =
   O[n, k, y, x] += I[n, c, y + r - 1, x + s - 1] * F[k, c, r, s]
 })";
 
-const std::vector<Case> kCases = {
-    {"matmul 1024^3", "matmul", "M=1024,N=1024,K=1024", 207},
-    {"matmul 512^3", "matmul", "M=512,N=512,K=512", 253},
-    {"matmul 2048^3", "matmul", "M=2048,N=2048,K=2048", 0},
-    {"matmul M128 N768 K768", "matmul", "M=128,N=768,K=768", 149},
-    {"matmul M49 N512 K4608", "matmul", "M=49,N=512,K=4608", 153},
-    {"batch_matmul 12x128x64x128", "batch_matmul", "G=12,M=128,N=128,K=64", 0},
-    {"attention Q.K^T 12x128x128x64", "batch_matmul_nt", "G=12,M=128,N=128,K=64", 0},
-    {"attention softmax 1536x128", "softmax", "N=1536,D=128", 0},
-    {"attention P.V 12x128x64x128", "batch_matmul", "G=12,M=128,N=64,K=128", 0},
-    {"matmul_bias_relu 1024^3", "matmul_bias_relu", "M=1024,N=1024,K=1024", 0},
-    {"BERT FFN M128 N3072 K768 + bias + GELU(erf)", "matmul_bias_gelu", "M=128,N=3072,K=768", 0},
-    {"BERT FFN M128 N3072 K768 + bias + GELU(erf), weights const", "matmul_bias_gelu", "M=128,N=3072,K=768", 0, "",
-     "B"},
-    {"conv2d C64 K64 56x56 3x3", "conv2d", "N=1,C=64,H=58,W=58,K=64,R=3,S=3", 56},
-    {"conv2d C256 K256 14x14 3x3", "conv2d", "N=1,C=256,H=16,W=16,K=256,R=3,S=3", 0},
-    {"depthwise C128 56x56 3x3", "depthwise_conv2d", "N=1,C=128,H=58,W=58,R=3,S=3", 0},
-    {"ResNet conv 3x3 pad 1 C64 K64 56x56", "conv2d_p1", "N=1,C=64,H=56,W=56,K=64,R=3,S=3", 0},
-    {"ResNet conv 3x3 pad 1 C64 K64 56x56, weights const", "conv2d_p1", "N=1,C=64,H=56,W=56,K=64,R=3,S=3", 0, "", "F"},
-    {"ResNet conv 1x1 C256 K64 56x56", "conv2d_1x1", "N=1,C=256,H=56,W=56,K=64", 0},
-    {"ResNet conv 1x1 C256 K64 56x56, weights const", "conv2d_1x1", "N=1,C=256,H=56,W=56,K=64", 0, "", "F"},
-    {"ResNet conv 3x3 s2 pad 1 C128 K128 56x56", "conv2d_s2p1", "N=1,C=128,H=56,W=56,K=128,R=3,S=3", 0},
-    {"ResNet conv 3x3 s2 pad 1 C128 K128 56x56, weights const", "conv2d_s2p1", "N=1,C=128,H=56,W=56,K=128,R=3,S=3", 0,
-     "", "F"},
-    {"ResNet conv 3x3 pad 1 + bias + relu C64 K64 56x56", "conv2d_bias_relu_p1", "N=1,C=64,H=56,W=56,K=64,R=3,S=3", 0},
-    // The same convolutions in the channel-blocked layout oneDNN times them in (nChw16c here).
-    {"ResNet conv 3x3 pad 1 C64 K64 56x56, NCHW16c", "conv2d_nchwc_p1", "N=1,CB=4,KB=4,H=56,W=56,L=16,R=3,S=3", 0},
-    {"ResNet conv 1x1 C256 K64 56x56, NCHW16c", "conv2d_nchwc_1x1", "N=1,CB=16,KB=4,H=56,W=56,L=16", 0},
-    {"ResNet conv 3x3 s2 pad 1 C128 K128 56x56, NCHW16c", "conv2d_nchwc_s2p1", "N=1,CB=8,KB=8,H=56,W=56,L=16,R=3,S=3",
-     0},
-    {"ResNet conv 3x3 pad 1 + bias + relu C64 K64 56x56, NCHW16c", "conv2d_nchwc_bias_relu_p1",
-     "N=1,CB=4,KB=4,H=56,W=56,L=16,R=3,S=3", 0},
-    // And in nChw8c, the block oneDNN's AVX2 kernels use (one 8-lane vector per block).
-    {"ResNet conv 3x3 pad 1 C64 K64 56x56, NCHW8c", "conv2d_nchwc_p1", "N=1,CB=8,KB=8,H=56,W=56,L=8,R=3,S=3", 0},
-    {"ResNet conv 1x1 C256 K64 56x56, NCHW8c", "conv2d_nchwc_1x1", "N=1,CB=32,KB=8,H=56,W=56,L=8", 0},
-    {"ResNet conv 3x3 s2 pad 1 C128 K128 56x56, NCHW8c", "conv2d_nchwc_s2p1", "N=1,CB=16,KB=16,H=56,W=56,L=8,R=3,S=3",
-     0},
-    {"ResNet conv 3x3 pad 1 + bias + relu C64 K64 56x56, NCHW8c", "conv2d_nchwc_bias_relu_p1",
-     "N=1,CB=8,KB=8,H=56,W=56,L=8,R=3,S=3", 0},
-    {"depthwise 3x3 pad 1 C144 56x56", "depthwise_conv2d_p1", "N=1,C=144,H=56,W=56,R=3,S=3", 0},
-    {"depthwise 3x3 s2 pad 1 C144 56x56", "depthwise_conv2d_s2p1", "N=1,C=144,H=56,W=56,R=3,S=3", 0},
-    // The same two layers in oneDNN's blocked layout (nChw16c), which it times them in.
-    {"depthwise 3x3 pad 1 C144 56x56, NCHW16c", "depthwise_conv2d_nchwc_p1", "N=1,CB=9,H=56,W=56,L=16,R=3,S=3", 0},
-    {"depthwise 3x3 s2 pad 1 C144 56x56, NCHW16c", "depthwise_conv2d_nchwc_s2p1", "N=1,CB=9,H=56,W=56,L=16,R=3,S=3", 0},
-    {"depthwise 3x3 pad 1 C144 56x56, NCHW8c", "depthwise_conv2d_nchwc_p1", "N=1,CB=18,H=56,W=56,L=8,R=3,S=3", 0},
-    {"depthwise 3x3 s2 pad 1 C144 56x56, NCHW8c", "depthwise_conv2d_nchwc_s2p1", "N=1,CB=18,H=56,W=56,L=8,R=3,S=3", 0},
-    {"grouped conv 3x3 pad 1 G8 C128 K128 28x28", "grouped_conv2d_p1", "N=1,G=8,CG=16,KG=16,H=28,W=28,R=3,S=3", 0},
-    {"softmax 4096x1024", "softmax", "N=4096,D=1024", 18},
-    {"layernorm 4096x1024", "layernorm", "N=4096,D=1024", 0},
-    {"max pool 3x3 s2 C64 113x113 (no pad)", "max_pool2d", "N=1,C=64,H=113,W=113", 0},
-    {"max pool 3x3 s2 pad 1 C64 112x112", "max_pool2d_p1", "N=1,C=64,H=112,W=112", 0},
-    {"global avg pool C2048 7x7", "global_avg_pool", "N=1,C=2048,H=7,W=7", 0},
-    {"bf16 matmul 1024^3 (f32 accumulate)", "matmul_bf16", "M=1024,N=1024,K=1024", 0, kMatmulBf16},
-    {"int8 matmul 1024^3 (u8 x s8 -> s32 -> u8)", "matmul_u8s8_u8", "M=1024,N=1024,K=1024", 0, kMatmulInt8},
-    {"bf16 conv 3x3 pad 1 C64 K64 56x56 NCHW", "conv2d_p1_bf16", "N=1,C=64,H=56,W=56,K=64,R=3,S=3", 0, kConvBf16},
-    {"bf16 conv 3x3 pad 1 C64 K64 56x56 NHWC", "conv2d_nhwc_p1_bf16", "N=1,C=64,H=56,W=56,K=64,R=3,S=3", 0,
-     kConvNhwcBf16},
-};
+//! The ResNet convolutions and the depthwise layer in the channel-blocked layout
+//! NCHW[L]c that oneDNN times them in (nChw16c, and nChw8c, the block of its AVX2 kernels):
+//! input channel b * L + c is lane c of block b, the counts the same.
+std::vector<Case> blocked_cases(int L) {
+  auto blocks = [&](int channels) { return std::to_string(channels / L); };
+  const std::string layout = ", NCHW" + std::to_string(L) + "c", lanes = ",L=" + std::to_string(L);
+  auto dense = [&](int c, int k) { return "N=1,CB=" + blocks(c) + ",KB=" + blocks(k) + ",H=56,W=56" + lanes; };
+  const std::string dw = "N=1,CB=" + blocks(144) + ",H=56,W=56" + lanes + ",R=3,S=3";
+  return {
+      {"ResNet conv 3x3 pad 1 C64 K64 56x56" + layout, "conv2d_nchwc_p1", dense(64, 64) + ",R=3,S=3", 0},
+      {"ResNet conv 1x1 C256 K64 56x56" + layout, "conv2d_nchwc_1x1", dense(256, 64), 0},
+      {"ResNet conv 3x3 s2 pad 1 C128 K128 56x56" + layout, "conv2d_nchwc_s2p1", dense(128, 128) + ",R=3,S=3", 0},
+      {"ResNet conv 3x3 pad 1 + bias + relu C64 K64 56x56" + layout, "conv2d_nchwc_bias_relu_p1",
+       dense(64, 64) + ",R=3,S=3", 0},
+      {"depthwise 3x3 pad 1 C144 56x56" + layout, "depthwise_conv2d_nchwc_p1", dw, 0},
+      {"depthwise 3x3 s2 pad 1 C144 56x56" + layout, "depthwise_conv2d_nchwc_s2p1", dw, 0},
+  };
+}
+
+const std::vector<Case> kCases = [] {
+  std::vector<Case> cases = {
+      {"matmul 1024^3", "matmul", "M=1024,N=1024,K=1024", 207},
+      {"matmul 512^3", "matmul", "M=512,N=512,K=512", 253},
+      {"matmul 2048^3", "matmul", "M=2048,N=2048,K=2048", 0},
+      {"matmul M128 N768 K768", "matmul", "M=128,N=768,K=768", 149},
+      {"matmul M49 N512 K4608", "matmul", "M=49,N=512,K=4608", 153},
+      {"batch_matmul 12x128x64x128", "batch_matmul", "G=12,M=128,N=128,K=64", 0},
+      {"attention Q.K^T 12x128x128x64", "batch_matmul_nt", "G=12,M=128,N=128,K=64", 0},
+      {"attention softmax 1536x128", "softmax", "N=1536,D=128", 0},
+      {"attention P.V 12x128x64x128", "batch_matmul", "G=12,M=128,N=64,K=128", 0},
+      {"matmul_bias_relu 1024^3", "matmul_bias_relu", "M=1024,N=1024,K=1024", 0},
+      {"BERT FFN M128 N3072 K768 + bias + GELU(erf)", "matmul_bias_gelu", "M=128,N=3072,K=768", 0},
+      {"BERT FFN M128 N3072 K768 + bias + GELU(erf), weights const", "matmul_bias_gelu", "M=128,N=3072,K=768", 0, "",
+       "B"},
+      {"conv2d C64 K64 56x56 3x3", "conv2d", "N=1,C=64,H=58,W=58,K=64,R=3,S=3", 56},
+      {"conv2d C256 K256 14x14 3x3", "conv2d", "N=1,C=256,H=16,W=16,K=256,R=3,S=3", 0},
+      {"depthwise C128 56x56 3x3", "depthwise_conv2d", "N=1,C=128,H=58,W=58,R=3,S=3", 0},
+      {"ResNet conv 3x3 pad 1 C64 K64 56x56", "conv2d_p1", "N=1,C=64,H=56,W=56,K=64,R=3,S=3", 0},
+      {"ResNet conv 3x3 pad 1 C64 K64 56x56, weights const", "conv2d_p1", "N=1,C=64,H=56,W=56,K=64,R=3,S=3", 0, "",
+       "F"},
+      {"ResNet conv 1x1 C256 K64 56x56", "conv2d_1x1", "N=1,C=256,H=56,W=56,K=64", 0},
+      {"ResNet conv 1x1 C256 K64 56x56, weights const", "conv2d_1x1", "N=1,C=256,H=56,W=56,K=64", 0, "", "F"},
+      {"ResNet conv 3x3 s2 pad 1 C128 K128 56x56", "conv2d_s2p1", "N=1,C=128,H=56,W=56,K=128,R=3,S=3", 0},
+      {"ResNet conv 3x3 s2 pad 1 C128 K128 56x56, weights const", "conv2d_s2p1", "N=1,C=128,H=56,W=56,K=128,R=3,S=3", 0,
+       "", "F"},
+      {"ResNet conv 3x3 pad 1 + bias + relu C64 K64 56x56", "conv2d_bias_relu_p1", "N=1,C=64,H=56,W=56,K=64,R=3,S=3",
+       0},
+      {"depthwise 3x3 pad 1 C144 56x56", "depthwise_conv2d_p1", "N=1,C=144,H=56,W=56,R=3,S=3", 0},
+      {"depthwise 3x3 s2 pad 1 C144 56x56", "depthwise_conv2d_s2p1", "N=1,C=144,H=56,W=56,R=3,S=3", 0},
+  };
+  for (int L : {16, 8})
+    for (Case& c : blocked_cases(L)) cases.push_back(std::move(c));
+  std::vector<Case> rest = {
+      {"grouped conv 3x3 pad 1 G8 C128 K128 28x28", "grouped_conv2d_p1", "N=1,G=8,CG=16,KG=16,H=28,W=28,R=3,S=3", 0},
+      {"softmax 4096x1024", "softmax", "N=4096,D=1024", 18},
+      {"layernorm 4096x1024", "layernorm", "N=4096,D=1024", 0},
+      {"max pool 3x3 s2 C64 113x113 (no pad)", "max_pool2d", "N=1,C=64,H=113,W=113", 0},
+      {"max pool 3x3 s2 pad 1 C64 112x112", "max_pool2d_p1", "N=1,C=64,H=112,W=112", 0},
+      {"global avg pool C2048 7x7", "global_avg_pool", "N=1,C=2048,H=7,W=7", 0},
+      {"bf16 matmul 1024^3 (f32 accumulate)", "matmul_bf16", "M=1024,N=1024,K=1024", 0, kMatmulBf16},
+      {"int8 matmul 1024^3 (u8 x s8 -> s32 -> u8)", "matmul_u8s8_u8", "M=1024,N=1024,K=1024", 0, kMatmulInt8},
+      {"bf16 conv 3x3 pad 1 C64 K64 56x56 NCHW", "conv2d_p1_bf16", "N=1,C=64,H=56,W=56,K=64,R=3,S=3", 0, kConvBf16},
+      {"bf16 conv 3x3 pad 1 C64 K64 56x56 NHWC", "conv2d_nhwc_p1_bf16", "N=1,C=64,H=56,W=56,K=64,R=3,S=3", 0,
+       kConvNhwcBf16},
+  };
+  cases.insert(cases.end(), rest.begin(), rest.end());
+  return cases;
+}();
 
 bool memory_bound(const std::string& op) {
   return op == "softmax" || op == "layernorm" || op == "rmsnorm" || op.find("pool") != std::string::npos ||
@@ -155,12 +166,6 @@ std::string fmt(double v, const char* f = "%.1f") {
   std::snprintf(buf, sizeof buf, f, v);
   return buf;
 }
-
-struct Aligned {
-  float* p;
-  explicit Aligned(std::int64_t n) : p(static_cast<float*>(std::aligned_alloc(64, (n * 4 + 63) / 64 * 64))) {}
-  ~Aligned() { std::free(p); }
-};
 
 }  // namespace
 
@@ -234,16 +239,16 @@ int main(int argc, char** argv) {
         if (b.role != ir::Buffer::Role::Temp) shape.tensor_floats.push_back(b.elements());
       shape.workspace_floats = nest.workspace_floats;
       auto kernel = backend->load(base + ".so", shape);
-      std::vector<std::unique_ptr<Aligned>> bufs;
+      std::vector<std::unique_ptr<bench::Aligned>> bufs;
       std::vector<float*> tensors;
       int index = 0;
       for (auto& b : w.buffers) {
         if (b.role == ir::Buffer::Role::Temp) continue;
-        bufs.push_back(std::make_unique<Aligned>(b.elements()));
+        bufs.push_back(std::make_unique<bench::Aligned>(b.elements()));
         if (b.role == ir::Buffer::Role::Input) measure::fill_input(b.dtype, bufs.back()->p, b.elements(), 1, index++);
         tensors.push_back(bufs.back()->p);
       }
-      Aligned workspace(nest.workspace_floats + 16);
+      bench::Aligned workspace(nest.workspace_floats + 16);
       // New inputs once (a kernel with const inputs packs them here), then calls on the same.
       kernel->run(tensors.data(), workspace.p, codegen::Kernel::kUpload | codegen::Kernel::kDownload);
       auto ours = [&] { kernel->run(tensors.data(), workspace.p, 0); };

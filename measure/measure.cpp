@@ -351,14 +351,18 @@ std::vector<MeasureResult> Measurer::side_by_side(const std::vector<ir::Schedule
     double wall = 0;
     RunReply r = impl_->run(*timed.front(), RunRequest::Mode::SideBySide, options_,
                             options_.timeout_s * static_cast<double>(timed.size()), wall, 0, timed);
+    // A worker that died (or hung) fails every rival with its error.
+    if (r.error_class.empty() && r.rivals.size() != timed.size()) {
+      r.error_class = error_class::kRuntime;
+      r.message =
+          "the worker answered for " + std::to_string(r.rivals.size()) + " kernels of " + std::to_string(timed.size());
+    }
     for (size_t i = 0; i < timed.size(); ++i) {
       MeasureResult& result = timed[i]->result;
       result.run_s = wall;
-      if (!r.error_class.empty() || r.rivals.size() != timed.size()) {
-        result.error_class = r.error_class.empty() ? error_class::kRuntime : r.error_class;
-        result.error_message = r.error_class.empty() ? "the worker answered for " + std::to_string(r.rivals.size()) +
-                                                           " kernels of " + std::to_string(timed.size())
-                                                     : r.message;
+      if (!r.error_class.empty()) {
+        result.error_class = r.error_class;
+        result.error_message = r.message;
         continue;
       }
       result.times_s = r.rivals[i].times_s;

@@ -42,9 +42,7 @@ std::vector<ir::DType> types_from(const json& names, size_t count) {
       throw_error(ErrorKind::InvalidInput, "run request: unknown element type " + names[i].dump());
   return types;
 }
-}  // namespace
-
-namespace {
+//! RunRequest::Mode's names, in its order.
 constexpr const char* kModeNames[] = {"reference", "measure", "side_by_side"};
 }  // namespace
 

@@ -174,10 +174,11 @@ void Space::gemm_seeds(const std::string& v, std::vector<ir::Schedule>& out) con
   if (window_rows)
     for (auto& a : st.axes)
       if (!a.reduce && a.name != v && slides_in_vector_reads(a.name) && (!rows || a.extent > rows->extent)) rows = &a;
-  // Columns: where the vector axis is shorter than the vectors a row wants (a channel block of
-  // one vector, NCHW8c on AVX2), the longest other spatial axis that only vector-read inputs
-  // use (the output channel blocks) widens the row instead: reg_cols vectors, each of another
-  // block, meet the same broadcast.
+  // Columns: where the vector axis is one vector long (a channel block of one vector, NCHW8c on
+  // AVX2), the longest other spatial axis that only vector-read inputs use (the output channel
+  // blocks) widens the row instead: reg_cols vectors, each of another block, meet the same
+  // broadcast. (Only there: columns over blocks of two vectors are unmeasured, and a row of two
+  // vectors along the axis already runs at 0.94x oneDNN on the 1x1 NCHW16c conv.)
   auto in_broadcast_reads = [&](const std::string& axis) {
     for (auto* r : reads)
       if (!read_along_vector(r->name))
@@ -187,8 +188,8 @@ void Space::gemm_seeds(const std::string& v, std::vector<ir::Schedule>& out) con
   };
   const ir::Axis* cols = nullptr;
   for (auto& a : st.axes)
-    if (!a.reduce && a.name != v && (!rows || a.name != rows->name) && a.extent > 1 && in_vector_reads(a.name) &&
-        !in_broadcast_reads(a.name) && (!cols || a.extent > cols->extent))
+    if (vectors_max == 1 && !a.reduce && a.name != v && (!rows || a.name != rows->name) && a.extent > 1 &&
+        in_vector_reads(a.name) && !in_broadcast_reads(a.name) && (!cols || a.extent > cols->extent))
       cols = &a;
   // One seed: a register tile of reg_rows rows of reg_v lanes, the deepest reduction in blocks of
   // `block`, in one of two loop structures: the BLAS one (blocks of rows and of the vector axis
@@ -209,7 +210,7 @@ void Space::gemm_seeds(const std::string& v, std::vector<ir::Schedule>& out) con
         ss.tile[a.name] = panel_outer ? std::vector<std::int64_t>{reg_v} : two_levels(a.extent, reg_v, reg_v * 4);
       } else if (rows && a.name == rows->name) {
         ss.tile[a.name] = two_levels(a.extent, reg_rows, reg_rows * (panel_outer ? 16 : 8));
-      } else if (cols && reg_cols > 1 && a.name == cols->name) {
+      } else if (cols && a.name == cols->name) {
         ss.tile[a.name] = {reg_cols};
       } else {
         ss.tile[a.name] = {1};
@@ -248,11 +249,8 @@ void Space::gemm_seeds(const std::string& v, std::vector<ir::Schedule>& out) con
     if (check(s).empty()) out.push_back(s);
   };
   for (std::int64_t vectors : {2, 3, 4}) {
-    // A vector axis of one vector: the row's further vectors are columns. (Only there: seeds
-    // with columns over blocks of two vectors are unmeasured, and a row of two vectors along
-    // the axis already runs at 0.94x oneDNN on the 1x1 NCHW16c conv.)
-    std::int64_t reg_cols = 1;
-    if (vectors_max == 1 && cols) reg_cols = std::min<std::int64_t>(vectors, cols->extent);
+    // Past one vector along the axis, a row's further vectors are columns where there are any.
+    const std::int64_t reg_cols = cols ? std::min<std::int64_t>(vectors, cols->extent) : 1;
     if (vectors > vectors_max && vectors > 2 && reg_cols == 1) continue;
     const std::int64_t reg_v = std::min(vectors, vectors_max) * lanes;
     const std::int64_t nv = std::min(vectors, vectors_max) * reg_cols;  // vectors in a row

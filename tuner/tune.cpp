@@ -87,8 +87,9 @@ int retime_finalists(const ir::Workload& w, const std::string& target_key, measu
   if (rivals.size() < 2) return 0;
   std::vector<measure::MeasureResult> results = measurer.side_by_side(rivals);
   if (results.size() != rivals.size()) return 0;
-  nlohmann::json params = nlohmann::json::parse(measurer.params_json());
-  params["side_by_side"] = rivals.size();
+  nlohmann::json params_json = nlohmann::json::parse(measurer.params_json());
+  params_json["side_by_side"] = rivals.size();
+  const std::string params = params_json.dump();
   int retimed = 0;
   for (size_t i = 0; i < results.size(); ++i) {
     if (!results[i].ok()) {
@@ -97,7 +98,7 @@ int retime_finalists(const ir::Workload& w, const std::string& target_key, measu
       continue;
     }
     db::retry_unavailable(
-        options.store_patience_s, [&] { return store.retime(finalists[i].id, results[i].times_s, params.dump()); },
+        options.store_patience_s, [&] { return store.retime(finalists[i].id, results[i].times_s, params); },
         [](const std::string& why) { std::cerr << "tiletune: " << why << "; retrying\n"; });
     ++retimed;
   }
