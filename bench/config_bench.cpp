@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "aligned.hpp"
 #include "codegen/backend.hpp"
@@ -26,7 +27,7 @@ int main(int argc, char** argv) {
   std::string op, sizes, dir = "/tmp/tiletune-config-bench";
   std::vector<std::string> configs;
   int calls = 400;
-  app.add_option("op", op, "library op")->required();
+  app.add_option("op", op, "library op, or path of a .tile file holding one op")->required();
   app.add_option("--sizes", sizes, "sizes, like M=512,N=512,K=512")->required();
   app.add_option("--config", configs, "a config as JSON (repeatable)")->required();
   app.add_option("--calls", calls, "timed calls per config")->capture_default_str();
@@ -37,7 +38,13 @@ int main(int argc, char** argv) {
     std::filesystem::create_directories(dir);
     auto be = codegen::make_backend("cpu");
     const auto& traits = be->target().traits;
-    ir::Workload w = ir::bind(ir::parse_op(ops::op_text(op)), ir::parse_sizes(sizes));
+    // A path that exists is a .tile file; anything else a library op (whose error lists them).
+    std::string text;
+    if (std::ifstream file(op); file && !std::filesystem::is_directory(op))
+      text.assign(std::istreambuf_iterator<char>(file), {});
+    else
+      text = ops::op_text(op);
+    ir::Workload w = ir::bind(ir::parse_op(text), ir::parse_sizes(sizes));
 
     // The tensors every config runs on (inputs as the measuring worker fills them), and a
     // workspace as large as the largest config needs.

@@ -176,12 +176,14 @@ int main(int argc, char** argv) {
     execv("/proc/self/exe", argv);
   }
   CLI::App app{"tiletune-bench: tuned kernels against oneDNN and OpenBLAS, side by side"};
-  int trials = 128, reps = 10, threads = 2, pause_ms = 250;
+  int trials = 128, reps = 10, threads = 2, pause_ms = 250, warm_ms = 20;
   std::string only, db_path = "bench.db", cache;
   app.add_option("--trials", trials, "tuning budget per case")->capture_default_str();
   app.add_option("--reps", reps, "rounds of 5 timed calls per implementation, alternating")->capture_default_str();
   app.add_option("--threads", threads, "threads for every implementation")->capture_default_str();
   app.add_option("--pause", pause_ms, "milliseconds between implementations, for idle threads to settle")
+      ->capture_default_str();
+  app.add_option("--warm-up", warm_ms, "milliseconds of untimed calls before each implementation's timed ones")
       ->capture_default_str();
   app.add_option("--only", only, "run only cases whose label contains this");
   std::string strategy = tuner::TuneOptions().strategy;
@@ -265,7 +267,7 @@ int main(int argc, char** argv) {
       auto timed = [&](const std::function<void()>& f, std::vector<double>& out) {
         if (!f) return;
         std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
-        auto warm = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
+        auto warm = std::chrono::steady_clock::now() + std::chrono::milliseconds(warm_ms);
         f(), f();
         while (std::chrono::steady_clock::now() < warm) f();
         for (int i = 0; i < 5; ++i) out.push_back(seconds(f));

@@ -901,6 +901,15 @@ TEST_CASE(
       CAPTURE(seed.to_json());
       CHECK(ss.tile.at("m").back() == L);
       CHECK(ss.tile.at("x").back() * ss.tile.at("k").back() <= traits.vector_registers - 4);
+      // Row by row: a row's columns meet its broadcast before the next row's is loaded, though k
+      // comes before x in the op's axes (column by column kept every row's broadcast live).
+      if (ss.tile.at("x").back() >= 2) {
+        std::string src = be->emit(blocked, ir::lower(blocked, seed, traits), seed.to_json());
+        auto second_column_of_first_row = src.find("(tt_I_0_ * tt_F_1_)"), second_row = src.find("tt_I_1_ =");
+        REQUIRE(second_column_of_first_row != std::string::npos);
+        REQUIRE(second_row != std::string::npos);
+        CHECK(second_column_of_first_row < second_row);
+      }
       with_columns.push_back(seed);
     }
     CHECK(with_columns.size() >= 2);
