@@ -14,6 +14,7 @@
 #include "ops/library.hpp"
 #include "support/error.hpp"
 #include "tuner/corpus.hpp"
+#include "tuner/tune.hpp"
 
 namespace tiletune::cli {
 
@@ -50,18 +51,24 @@ int run_corpus(const CommonOptions& c, const tuner::TuneOptions& t, const Corpus
       opts.trials = trials;
       opts.seed = recipe.seed + i;
       opts.shipped_model = false;  // the corpus must not depend on the model trained from it
-      opts.finalists = 0;          // every label as the recipe's measurement took it
+      opts.finalists = 0;          // labelled below, all records together
       tuner::TuneSummary s = tuner::tune(cs.workload, *backend, *store, opts);
       got += s.measured;
       got_failed += s.failed;
       if (s.best) best = s.best;
     }
+    // Labels timed in turns, all of the workload's records together (a rerun relabels a
+    // workload cut short, or a corpus collected before labels were).
+    std::vector<std::string> notes;
+    int relabelled = tuner::label_side_by_side(cs.workload, *backend, *store, tune_options(c, t, nullptr), notes);
+    for (auto& n : notes) std::cerr << "tiletune: note: " << n << "\n";
+    if (relabelled > 0) best = store->best(cs.workload.key, backend->target().key);
     measured += got;
     failed += got_failed;
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     double best_s = best ? best->median_s() : NAN;
     std::cout << "[" << i + 1 << "/" << end << "] " << cs.op_name << " " << cs.sizes << ": " << got << " new ("
-              << got_failed << " failed), best " << (std::isfinite(best_s) ? fmt("%.5f", best_s * 1e3) : "-")
+              << got_failed << " failed), " << relabelled << " timed side by side, best " << (std::isfinite(best_s) ? fmt("%.5f", best_s * 1e3) : "-")
               << " ms  (" << cs.source << ", " << fmt("%.0f", elapsed) << " s)" << std::endl;
   }
   std::cout << "corpus " << recipe.name << ": " << end << " workloads, " << measured << " records measured ("

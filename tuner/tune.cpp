@@ -105,6 +105,25 @@ int retime_finalists(const ir::Workload& w, const std::string& target_key, measu
   return retimed;
 }
 
+int label_side_by_side(const ir::Workload& w, const codegen::Backend& backend, db::RecordStore& store,
+                       const TuneOptions& options, std::vector<std::string>& notes) {
+  const std::string target_key = backend.target().key;
+  std::vector<db::Record> correct =
+      store.top_k(w.key, target_key, static_cast<int>(store.count_records(w.key, target_key)));
+  // Done where every correct record was timed in the same turns as all the others.
+  bool done = true;
+  for (const db::Record& r : correct) {
+    nlohmann::json params = nlohmann::json::parse(r.measure_params_json, nullptr, false);
+    const nlohmann::json* n = params.is_object() && params.contains("side_by_side") ? &params["side_by_side"] : nullptr;
+    done = done && n && n->is_number_unsigned() && n->get<std::size_t>() == correct.size();
+  }
+  if (done || correct.size() < 2) return 0;
+  measure::Measurer measurer(backend, w, options.measure);
+  TuneOptions all = options;
+  all.finalists = static_cast<int>(correct.size());
+  return retime_finalists(w, target_key, measurer, store, all, notes);
+}
+
 TuneSummary tune(const ir::Workload& w, const codegen::Backend& backend, db::RecordStore& store,
                  const TuneOptions& options, const std::function<void(const Progress&)>& on_progress) {
   measure::Measurer measurer(backend, w, options.measure);

