@@ -238,6 +238,9 @@ TuneSummary tune(const ir::Workload& w, const codegen::TargetInfo& target, measu
   }
   if (summary.measured > 0 && options.finalists > 1 && !summary.stopped)
     summary.retimed = retime_finalists(w, target.key, measurer, store, options, summary.notes);
+  if (summary.retimed > 0 && summary.naive)  // the reference may be a finalist: its record as it now stands
+    for (auto& rec : store.history(w.key, target.key))
+      if (rec.config_key == naive_key) summary.naive = rec;
   summary.best = store.best(w.key, target.key);
   return summary;
 }
