@@ -204,6 +204,8 @@ void Service::Impl::run_job(db::JobRow row) {
       row.state = "done";
       if (!summary->best) row.error = "no candidate passed the correctness check";
     }
+    // After the side-by-side round the best is the store's, as GET /v1/best answers it.
+    if (summary->best) row.best_s = summary->best->median_s();
   } catch (const std::exception& e) {
     // Stopped while a remote worker measured: nothing of that batch was stored.
     row.state = stopping.load() ? "queued" : "failed";

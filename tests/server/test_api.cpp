@@ -271,7 +271,10 @@ TEST_CASE("api: a tuning job runs to the end; identical requests share it; the b
   CHECK(done.state == "done");
   CHECK(done.done == 6);
   REQUIRE(done.best_ms.has_value());
-  CHECK(cl.wait(other.id, 120).state == "done");
+  // The later job times the finalists again side by side: the best kernel is as it reported.
+  auto other_done = cl.wait(other.id, 120);
+  CHECK(other_done.state == "done");
+  REQUIRE(other_done.best_ms.has_value());
   auto k = cl.best("matmul", "M=24,N=40,K=16");
   REQUIRE(k.has_value());
   CHECK(k->exact_target);
@@ -279,7 +282,7 @@ TEST_CASE("api: a tuning job runs to the end; identical requests share it; the b
   CHECK(k->workspace_bytes == k->abi["workspace_bytes"].get<std::int64_t>());
   CHECK(k->abi["compile_flags"].get<std::string>().find("-fopenmp") != std::string::npos);
   CHECK(k->source.find(k->workload_key) != std::string::npos);
-  CHECK(k->latency_s * 1e3 <= *done.best_ms + 1e-9);
+  CHECK(k->latency_s * 1e3 == doctest::Approx(*other_done.best_ms).epsilon(1e-9));
   CHECK(!cl.best("matmul", "M=24,N=40,K=17").has_value());
   auto by_key = cl.call("GET", "/v1/best?workload=" + k->workload_key + "&target=" + k->target_key);
   CHECK(by_key["latency_s"] == k->latency_s);
