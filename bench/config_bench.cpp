@@ -11,7 +11,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 
 #include "aligned.hpp"
 #include "codegen/backend.hpp"
@@ -19,6 +18,7 @@
 #include "measure/protocol.hpp"
 #include "ops/library.hpp"
 #include "support/error.hpp"
+#include "support/files.hpp"
 
 using namespace tiletune;
 
@@ -38,12 +38,8 @@ int main(int argc, char** argv) {
     std::filesystem::create_directories(dir);
     auto be = codegen::make_backend("cpu");
     const auto& traits = be->target().traits;
-    // A path that exists is a .tile file; anything else a library op (whose error lists them).
-    std::string text;
-    if (std::ifstream file(op); file && !std::filesystem::is_directory(op))
-      text.assign(std::istreambuf_iterator<char>(file), {});
-    else
-      text = ops::op_text(op);
+    // As the CLI reads it: a file is a .tile file, anything else a library op (whose error lists them).
+    std::string text = is_file(op) ? read_text_file(op) : ops::op_text(op);
     ir::Workload w = ir::bind(ir::parse_op(text), ir::parse_sizes(sizes));
 
     // The tensors every config runs on (inputs as the measuring worker fills them), and a

@@ -68,7 +68,8 @@ int run_corpus(const CommonOptions& c, const tuner::TuneOptions& t, const Corpus
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     double best_s = best ? best->median_s() : NAN;
     std::cout << "[" << i + 1 << "/" << end << "] " << cs.op_name << " " << cs.sizes << ": " << got << " new ("
-              << got_failed << " failed), " << relabelled << " timed side by side, best " << (std::isfinite(best_s) ? fmt("%.5f", best_s * 1e3) : "-")
+              << got_failed << " failed), " << relabelled << " timed side by side, best "
+              << (std::isfinite(best_s) ? fmt("%.5f", best_s * 1e3) : "-")
               << " ms  (" << cs.source << ", " << fmt("%.0f", elapsed) << " s)" << std::endl;
   }
   std::cout << "corpus " << recipe.name << ": " << end << " workloads, " << measured << " records measured ("

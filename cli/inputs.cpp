@@ -1,28 +1,12 @@
 #include "cli/inputs.hpp"
 
 #include <cctype>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "ir/parse.hpp"
 #include "ops/library.hpp"
 #include "support/error.hpp"
 
 namespace tiletune::cli {
-
-std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_error(ErrorKind::Io, "cannot read " + path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-bool is_file(const std::string& path) {
-  std::error_code ec;
-  return std::filesystem::is_regular_file(path, ec);
-}
 
 namespace {
 

@@ -6,12 +6,9 @@
 #include <vector>
 
 #include "ir/workload.hpp"
+#include "support/files.hpp"  // is_file, read_text_file
 
 namespace tiletune::cli {
-
-bool is_file(const std::string& path);
-//! The whole file; Error(Io) if unreadable.
-std::string read_text_file(const std::string& path);
 
 //! A library op name or .tile file (`op_name` picks one of several) bound to sizes; errors point
 //! into the file.

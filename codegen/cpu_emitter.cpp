@@ -256,15 +256,9 @@ void Emitter::points_body(int depth, const std::vector<Point>& pts, Mode mode) {
     std::vector<const ir::Expr*> reads;
     ir::collect_accesses(sn_->body, reads);
     auto broadcast_reads_use = [&](const std::string& axis) {
-      for (const ir::Expr* r : reads) {
-        bool along = false, uses = false;
-        for (auto& ix : r->indices) {
-          along |= ix.coeff_of(sn_->vector_axis) != 0;
-          uses |= ix.coeff_of(axis) != 0;
-        }
-        if (uses && !along) return true;
-      }
-      return false;
+      return std::any_of(reads.begin(), reads.end(), [&](const ir::Expr* r) {
+        return ir::access_uses(*r, axis) && !ir::access_uses(*r, sn_->vector_axis);
+      });
     };
     for (bool broadcast : {true, false})
       for (auto& l : sn_->reg)

@@ -91,6 +91,12 @@ void collect_accesses(const Expr& e, std::vector<const Expr*>& out) {
   for (auto& a : e.args) collect_accesses(a, out);
 }
 
+bool access_uses(const Expr& access, const std::string& axis) {
+  for (auto& ix : access.indices)
+    if (ix.coeff_of(axis) != 0) return true;
+  return false;
+}
+
 int count_ops(const Expr& e) {
   int n = (e.kind == Expr::Kind::Const || e.kind == Expr::Kind::Access || e.kind == Expr::Kind::Size) ? 0 : 1;
   for (auto& a : e.args) n += count_ops(a);

@@ -132,6 +132,8 @@ double combine_identity(Combine c);
 
 //! Appends every tensor access in `e` to `out`, left to right. Pointers are into `e`.
 void collect_accesses(const Expr& e, std::vector<const Expr*>& out);
+//! Whether some index of the tensor access `access` moves with `axis`.
+bool access_uses(const Expr& access, const std::string& axis);
 //! Arithmetic operations in `e` (accesses and constants count none).
 int count_ops(const Expr& e);  //!< "=", "+=", "*=", "max=", "min="
 

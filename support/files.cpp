@@ -4,8 +4,10 @@
 
 #include <atomic>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <random>
+#include <sstream>
 
 #include "support/error.hpp"
 
@@ -28,6 +30,19 @@ void write_file_atomically(const std::string& path, const std::string& text) {
     std::remove(tmp.c_str());
     throw_error(ErrorKind::Io, "cannot write " + path);
   }
+}
+
+bool is_file(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(path, ec);
+}
+
+std::string read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw_error(ErrorKind::Io, "cannot read " + path);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
 }
 
 }  // namespace tiletune

@@ -13,4 +13,9 @@ std::string unique_suffix();
 //! Error(Io) if it cannot.
 void write_file_atomically(const std::string& path, const std::string& text);
 
+//! Whether `path` names a regular file (an op or suite argument that is not a library name).
+bool is_file(const std::string& path);
+//! The whole file; Error(Io) if it cannot be read.
+std::string read_text_file(const std::string& path);
+
 }  // namespace tiletune

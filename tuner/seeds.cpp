@@ -105,22 +105,12 @@ void Space::gemm_seeds(const std::string& v, std::vector<ir::Schedule>& out) con
   std::vector<const ir::Expr*> reads;
   ir::collect_accesses(st.rhs, reads);
   auto read_along_vector = [&](const std::string& tensor) {
-    for (auto* r : reads)
-      if (r->name == tensor)
-        for (auto& ix : r->indices)
-          if (ix.coeff_of(v) != 0) return true;
-    return false;
+    return std::any_of(reads.begin(), reads.end(),
+                       [&](const ir::Expr* r) { return r->name == tensor && ir::access_uses(*r, v); });
   };
   auto in_vector_reads = [&](const std::string& axis) {
-    for (auto* r : reads) {
-      bool along = false, uses = false;
-      for (auto& ix : r->indices) {
-        along |= ix.coeff_of(v) != 0;
-        uses |= ix.coeff_of(axis) != 0;
-      }
-      if (along && uses) return true;
-    }
-    return false;
+    return std::any_of(reads.begin(), reads.end(),
+                       [&](const ir::Expr* r) { return ir::access_uses(*r, v) && ir::access_uses(*r, axis); });
   };
   const ir::Axis* rows = nullptr;
   const ir::Axis* deepest = nullptr;  // the longest reduction: blocked for L1
@@ -180,11 +170,8 @@ void Space::gemm_seeds(const std::string& v, std::vector<ir::Schedule>& out) con
   // broadcast. (Only there: columns over blocks of two vectors are unmeasured, and a row of two
   // vectors along the axis already runs at 0.94x oneDNN on the 1x1 NCHW16c conv.)
   auto in_broadcast_reads = [&](const std::string& axis) {
-    for (auto* r : reads)
-      if (!read_along_vector(r->name))
-        for (auto& ix : r->indices)
-          if (ix.coeff_of(axis) != 0) return true;
-    return false;
+    return std::any_of(reads.begin(), reads.end(),
+                       [&](const ir::Expr* r) { return !read_along_vector(r->name) && ir::access_uses(*r, axis); });
   };
   const ir::Axis* cols = nullptr;
   for (auto& a : st.axes)

@@ -141,6 +141,14 @@ TEST_CASE("cli: corpus lists, measures and resumes where it stopped") {
   CHECK(relabel.output.find("3 workloads, 0 records measured") != std::string::npos);
   CHECK(relabel.output.find(" 0 timed side by side") == std::string::npos);
   CHECK(sql(unlabelled) == 0);
+  // Parameters that are not JSON count as unlabelled: that workload is timed again.
+  sql("UPDATE records SET measure_params_json = 'not json' WHERE id = (SELECT MIN(id) FROM records WHERE "
+      "median_s IS NOT NULL)");
+  auto mended = run({});
+  CHECK_MESSAGE(mended.exit_code == 0, mended.output);
+  CHECK(mended.output.find("3 workloads, 0 records measured") != std::string::npos);
+  CHECK(sql("SELECT COUNT(*) FROM records WHERE json_valid(measure_params_json) = 0") == 0);
+  CHECK(sql(unlabelled) == 0);
   auto bad = run({"--limit", "-1"});
   CHECK(bad.exit_code == 2);
 }
