@@ -80,12 +80,14 @@ class Measurer : public BatchMeasurer {
   //! Checks the configs again and times them in turns in one worker: rounds in which each runs
   //! for kSideBySideTurnS (one call at least; the turn's mean per call is one time), at least
   //! kSideBySideMinTurns of them, until each has run kSideBySideShare times min_seconds, or
-  //! max_seconds each have passed. Records taken at different times on a shared machine
+  //! max_seconds each have passed; kSideBySideMaxTurns at most (longer turns where the share
+  //! needs more), so that a sub-microsecond kernel's times stay a short reply. Records taken at different times on a shared machine
   //! differ by up to 1.6x for the machine's sake alone, and its speed holds for tenths of a
   //! second: fine turns over a longer time compare the rivals under the same conditions.
   std::vector<MeasureResult> side_by_side(const std::vector<ir::Schedule>& rivals) override;
   static constexpr double kSideBySideTurnS = 0.001;
   static constexpr int kSideBySideMinTurns = 10;
+  static constexpr int kSideBySideMaxTurns = 400;
   static constexpr double kSideBySideShare = 3.0;
   //! Candidates whose checked first run and up to kWarmRuns warm runs all take kFarSlower
   //! times this or longer are timed by the fastest of those runs alone

@@ -139,17 +139,21 @@ measure::RunReply side_by_side(const measure::RunRequest& req, const codegen::Ba
     }
     if (!r.error_class.empty()) kernels[i].reset();
   }
-  // Turns of about a millisecond of calls (one call at least, max_repeats at most: a tiny kernel
-  // or a timer that reads 0 ends its turn too), each turn's mean per call one time, round after
-  // round until every rival has run for its share; past max_seconds per rival (slow kernels)
-  // the rounds end early, but never before every rival had a turn.
+  // Turns of about a millisecond of calls (one call at least; a turn also ends after that long
+  // by the wall clock, so a timer that reads 0 cannot hold it), each turn's mean per call one
+  // time, round after round until every rival has run for its share; past max_seconds per
+  // rival (slow kernels) the rounds end early, but never before every rival had a turn. Where
+  // the share would take more than kSideBySideMaxTurns turns (a long min_seconds), the turns
+  // grow instead, and no rival gets more than that many times: the reply stays small.
   using measure::Measurer;
+  using Clock = std::chrono::steady_clock;
   const double want = Measurer::kSideBySideShare * req.min_seconds;
+  const double turn_s = std::max(Measurer::kSideBySideTurnS, want / Measurer::kSideBySideMaxTurns);
   std::vector<double> spent(n, 0);
   int live = 0;
   for (auto& k : kernels) live += k != nullptr;
   double total = 0;
-  for (int round = 0;; ++round) {
+  for (int round = 0; round < Measurer::kSideBySideMaxTurns; ++round) {
     bool done = round >= Measurer::kSideBySideMinTurns;
     for (size_t i = 0; i < n; ++i)
       if (kernels[i] && spent[i] < want) done = false;
@@ -158,10 +162,11 @@ measure::RunReply side_by_side(const measure::RunRequest& req, const codegen::Ba
       if (!kernels[i]) continue;
       double turn = 0;
       int calls = 0;
+      const auto start = Clock::now();
       do {
         turn += kernels[i]->run(io.args.data(), workspaces[i]->data, 0);
         ++calls;
-      } while (turn < Measurer::kSideBySideTurnS && calls < std::max(1, req.max_repeats));
+      } while (turn < turn_s && std::chrono::duration<double>(Clock::now() - start).count() < turn_s);
       reply.rivals[i].times_s.push_back(turn / calls);
       spent[i] += turn;
       total += turn;

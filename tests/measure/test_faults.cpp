@@ -133,6 +133,27 @@ TEST_CASE("measure: side by side, rivals are checked again and timed in turns; a
   CHECK(crashed[1].error_message.find("SIGSEGV") != std::string::npos);
 }
 
+TEST_CASE("measure: side by side, a sub-microsecond kernel's turns are bounded, and so is its reply") {
+  // One element: each call takes well under a microsecond. Turns used to end after max_repeats
+  // calls, which made hundreds of thousands of one-call times per rival, a reply too long for
+  // the worker's output: every rival failed.
+  auto w = library_workload("gelu", "N=1,D=1");
+  auto be = codegen::make_backend("cpu");
+  auto o = quick_options();
+  o.min_seconds = 0.05;
+  o.max_repeats = 1;
+  measure::Measurer m(*be, w, o);
+  auto results = m.side_by_side(std::vector<ir::Schedule>(3, ir::naive_schedule(w)));
+  REQUIRE(results.size() == 3);
+  for (auto& r : results) {
+    INFO(r.error_message);
+    REQUIRE(r.ok());
+    CHECK(r.times_s.size() >= measure::Measurer::kSideBySideMinTurns);
+    CHECK(r.times_s.size() <= measure::Measurer::kSideBySideMaxTurns);
+    CHECK(r.median_s() < 1e-4);
+  }
+}
+
 TEST_CASE("tune: the fastest records are timed again side by side and keep those times") {
   TempDir dir;
   auto store = db::open_sqlite_store(dir.file("t.db"));
