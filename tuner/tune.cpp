@@ -138,27 +138,32 @@ TuneSummary tune(const ir::Workload& w, const codegen::TargetInfo& target, measu
   store.put_target(target_row(target));
   Space space(w, target.traits);
   TuneSummary summary;
-  SearchContext context;
-  if (std::string kind = model_of_strategy(options.strategy); !kind.empty()) {
-    // Transfer: what this target measured for other workloads trains the first model.
-    context.prior = load_dataset(store, target.key, target.traits, w.key, options.prior_records).samples;
-    if (auto row = options.models ? options.models->model(kind, target.key) : std::nullopt) {
-      try {
-        context.pretrained = costmodel::load_model(row->blob);
-      } catch (const Error& e) {
-        summary.notes.push_back(std::string("ignored the saved ") + kind + " model (" + e.what() +
-                                "); training on the records instead");
+  // The search (and the model it trains on the target's other records, seconds on a large
+  // database) is built only where trials are left: a resumed corpus or suite passes over its
+  // finished workloads at once.
+  auto build_search = [&] {
+    SearchContext context;
+    if (std::string kind = model_of_strategy(options.strategy); !kind.empty()) {
+      // Transfer: what this target measured for other workloads trains the first model.
+      context.prior = load_dataset(store, target.key, target.traits, w.key, options.prior_records).samples;
+      if (auto row = options.models ? options.models->model(kind, target.key) : std::nullopt) {
+        try {
+          context.pretrained = costmodel::load_model(row->blob);
+        } catch (const Error& e) {
+          summary.notes.push_back(std::string("ignored the saved ") + kind + " model (" + e.what() +
+                                  "); training on the records instead");
+        }
+      }
+      if (!context.pretrained && options.shipped_model) {
+        try {
+          context.base = shipped_model(kind, target);
+        } catch (const Error& e) {
+          summary.notes.push_back(std::string("ignored the shipped model (") + e.what() + ")");
+        }
       }
     }
-    if (!context.pretrained && options.shipped_model) {
-      try {
-        context.base = shipped_model(kind, target);
-      } catch (const Error& e) {
-        summary.notes.push_back(std::string("ignored the shipped model (") + e.what() + ")");
-      }
-    }
-  }
-  auto search = make_search(options.strategy, space, options.seed, std::move(context));
+    return make_search(options.strategy, space, options.seed, std::move(context));
+  };
 
   summary.workload_key = w.key;
   summary.target_key = target.key;
@@ -176,8 +181,12 @@ TuneSummary tune(const ir::Workload& w, const codegen::TargetInfo& target, measu
       // A config this version cannot read still counts against the budget, but teaches nothing.
     }
   }
-  search->notify(known, known_latency);
   summary.already = static_cast<int>(measured.size());
+  std::unique_ptr<SearchStrategy> search;
+  if (summary.already < options.trials) {
+    search = build_search();
+    search->notify(known, known_latency);
+  }
 
   Progress progress;
   progress.total = options.trials;

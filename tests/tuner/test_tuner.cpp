@@ -135,6 +135,12 @@ TEST_CASE("tune: model-guided strategies learn from other workloads' records and
   CHECK(data.samples.size() == 6);  // the other workload's records only
   CHECK(data.skipped == 0);
   CHECK(tuner::load_dataset(*store, be->target().key, be->target().traits).samples.size() == 10);
+  // A rerun with no trials left builds no search: it neither reads the saved model nor trains
+  // one on the records (seconds per workload on a large database), so it has nothing to note.
+  auto again = tuner::tune(w, *be, *store, o);
+  CHECK(again.measured == 0);
+  CHECK(again.already == 4);
+  CHECK(again.notes.empty());
 }
 
 TEST_CASE("tune: the trial budget counts stored records; a rerun measures nothing, a larger budget the difference") {
