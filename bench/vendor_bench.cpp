@@ -25,6 +25,7 @@
 #include "support/error.hpp"
 #include "support/hash.hpp"
 #include "support/subprocess.hpp"
+#include "tuner/search.hpp"
 #include "tuner/tune.hpp"
 #include "vendor/vendor.hpp"
 #include "vendors.hpp"
@@ -187,7 +188,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--only", only, "run only cases whose label contains this");
   std::string strategy = tuner::TuneOptions().strategy;
-  app.add_option("--strategy", strategy, "search strategy of the tuning")->capture_default_str();
+  app.add_option("--strategy", strategy, "search strategy of the tuning")->capture_default_str()
+      ->check(CLI::IsMember(tuner::search_names()));
   bool no_seeds = false;
   app.add_flag("--no-seeds", no_seeds, "do not measure the BLAS-like seed configs first (Space::seeds)");
   app.add_option("--db", db_path, "tuning database (reused: a rerun only times)")->capture_default_str();

@@ -237,8 +237,10 @@ struct Measurer::Impl {
     std::string req_path = job.artifact + ".req." + unique_suffix() + ".json";
     write_file_atomically(req_path, req.to_json());
     std::string runner = o.runner_path.empty() ? executable_dir() + "/tiletune-runner" : o.runner_path;
-    // Room for the reply: a side-by-side one holds up to kSideBySideMaxTurns times per rival.
-    const size_t max_output = (size_t{1} << 20) + rivals.size() * Measurer::kSideBySideMaxTurns * 32;
+    // Room for the reply: a side-by-side one holds up to kSideBySideMaxTurns times per rival,
+    // each at most kBytesPerTime characters as JSON writes a double.
+    constexpr size_t kBytesPerTime = 32;
+    const size_t max_output = kDefaultMaxOutput + rivals.size() * Measurer::kSideBySideMaxTurns * kBytesPerTime;
     ProcessResult p = run_process({runner, req_path}, timeout, max_output);
     std::error_code ignored;
     fs::remove(req_path, ignored);
@@ -260,7 +262,8 @@ struct Measurer::Impl {
     }
     reply.error_class = error_class::kRuntime;
     reply.message = "worker " + p.describe();
-    if (p.output.size() >= max_output) reply.message += ": its output was cut at " + std::to_string(max_output) + " bytes";
+    if (p.output.size() >= max_output)
+      reply.message += ": its output was cut at " + std::to_string(max_output) + " bytes";
     if (p.exit_code == 127) reply.message += ": cannot run " + runner;
     std::string tail = p.output.size() > 1000 ? p.output.substr(p.output.size() - 1000) : p.output;
     if (!tail.empty()) reply.message += ": " + tail;

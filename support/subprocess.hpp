@@ -20,8 +20,9 @@ struct ProcessResult {
 //! the whole group is killed with SIGKILL. Throws Error(Io) only if the process cannot start.
 //! `niceness` > 0 lowers the child's CPU priority and runs it under SCHED_IDLE (builds:
 //! throughput work that must not delay a daemon's answers or a measurement).
-ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s, size_t max_output = 1 << 20,
-                          int niceness = 0);
+inline constexpr size_t kDefaultMaxOutput = size_t{1} << 20;
+ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s,
+                          size_t max_output = kDefaultMaxOutput, int niceness = 0);
 
 //! Path of the running executable's folder (from /proc/self/exe).
 std::string executable_dir();

@@ -175,6 +175,9 @@ TEST_CASE("options: the API schema's limits are the tuner's") {
   json api = test::schema("api.schema.json");
   CHECK(api["$defs"]["TuneRequest"]["properties"]["trials"]["maximum"].get<int>() == tuner::kMaxTrials);
   CHECK(api["$defs"]["LeaseResults"]["properties"]["results"]["maxItems"].get<int>() == tuner::kMaxBatch);
-  std::vector<std::string> strategies = api["$defs"]["TuneRequest"]["properties"]["strategy"]["enum"];
-  CHECK(strategies == tuner::search_names());
+  for (const char* request : {"TuneRequest", "ModelRequest"}) {
+    INFO(request);
+    std::vector<std::string> strategies = api["$defs"][request]["properties"]["strategy"]["enum"];
+    CHECK(strategies == tuner::search_names());
+  }
 }

@@ -141,6 +141,7 @@ TEST_CASE("measure: side by side, a sub-microsecond kernel's turns are bounded, 
   auto be = codegen::make_backend("cpu");
   auto o = quick_options();
   o.min_seconds = 0.05;
+  o.min_repeats = 1;
   o.max_repeats = 1;
   measure::Measurer m(*be, w, o);
   auto results = m.side_by_side(std::vector<ir::Schedule>(3, ir::naive_schedule(w)));

@@ -132,6 +132,9 @@ TEST_CASE("models api: bad models, bad parameters, size and token rules: 4xx wit
   CHECK(reason(bad_shape).find("not a dimension") != std::string::npos);
   CHECK(c.Post("/v1/models?inputs=image%3D1,8,10,10&scheduler=fastest", blocks, kOctets)->status == 400);
   CHECK(c.Post("/v1/models?inputs=image%3D1,8,10,10&trials=0", blocks, kOctets)->status == 400);
+  auto magic = c.Post("/v1/models?inputs=image%3D1,8,10,10&strategy=magic", blocks, kOctets);
+  CHECK(magic->status == 400);
+  CHECK(reason(magic).find("strategy") != std::string::npos);
   auto twice = c.Post("/v1/models?inputs=image%3D1,8,10,10;image%3D1,8,10,10", blocks, kOctets);
   CHECK(twice->status == 400);
   CHECK(reason(twice).find("input image is given twice") != std::string::npos);
