@@ -296,7 +296,7 @@ int run_model_train(const CommonOptions& c, const std::vector<std::string>& kind
 }
 
 int run_model_eval(const CommonOptions& c, const std::vector<std::string>& kinds, std::uint64_t seed, bool json,
-                   bool shipped, const std::string& target_key) {
+                   bool shipped, const std::string& target_key, bool by_op) {
   auto store = db::open_store(c.db, /*create=*/false);
   const codegen::TargetInfo target = model_target(c, *store, target_key);
   auto data = target_dataset(c, *store, target);
@@ -310,27 +310,61 @@ int run_model_eval(const CommonOptions& c, const std::vector<std::string>& kinds
   } else {
     results = tuner::evaluate_models(data, kinds, seed);
   }
+  // Per op (--by-op): the rows of each split and model, worst ranked first.
+  struct OpRow {
+    const tuner::EvalRow* row;
+    std::string op;
+    costmodel::RankingMetrics metrics;
+  };
+  std::vector<OpRow> op_rows;
+  if (by_op)
+    for (auto& r : results) {
+      std::vector<OpRow> of_row;
+      for (auto& [op, m] : r.by_op) of_row.push_back({&r, op, m});
+      std::stable_sort(of_row.begin(), of_row.end(), [](const OpRow& a, const OpRow& b) {
+        return a.metrics.pairwise_accuracy < b.metrics.pairwise_accuracy;
+      });
+      op_rows.insert(op_rows.end(), of_row.begin(), of_row.end());
+    }
+  auto metrics_json = [](const costmodel::RankingMetrics& m) {
+    return nlohmann::json{{"workloads", m.groups}, {"samples", m.samples}, {"pairwise_accuracy", m.pairwise_accuracy},
+                          {"spearman", m.spearman},  {"top1", m.top1},       {"top5", m.top5}};
+  };
   if (json) {
-    for (auto& r : results)
-      std::cout << nlohmann::json{{"model", r.model},
-                                  {"split", r.split},
-                                  {"folds", r.folds},
-                                  {"workloads", r.metrics.groups},
-                                  {"samples", r.metrics.samples},
-                                  {"pairwise_accuracy", r.metrics.pairwise_accuracy},
-                                  {"spearman", r.metrics.spearman},
-                                  {"top1", r.metrics.top1},
-                                  {"top5", r.metrics.top5}}
-                       .dump()
-                << "\n";
+    for (auto& r : results) {
+      nlohmann::json j = {{"model", r.model}, {"split", r.split}, {"folds", r.folds}};
+      j.update(metrics_json(r.metrics));
+      std::cout << j.dump() << "\n";
+    }
+    for (auto& o : op_rows) {
+      nlohmann::json j = {{"model", o.row->model}, {"split", o.row->split}, {"op", o.op}};
+      j.update(metrics_json(o.metrics));
+      std::cout << j.dump() << "\n";
+    }
     return kOk;
   }
+  auto cells = [](const costmodel::RankingMetrics& m) {
+    return std::vector<std::string>{std::to_string(m.groups), std::to_string(m.samples),
+                                    fmt("%.3f", m.pairwise_accuracy), fmt("%.3f", m.spearman), fmt("%.3f", m.top1),
+                                    fmt("%.3f", m.top5)};
+  };
   std::vector<Row> rows;
-  for (auto& r : results)
-    rows.push_back({{r.split, r.model, std::to_string(r.folds), std::to_string(r.metrics.groups),
-                     std::to_string(r.metrics.samples), fmt("%.3f", r.metrics.pairwise_accuracy),
-                     fmt("%.3f", r.metrics.spearman), fmt("%.3f", r.metrics.top1), fmt("%.3f", r.metrics.top5)}});
+  for (auto& r : results) {
+    std::vector<std::string> row = {r.split, r.model, std::to_string(r.folds)};
+    for (auto& cell : cells(r.metrics)) row.push_back(cell);
+    rows.push_back({row});
+  }
   print_table({"split", "model", "folds", "workloads", "samples", "pairwise", "spearman", "top-1", "top-5"}, rows);
+  if (!op_rows.empty()) {
+    std::vector<Row> per_op;
+    for (auto& o : op_rows) {
+      std::vector<std::string> row = {o.row->split, o.row->model, o.op};
+      for (auto& cell : cells(o.metrics)) row.push_back(cell);
+      per_op.push_back({row});
+    }
+    std::cout << "\n";
+    print_table({"split", "model", "op", "workloads", "samples", "pairwise", "spearman", "top-1", "top-5"}, per_op);
+  }
   return kOk;
 }
 

@@ -97,7 +97,7 @@ int run_model_train(const CommonOptions& c, const std::vector<std::string>& kind
 //! records (as run_model_train picks it); with `shipped`, how the models shipped for the target's
 //! machine kind rank them, untrained on them.
 int run_model_eval(const CommonOptions& c, const std::vector<std::string>& kinds, std::uint64_t seed, bool json,
-                   bool shipped, const std::string& target_key);
+                   bool shipped, const std::string& target_key, bool by_op);
 
 //! Prints what a database holds and its integrity check; Error(Database) when it fails.
 int run_db_check(const std::string& where);

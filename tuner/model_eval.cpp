@@ -68,6 +68,25 @@ costmodel::RankingMetrics test_on(const std::vector<const costmodel::Sample*>& t
   return costmodel::evaluate_ranking(group, latency, score);
 }
 
+//! Metrics of each op's workloads among `test`, for EvalRow::by_op: added to `parts`.
+void test_by_op(const Dataset& data, const std::vector<const costmodel::Sample*>& test, const std::vector<float>& score,
+                std::map<std::string, std::vector<costmodel::RankingMetrics>>& parts) {
+  std::map<std::string, std::pair<std::vector<const costmodel::Sample*>, std::vector<float>>> of_op;
+  for (std::size_t i = 0; i < test.size(); ++i) {
+    auto& [samples, scores] = of_op[data.workloads.at(test[i]->group).op_name];
+    samples.push_back(test[i]);
+    scores.push_back(score[i]);
+  }
+  for (auto& [op, subset] : of_op) parts[op].push_back(test_on(subset.first, subset.second));
+}
+
+std::map<std::string, costmodel::RankingMetrics> combine_by_op(
+    const std::map<std::string, std::vector<costmodel::RankingMetrics>>& parts) {
+  std::map<std::string, costmodel::RankingMetrics> out;
+  for (auto& [op, p] : parts) out[op] = costmodel::combine(p);
+  return out;
+}
+
 std::vector<float> random_scores(std::size_t n, std::mt19937_64& rng) {
   std::vector<float> s(n);
   std::uniform_real_distribution<float> u(0, 1);
@@ -82,6 +101,7 @@ std::vector<EvalRow> evaluate_models(const Dataset& data, const std::vector<std:
   for (const std::string split : {"held-out sizes", "held-out ops"}) {
     auto folds = folds_for(data, split);
     std::map<std::string, std::vector<costmodel::RankingMetrics>> parts;
+    std::map<std::string, std::map<std::string, std::vector<costmodel::RankingMetrics>>> op_parts;  // by kind
     for (auto& fold : folds) {
       std::vector<costmodel::Sample> train;
       std::vector<const costmodel::Sample*> test;
@@ -97,7 +117,9 @@ std::vector<EvalRow> evaluate_models(const Dataset& data, const std::vector<std:
       for (auto& kind : kinds) {
         auto model = costmodel::make_model(kind, seed);
         model->fit(train);
-        parts[kind].push_back(test_on(test, model->predict(test_x)));
+        std::vector<float> score = model->predict(test_x);
+        parts[kind].push_back(test_on(test, score));
+        test_by_op(data, test, score, op_parts[kind]);
       }
       // A random ranker, averaged over draws so that its figure is its expectation.
       std::mt19937_64 rng(seed);
@@ -111,7 +133,8 @@ std::vector<EvalRow> evaluate_models(const Dataset& data, const std::vector<std:
     std::vector<std::string> names = kinds;
     names.push_back("random");
     for (auto& name : names)
-      out.push_back({name, split, static_cast<int>(folds.size()), costmodel::combine(parts[name])});
+      out.push_back(
+          {name, split, static_cast<int>(folds.size()), costmodel::combine(parts[name]), combine_by_op(op_parts[name])});
   }
   return out;
 }
@@ -124,7 +147,10 @@ EvalRow evaluate_trained(const Dataset& data, const costmodel::CostModel& model,
     x.push_back(s.x);
   }
   if (all.empty()) throw_error(ErrorKind::InvalidInput, "no records to rank: tune some ops first");
-  return {name, "as trained", 0, test_on(all, model.predict(x))};
+  std::vector<float> score = model.predict(x);
+  std::map<std::string, std::vector<costmodel::RankingMetrics>> op_parts;
+  test_by_op(data, all, score, op_parts);
+  return {name, "as trained", 0, test_on(all, score), combine_by_op(op_parts)};
 }
 
 db::ModelRow train_model(const Dataset& data, const std::string& kind, const std::string& target_key,

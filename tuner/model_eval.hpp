@@ -1,5 +1,6 @@
 // tuner/model_eval.hpp
 #pragma once
+#include <map>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,8 @@ struct EvalRow {
   std::string split;  //!< "held-out sizes" | "held-out ops"
   int folds = 0;
   costmodel::RankingMetrics metrics;  //!< averaged over the test workloads of every fold
+  //! The same per op of the test workloads (not for the random ranker): which ops it ranks worst.
+  std::map<std::string, costmodel::RankingMetrics> by_op;
 };
 
 //! Evaluates each model kind, and a random ranker, on two splits of the dataset's workloads,

@@ -5,6 +5,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <sstream>
 
 #include "db/store.hpp"
 #include "helpers.hpp"
@@ -197,6 +199,20 @@ TEST_CASE("cli: model eval and train on a database; model-guided tuning uses the
   auto json = with({"model", "eval", "--kind", "nn", "--json"});
   CHECK_MESSAGE(json.exit_code == 0, json.output);
   CHECK(has(json, "\"model\":\"nn\""));
+  // Per op: each held-out op's workloads scored by the model that did not see the op.
+  auto by_op = with({"model", "eval", "--kind", "xgb", "--json", "--by-op"});
+  CHECK_MESSAGE(by_op.exit_code == 0, by_op.output);
+  std::map<std::string, int> op_workloads;  // held-out ops, xgb
+  std::istringstream lines(by_op.output);
+  for (std::string line; std::getline(lines, line);) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object() && j.contains("op") && j["split"] == "held-out ops" && j["model"] == "xgb")
+      op_workloads[j["op"]] = j["workloads"];
+  }
+  CHECK(op_workloads == std::map<std::string, int>{{"matmul", 3}, {"row_sum", 1}});
+  CHECK(!has(json, "\"op\""));  // only with --by-op
+  auto by_op_table = with({"model", "eval", "--kind", "xgb", "--by-op"});
+  CHECK(has(by_op_table, "row_sum"));
   auto train = with({"model", "train"});
   CHECK_MESSAGE(train.exit_code == 0, train.output);
   CHECK(has(train, "stored in"));
