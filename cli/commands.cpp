@@ -310,60 +310,52 @@ int run_model_eval(const CommonOptions& c, const std::vector<std::string>& kinds
   } else {
     results = tuner::evaluate_models(data, kinds, seed);
   }
-  // Per op (--by-op): the rows of each split and model, worst ranked first.
-  struct OpRow {
-    const tuner::EvalRow* row;
-    std::string op;
+  // One printed line per result and, with --by-op, per op of each result (worst ranked first):
+  // its labels, then its metrics.
+  struct Line {
+    std::vector<std::pair<std::string, nlohmann::json>> labels;
     costmodel::RankingMetrics metrics;
   };
-  std::vector<OpRow> op_rows;
-  if (by_op)
-    for (auto& r : results) {
-      std::vector<OpRow> of_row;
-      for (auto& [op, m] : r.by_op) of_row.push_back({&r, op, m});
-      std::stable_sort(of_row.begin(), of_row.end(), [](const OpRow& a, const OpRow& b) {
-        return a.metrics.pairwise_accuracy < b.metrics.pairwise_accuracy;
-      });
-      op_rows.insert(op_rows.end(), of_row.begin(), of_row.end());
-    }
-  auto metrics_json = [](const costmodel::RankingMetrics& m) {
-    return nlohmann::json{{"workloads", m.groups}, {"samples", m.samples}, {"pairwise_accuracy", m.pairwise_accuracy},
-                          {"spearman", m.spearman},  {"top1", m.top1},       {"top5", m.top5}};
-  };
+  std::vector<Line> summary, per_op;
+  for (auto& r : results) {
+    summary.push_back({{{"split", r.split}, {"model", r.model}, {"folds", r.folds}}, r.metrics});
+    if (!by_op) continue;
+    std::vector<Line> ops;
+    for (auto& [op, m] : r.by_op) ops.push_back({{{"split", r.split}, {"model", r.model}, {"op", op}}, m});
+    std::stable_sort(ops.begin(), ops.end(), [](const Line& a, const Line& b) {
+      return a.metrics.pairwise_accuracy < b.metrics.pairwise_accuracy;
+    });
+    per_op.insert(per_op.end(), ops.begin(), ops.end());
+  }
   if (json) {
-    for (auto& r : results) {
-      nlohmann::json j = {{"model", r.model}, {"split", r.split}, {"folds", r.folds}};
-      j.update(metrics_json(r.metrics));
-      std::cout << j.dump() << "\n";
-    }
-    for (auto& o : op_rows) {
-      nlohmann::json j = {{"model", o.row->model}, {"split", o.row->split}, {"op", o.op}};
-      j.update(metrics_json(o.metrics));
-      std::cout << j.dump() << "\n";
-    }
+    for (auto* lines : {&summary, &per_op})
+      for (auto& l : *lines) {
+        const auto& m = l.metrics;
+        nlohmann::json j = {{"workloads", m.groups}, {"samples", m.samples}, {"pairwise_accuracy", m.pairwise_accuracy},
+                            {"spearman", m.spearman},  {"top1", m.top1},       {"top5", m.top5}};
+        for (auto& [name, value] : l.labels) j[name] = value;
+        std::cout << j.dump() << "\n";
+      }
     return kOk;
   }
-  auto cells = [](const costmodel::RankingMetrics& m) {
-    return std::vector<std::string>{std::to_string(m.groups), std::to_string(m.samples),
-                                    fmt("%.3f", m.pairwise_accuracy), fmt("%.3f", m.spearman), fmt("%.3f", m.top1),
-                                    fmt("%.3f", m.top5)};
-  };
-  std::vector<Row> rows;
-  for (auto& r : results) {
-    std::vector<std::string> row = {r.split, r.model, std::to_string(r.folds)};
-    for (auto& cell : cells(r.metrics)) row.push_back(cell);
-    rows.push_back({row});
-  }
-  print_table({"split", "model", "folds", "workloads", "samples", "pairwise", "spearman", "top-1", "top-5"}, rows);
-  if (!op_rows.empty()) {
-    std::vector<Row> per_op;
-    for (auto& o : op_rows) {
-      std::vector<std::string> row = {o.row->split, o.row->model, o.op};
-      for (auto& cell : cells(o.metrics)) row.push_back(cell);
-      per_op.push_back({row});
+  for (auto* lines : {&summary, &per_op}) {
+    if (lines->empty()) continue;
+    std::vector<std::string> header;
+    for (auto& label : lines->front().labels) header.push_back(label.first);
+    for (const char* name : {"workloads", "samples", "pairwise", "spearman", "top-1", "top-5"}) header.push_back(name);
+    std::vector<Row> rows;
+    for (auto& l : *lines) {
+      Row row;
+      for (auto& label : l.labels)
+        row.cells.push_back(label.second.is_string() ? label.second.get<std::string>() : label.second.dump());
+      const auto& m = l.metrics;
+      for (std::string cell : {std::to_string(m.groups), std::to_string(m.samples), fmt("%.3f", m.pairwise_accuracy),
+                               fmt("%.3f", m.spearman), fmt("%.3f", m.top1), fmt("%.3f", m.top5)})
+        row.cells.push_back(cell);
+      rows.push_back(row);
     }
-    std::cout << "\n";
-    print_table({"split", "model", "op", "workloads", "samples", "pairwise", "spearman", "top-1", "top-5"}, per_op);
+    if (lines == &per_op) std::cout << "\n";
+    print_table(header, rows);
   }
   return kOk;
 }

@@ -82,9 +82,10 @@ class Measurer : public BatchMeasurer {
   //! kSideBySideMinTurns of them, until each has run kSideBySideShare times min_seconds, or
   //! max_seconds each have passed; kSideBySideMaxTurns at most, with longer turns where the
   //! share needs more (a turn ends by its kernel time or by the wall clock, not by max_repeats),
-  //! so that a sub-microsecond kernel's times stay a short reply. Records taken at different times on a shared machine
-  //! differ by up to 1.6x for the machine's sake alone, and its speed holds for tenths of a
-  //! second: fine turns over a longer time compare the rivals under the same conditions.
+  //! so that a sub-microsecond kernel's times stay a short reply. Records taken at different
+  //! times on a shared machine differ by up to 1.6x for the machine's sake alone, and its speed
+  //! holds for tenths of a second: fine turns over a longer time compare the rivals under the
+  //! same conditions.
   std::vector<MeasureResult> side_by_side(const std::vector<ir::Schedule>& rivals) override;
   static constexpr double kSideBySideTurnS = 0.001;
   static constexpr int kSideBySideMinTurns = 10;

@@ -105,6 +105,38 @@ int retime_finalists(const ir::Workload& w, const std::string& target_key, measu
   return retimed;
 }
 
+namespace {
+
+//! The search a tuning run uses, with what a model-guided one starts from: the target's records
+//! of other workloads (transfer), its saved model, else the model shipped for its machine kind.
+//! Models that cannot be used are noted and left out.
+std::unique_ptr<SearchStrategy> build_search(const ir::Workload& w, const codegen::TargetInfo& target,
+                                             db::RecordStore& store, const Space& space, const TuneOptions& options,
+                                             std::vector<std::string>& notes) {
+  SearchContext context;
+  if (std::string kind = model_of_strategy(options.strategy); !kind.empty()) {
+    context.prior = load_dataset(store, target.key, target.traits, w.key, options.prior_records).samples;
+    if (auto row = options.models ? options.models->model(kind, target.key) : std::nullopt) {
+      try {
+        context.pretrained = costmodel::load_model(row->blob);
+      } catch (const Error& e) {
+        notes.push_back(std::string("ignored the saved ") + kind + " model (" + e.what() +
+                        "); training on the records instead");
+      }
+    }
+    if (!context.pretrained && options.shipped_model) {
+      try {
+        context.base = shipped_model(kind, target);
+      } catch (const Error& e) {
+        notes.push_back(std::string("ignored the shipped model (") + e.what() + ")");
+      }
+    }
+  }
+  return make_search(options.strategy, space, options.seed, std::move(context));
+}
+
+}  // namespace
+
 int label_side_by_side(const ir::Workload& w, const codegen::Backend& backend, db::RecordStore& store,
                        const TuneOptions& options, std::vector<std::string>& notes) {
   const std::string target_key = backend.target().key;
@@ -138,32 +170,6 @@ TuneSummary tune(const ir::Workload& w, const codegen::TargetInfo& target, measu
   store.put_target(target_row(target));
   Space space(w, target.traits);
   TuneSummary summary;
-  // The search (and the model it trains on the target's other records, seconds on a large
-  // database) is built only where trials are left: a resumed corpus or suite passes over its
-  // finished workloads at once.
-  auto build_search = [&] {
-    SearchContext context;
-    if (std::string kind = model_of_strategy(options.strategy); !kind.empty()) {
-      // Transfer: what this target measured for other workloads trains the first model.
-      context.prior = load_dataset(store, target.key, target.traits, w.key, options.prior_records).samples;
-      if (auto row = options.models ? options.models->model(kind, target.key) : std::nullopt) {
-        try {
-          context.pretrained = costmodel::load_model(row->blob);
-        } catch (const Error& e) {
-          summary.notes.push_back(std::string("ignored the saved ") + kind + " model (" + e.what() +
-                                  "); training on the records instead");
-        }
-      }
-      if (!context.pretrained && options.shipped_model) {
-        try {
-          context.base = shipped_model(kind, target);
-        } catch (const Error& e) {
-          summary.notes.push_back(std::string("ignored the shipped model (") + e.what() + ")");
-        }
-      }
-    }
-    return make_search(options.strategy, space, options.seed, std::move(context));
-  };
 
   summary.workload_key = w.key;
   summary.target_key = target.key;
@@ -182,9 +188,12 @@ TuneSummary tune(const ir::Workload& w, const codegen::TargetInfo& target, measu
     }
   }
   summary.already = static_cast<int>(measured.size());
+  // The search (and the model it trains on the target's other records, seconds on a large
+  // database) is built only where trials are left: a resumed corpus or suite passes over its
+  // finished workloads at once.
   std::unique_ptr<SearchStrategy> search;
   if (summary.already < options.trials) {
-    search = build_search();
+    search = build_search(w, target, store, space, options, summary.notes);
     search->notify(known, known_latency);
   }
 

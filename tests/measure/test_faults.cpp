@@ -3,6 +3,8 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 
 #include "codegen/backend.hpp"
@@ -11,6 +13,7 @@
 #include "helpers.hpp"
 #include "measure/measure.hpp"
 #include "support/hash.hpp"
+#include "support/subprocess.hpp"
 #include "tuner/tune.hpp"
 
 using namespace tiletune;
@@ -263,6 +266,25 @@ TEST_CASE("measure: a missing worker executable is a runtime error, not a crash 
   o.runner_path = "/nonexistent/tiletune-runner";
   measure::Measurer m(*be, w, o);
   CHECK(tiletune::test::error_of([&] { m.measure({ir::naive_schedule(w)}); }).find("reference kernel failed") !=
+        std::string::npos);
+}
+
+TEST_CASE("measure: a worker whose output outgrows what is kept says so") {
+  auto w = library_workload("matmul", "M=4,N=4,K=4");
+  auto be = codegen::make_backend("cpu");
+  auto o = quick_options();
+  REQUIRE(measure::Measurer(*be, w, o).measure({ir::naive_schedule(w)})[0].ok());  // the reference is there
+  TempDir dir;
+  o.runner_path = dir.file("chatty-runner");
+  {
+    std::ofstream script(o.runner_path);
+    script << "#!/bin/sh\nhead -c " << 2 * kDefaultMaxOutput << " /dev/zero | tr '\\0' 7\necho\n";
+  }
+  std::filesystem::permissions(o.runner_path, std::filesystem::perms::owner_all);
+  auto results = measure::Measurer(*be, w, o).measure({ir::naive_schedule(w)});
+  REQUIRE(results.size() == 1);
+  CHECK(results[0].error_class == "runtime_error");
+  CHECK(results[0].error_message.find("its output was cut at " + std::to_string(kDefaultMaxOutput) + " bytes") !=
         std::string::npos);
 }
 
