@@ -234,33 +234,41 @@ static inline tt_vf tt_vabs(tt_vf x) { return tt_bits_f(tt_f_bits(x) & 0x7ffffff
 static inline tt_vf tt_vcopysign(tt_vf mag, tt_vf sign) {
   return tt_bits_f((tt_f_bits(mag) & 0x7fffffff) | (tt_f_bits(sign) & (int)0x80000000));
 }
-// erf: |x| < 0.875: x P(x^2); up to 3.92: 1 - exp(-x^2 + Q(|x|)) with Q a fit of log(erfc) + x^2
-// (x^2 split in two floats, exactly); beyond, erf rounds to 1.
+// Lane l of the result is t[i[l]], 0 <= i[l] < 16: one permute at 16 lanes, two and a blend at 8
+// (GCC's variable shuffles), one load per lane below.
+static inline tt_vf tt_vtable16(const float* t, tt_vi i) {
+#if TT_LANES == 16
+  tt_vf v; __builtin_memcpy(&v, t, sizeof v); return __builtin_shuffle(v, i);
+#elif TT_LANES == 8
+  tt_vf lo, hi; __builtin_memcpy(&lo, t, sizeof lo); __builtin_memcpy(&hi, t + 8, sizeof hi);
+  return __builtin_shuffle(lo, hi, i);
+#else
+  tt_vf v; for (int l = 0; l < TT_LANES; ++l) v[l] = t[i[l]]; return v;
+#endif
+}
+// erf on [0, 4) in 16 intervals [i / 4, (i + 1) / 4), each a degree-5 polynomial in t = |x| - i / 4
+// (exact) whose coefficients a table lookup gives every lane (interpolated at Chebyshev nodes by
+// scripts/fit_erf.py, which prints these tables); interval 0 is t + t q(t), so that erf keeps its
+// relative accuracy down to the subnormals. From 4 on, erf rounds to 1. About a third of the
+// instructions of the fit over two ranges with an exp it replaces, which GELU(erf) epilogues paid
+// at every output (the BERT FFN layer ran at 0.92x oneDNN with it, 0.99x without).
+static const float tt_erf_c0[16] __attribute__((aligned(64))) = {0.0f, 0.276326388f, 0.520499885f, 0.711155653f, 0.842700779f, 0.92290014f, 0.966105163f, 0.986671686f, 0.995322287f, 0.998537302f, 0.999593019f, 0.999899387f, 0.999977887f, 0.999995708f, 0.999999285f, 0.999999881f};
+static const float tt_erf_c1[16] __attribute__((aligned(64))) = {0.128379136f, 1.06001246f, 0.87878108f, 0.642930627f, 0.415107965f, 0.236521885f, 0.118930809f, 0.0527751595f, 0.0206669327f, 0.00714221224f, 0.00217820425f, 0.000586235605f, 0.000139236188f, 2.91834695e-05f, 5.39790108e-06f, 8.81078336e-07f};
+static const float tt_erf_c2[16] __attribute__((aligned(64))) = {6.1887431e-06f, -0.264925331f, -0.439322293f, -0.482177228f, -0.415129721f, -0.29568693f, -0.178419918f, -0.0923640728f, -0.0413315929f, -0.0160652455f, -0.00544195529f, -0.00161030237f, -0.000416963769f, -9.46016517e-05f, -1.88257236e-05f, -3.28857641e-06f};
+static const float tt_erf_c3[16] __attribute__((aligned(64))) = {-0.37631622f, -0.310496718f, -0.147653177f, 0.0264100619f, 0.138736859f, 0.168142095f, 0.139175951f, 0.0902963132f, 0.0481846929f, 0.021639768f, 0.00828533061f, 0.00272636348f, 0.000775221328f, 0.000191205167f, 4.10234206e-05f, 7.67283109e-06f};
+static const float tt_erf_c4[16] __attribute__((aligned(64))) = {0.00192227843f, 0.137071475f, 0.192424133f, 0.153891176f, 0.0665216371f, -0.0108338427f, -0.0479567014f, -0.0492550954f, -0.0341851711f, -0.0184310433f, -0.00811304897f, -0.00298706419f, -0.000932731899f, -0.000249203149f, -5.73127836e-05f, -1.13954584e-05f};
+static const float tt_erf_c5[16] __attribute__((aligned(64))) = {0.106150225f, 0.0453474596f, -0.027088888f, -0.0667813793f, -0.0610986724f, -0.0306385886f, -0.00227928814f, 0.011347224f, 0.0124515528f, 0.00836014282f, 0.00423377566f, 0.00172564492f, 0.000583217596f, 0.000166177677f, 4.03350859e-05f, 8.39855056e-06f};
 static inline tt_vf tt_verf(tt_vf x) {
-  tt_vf a = tt_vabs(x), z = a * a;
-  tt_vf p = tt_splat(8.69036891e-5f) * z - 0.000821457089f;
-  p = p * z + 0.00520704891f;
-  p = p * z - 0.0268617058f;
-  p = p * z + 0.112837352f;
-  p = p * z - 0.376126362f;
-  p = p * z + 1.12837917f;
-  tt_vf small = a * p;
-  tt_vf u = tt_vmin(tt_vmax(a, tt_splat(0.875f)), tt_splat(3.92f));
-  // u * u = hi + lo exactly (Dekker: u split into two 12-bit halves whose products are exact).
-  tt_vf hi = u * u, uh = tt_bits_f(tt_f_bits(u) & (int)0xfffff000), ul = u - uh;
-  tt_vf lo = ((uh * uh - hi) + 2.0f * uh * ul) + ul * ul;
-  tt_vf v = u - 2.4f;
-  tt_vf q = tt_splat(-1.75918545e-8f) * v + 1.62595448e-6f;
-  q = q * v - 1.44874601e-5f;
-  q = q * v + 8.71085446e-5f;
-  q = q * v - 0.000469702333f;
-  q = q * v + 0.00238739496f;
-  q = q * v - 0.0117680129f;
-  q = q * v + 0.0594981117f;
-  q = q * v - 0.36423662f;
-  q = q * v - 1.52097506f;
-  tt_vf large = 1.0f - tt_vexp((q - lo) - hi);
-  tt_vf y = a < 0.875f ? small : a > 3.92f ? tt_splat(1.0f) : large;
+  tt_vf a = tt_vabs(x);
+  tt_vi i = __builtin_convertvector(tt_vmin(a * 4.0f, tt_splat(15.0f)), tt_vi);
+  tt_vf t = a - __builtin_convertvector(i, tt_vf) * 0.25f;
+  tt_vf p = tt_vtable16(tt_erf_c5, i);
+  p = p * t + tt_vtable16(tt_erf_c4, i);
+  p = p * t + tt_vtable16(tt_erf_c3, i);
+  p = p * t + tt_vtable16(tt_erf_c2, i);
+  p = p * t + tt_vtable16(tt_erf_c1, i);
+  tt_vf y = p * t + (i == 0 ? t : tt_vtable16(tt_erf_c0, i));
+  y = a >= 4.0f ? tt_splat(1.0f) : y;
   return x != x ? x : tt_vcopysign(y, x);
 }
 // tanh: |x| < 0.55: x + x^3 P(x^2); beyond, 1 - 2 / (exp(2|x|) + 1), which is 1 past 9.1.
