@@ -249,9 +249,10 @@ static inline tt_vf tt_vtable16(const float* t, tt_vi i) {
 // erf on [0, 4) in 16 intervals [i / 4, (i + 1) / 4), each a degree-5 polynomial in t = |x| - i / 4
 // (exact) whose coefficients a table lookup gives every lane (interpolated at Chebyshev nodes by
 // scripts/fit_erf.py, which prints these tables); interval 0 is t + t q(t), so that erf keeps its
-// relative accuracy down to the subnormals. From 4 on, erf rounds to 1. About a third of the
-// instructions of the fit over two ranges with an exp it replaces, which GELU(erf) epilogues paid
-// at every output (the BERT FFN layer ran at 0.92x oneDNN with it, 0.99x without).
+// relative accuracy down to the subnormals. From 4 on, erf rounds to 1. It replaces a fit over
+// two ranges with an exp, which GELU(erf) epilogues paid at every output: a loop of erf over 16
+// lanes compiles (GCC 12, -O3 -march=native) to 31 instructions a vector, against 75 with the old
+// one, and the BERT FFN layer went from 0.92x oneDNN to 0.99x.
 static const float tt_erf_c0[16] __attribute__((aligned(64))) = {0.0f, 0.276326388f, 0.520499885f, 0.711155653f, 0.842700779f, 0.92290014f, 0.966105163f, 0.986671686f, 0.995322287f, 0.998537302f, 0.999593019f, 0.999899387f, 0.999977887f, 0.999995708f, 0.999999285f, 0.999999881f};
 static const float tt_erf_c1[16] __attribute__((aligned(64))) = {0.128379136f, 1.06001246f, 0.87878108f, 0.642930627f, 0.415107965f, 0.236521885f, 0.118930809f, 0.0527751595f, 0.0206669327f, 0.00714221224f, 0.00217820425f, 0.000586235605f, 0.000139236188f, 2.91834695e-05f, 5.39790108e-06f, 8.81078336e-07f};
 static const float tt_erf_c2[16] __attribute__((aligned(64))) = {6.1887431e-06f, -0.264925331f, -0.439322293f, -0.482177228f, -0.415129721f, -0.29568693f, -0.178419918f, -0.0923640728f, -0.0413315929f, -0.0160652455f, -0.00544195529f, -0.00161030237f, -0.000416963769f, -9.46016517e-05f, -1.88257236e-05f, -3.28857641e-06f};

@@ -13,6 +13,7 @@ packages=(g++ make cmake pkg-config libsqlite3-dev nlohmann-json3-dev doctest-de
           libpq-dev postgresql                             # PostgreSQL stores (db/postgres_store.cpp) and the server their tests start
           libdnnl-dev libopenblas-dev                      # oneDNN for --compare-vendor and the benchmarks (vendor/, bench/)
           clang                                            # the fuzzers (scripts/fuzz.sh: libFuzzer, ASan)
+          python3                                          # scripts/fit_erf.py, which a vector-math test runs
           chromium)                                        # the dashboard's browser test (tests/browser/)
 # Node.js runs the browser test's driver (playwright-core from npm); any Node.js 20 on PATH will do.
 command -v node > /dev/null && command -v npm > /dev/null || packages+=(nodejs npm)

@@ -140,3 +140,20 @@ TEST_CASE("vector math: every builtin in SIMD lanes is within its documented err
     }
   }
 }
+
+TEST_CASE("vector math: the erf tables are what scripts/fit_erf.py fits") {
+  // The tables are pasted from the script's output; a refit that is not pasted, or a table
+  // edited by hand, must not pass unnoticed.
+  auto fitted = run_process({"python3", std::string(TILETUNE_SOURCE_DIR) + "/scripts/fit_erf.py"}, 240);
+  REQUIRE_MESSAGE(fitted.ok(), fitted.output);
+  const std::string prelude = codegen::kCpuPrelude;
+  std::istringstream lines(fitted.output);
+  int tables = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("static const float tt_erf_c", 0) != 0) continue;
+    CAPTURE(line);
+    CHECK(prelude.find(line) != std::string::npos);
+    ++tables;
+  }
+  CHECK(tables == 6);
+}
