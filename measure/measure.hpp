@@ -78,7 +78,8 @@ class Measurer : public BatchMeasurer {
   std::vector<MeasureResult> measure(const std::vector<ir::Schedule>& batch) override;
   std::string params_json() const override;
   //! Checks the configs again and times them in turns in one worker: rounds in which each runs
-  //! for kSideBySideTurnS (one call at least; the turn's mean per call is one time), at least
+  //! for kSideBySideTurnS after an untimed call (one timed call at least; the turn's mean per
+  //! timed call is one time, the kernel's steady speed, as a lone measurement's median), at least
   //! kSideBySideMinTurns of them, until each has run kSideBySideShare times min_seconds, or
   //! max_seconds each have passed; kSideBySideMaxTurns at most, with longer turns where the
   //! share needs more (a turn ends by its kernel time or by the wall clock, not by max_repeats),

@@ -74,9 +74,11 @@ TEST_CASE("task scheduler: one budget over real tuning, resumed from the databas
   // and the status reports the best of those times.
   for (size_t i = 0; i < tasks.size(); ++i) {
     auto top = store->top_k(tasks[i].workload.key, be->target().key, 100);
+    // (the finalists, and records a round left faster than them: tuner::retime_finalists)
     int side_by_side = 0;
     for (auto& r : top) side_by_side += r.measure_params_json.find("side_by_side") != std::string::npos;
-    CHECK(side_by_side == std::min<int>(base.finalists, static_cast<int>(top.size())));
+    CHECK(side_by_side >= std::min<int>(base.finalists, static_cast<int>(top.size())));
+    CHECK(top[0].measure_params_json.find("side_by_side") != std::string::npos);
     CHECK(status[i].best_s == top[0].median_s());
   }
   // A rerun with the same budget measures nothing; a larger one continues from there.
