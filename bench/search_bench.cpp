@@ -266,7 +266,7 @@ int main(int argc, char** argv) {
     header.push_back("best@16 pre/cold");
     std::vector<std::vector<std::string>> rows;
     std::map<std::string, std::vector<double>> medians;  // column -> per-op median trials
-  std::vector<double> random_bound;                    // per op: random's median is at least this (NAN: no bound)
+    std::vector<double> random_bound;  // per op: random's median is at least this (NAN: no bound)
     int pretrained_better = 0, ops_counted = 0;
     for (auto& c : held_out_cases(generated)) {
       if (!only.empty() && c.name.find(only) == std::string::npos) continue;
@@ -313,10 +313,11 @@ int main(int argc, char** argv) {
         random_runs.push_back(trials_to(curve, goal));
       }
       double m = NAN;
+      const double bound = hits == 0 ? random_median_bound(static_cast<int>(pool_configs.size())) : NAN;
       row.push_back(median_cell(random_runs, static_cast<int>(pool_configs.size()), &m) +
-                    (hits == 0 ? " (med >= " + cell(random_median_bound(static_cast<int>(pool_configs.size()))) + ")" : ""));
+                    (hits == 0 ? " (med >= " + cell(bound) + ")" : ""));
       medians["random"].push_back(m);
-      random_bound.push_back(hits == 0 ? random_median_bound(static_cast<int>(pool_configs.size())) : NAN);
+      random_bound.push_back(bound);
       for (auto& key : runs_of) {
         std::vector<int> runs;
         std::string text;
@@ -358,28 +359,26 @@ int main(int argc, char** argv) {
     std::cout << "\ntrials to 95% of the best known (per-op medians over " << seeds << " seeds):\n";
     for (auto& col : {"random", "pretrained off", "cold off", "pretrained on", "cold on"})
       std::cout << "  " << col << ": " << summary(col) << "\n";
-    double r = 0, p = 0;
-    int paired = 0;
-    for (std::size_t i = 0; i < medians["random"].size(); ++i)
-      if (std::isfinite(medians["random"][i]) && std::isfinite(medians["pretrained off"][i])) {
-        r += medians["random"][i];
-        p += medians["pretrained off"][i];
-        ++paired;
-      }
-    if (paired > 0)
-      std::cout << "  pretrained (seeds off) over random, ops both reached: " << cell(p / r, "%.2f") << "x the trials\n";
-    // Where no random draw reached the goal, its median has only a lower bound: the ratio an upper one.
-    double bp = 0, br = 0;
-    int bounded = 0;
-    for (std::size_t i = 0; i < random_bound.size(); ++i)
-      if (std::isfinite(random_bound[i]) && std::isfinite(medians["pretrained off"][i])) {
-        bp += medians["pretrained off"][i];
-        br += random_bound[i];
-        ++bounded;
-      }
-    if (bounded > 0)
+    // The pretrained search's trials over random's, summed over the ops where both are known.
+    // Where no random draw reached the goal, random's median has only a lower bound
+    // (random_bound), and the ratio against it an upper one.
+    auto over_random = [&](const std::vector<double>& random, int& ops) {
+      double r = 0, p = 0;
+      ops = 0;
+      for (std::size_t i = 0; i < random.size(); ++i)
+        if (std::isfinite(random[i]) && std::isfinite(medians["pretrained off"][i])) {
+          r += random[i];
+          p += medians["pretrained off"][i];
+          ++ops;
+        }
+      return p / r;
+    };
+    int ops = 0;
+    if (double x = over_random(medians["random"], ops); ops > 0)
+      std::cout << "  pretrained (seeds off) over random, ops both reached: " << cell(x, "%.2f") << "x the trials\n";
+    if (double x = over_random(random_bound, ops); ops > 0)
       std::cout << "  pretrained (seeds off) over random, ops pretrained reached and no random draw did: <= "
-                << cell(bp / br, "%.2f") << "x the trials (" << bounded
+                << cell(x, "%.2f") << "x the trials (" << ops
                 << " ops; random's median bounded from its pool, 95 % confidence)\n";
     std::cout << "first 16 trials (seeds off): pretrained found the faster kernel on " << pretrained_better << " of "
               << ops_counted << " held-out ops\n";

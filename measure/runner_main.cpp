@@ -139,9 +139,9 @@ measure::RunReply side_by_side(const measure::RunRequest& req, const codegen::Ba
     }
     if (!r.error_class.empty()) kernels[i].reset();
   }
-  // Turns of an untimed call and about a millisecond of timed calls (one call at least; a turn also ends after that long
-  // by the wall clock, so a timer that reads 0 cannot hold it), each turn's mean per call one
-  // time, round after round until every rival has run for its share; past max_seconds per
+  // Turns of an untimed call and about a millisecond of timed calls (one timed call at least; a
+  // turn also ends after that long by the wall clock, so a timer that reads 0 cannot hold it),
+  // each turn's mean per timed call one time, round after round until every rival has run for its share; past max_seconds per
   // rival (slow kernels) the rounds end early, but never before every rival had a turn. Where
   // the share would take more than half of kSideBySideMaxTurns turns (a long min_seconds), the
   // turns grow instead (half: a turn's kernel time falls short of its wall time), and no rival
@@ -163,8 +163,10 @@ measure::RunReply side_by_side(const measure::RunRequest& req, const codegen::Ba
       if (!kernels[i]) continue;
       // One call first, untimed: it meets the caches as the rival before it left them. The
       // calls after it run at the kernel's steady speed, which a lone measurement's median
-      // gives too, so that records timed in turns and alone compare (tuner::retime_finalists);
-      // with that call counted, turns ran a 70 us kernel 6-40 % slower than alone.
+      // gives too (its first, cold repeat is one of many), so that records timed in turns and
+      // alone compare (tuner::retime_finalists). Counted, that call is one of ~14 in a turn of
+      // a 70 us kernel (Q * K^T, 12 x 128 x 128 x 64), and cold it took 2.1-2.7x the others in
+      // lone measurements of it: the turn's mean 8-12 % slow.
       total += kernels[i]->run(io.args.data(), workspaces[i]->data, 0);
       double turn = 0;
       int calls = 0;

@@ -73,6 +73,11 @@ std::vector<db::Record> measure_and_store(const ir::Workload& w, const codegen::
   return out;
 }
 
+namespace {
+//! Side-by-side rounds of retime_finalists: the first, and one for records it leaves faster.
+constexpr int kFinalistRounds = 2;
+}  // namespace
+
 int retime_finalists(const ir::Workload& w, const std::string& target_key, measure::BatchMeasurer& measurer,
                      db::RecordStore& store, const TuneOptions& options, std::vector<std::string>& notes) {
   // A round can leave a record it did not time faster than all it did: one whose lone time was
@@ -90,7 +95,7 @@ int retime_finalists(const ir::Workload& w, const std::string& target_key, measu
     std::size_t before = rivals.size();
     for (db::Record& r : store.top_k(w.key, target_key, options.finalists)) {
       if (rival_ids.count(r.id)) break;  // the records after it are slower than a rival
-      if (round > 0 && static_cast<int>(rivals.size()) >= 2 * options.finalists) break;
+      if (static_cast<int>(rivals.size()) >= 2 * options.finalists) break;
       try {
         rivals.push_back(ir::Schedule::from_json(r.config_json));
         rival_ids.insert(r.id);

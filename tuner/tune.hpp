@@ -81,11 +81,10 @@ TuneSummary tune(const ir::Workload& w, const codegen::TargetInfo& target, measu
 //! (BatchMeasurer::side_by_side), each keeping its new times: records taken minutes apart on a
 //! shared machine differ by up to 1.6x for the machine's sake, and the fastest of many is the
 //! luckiest as often as the best. Where that leaves records timed alone faster than every
-//! rival, they join the rivals and all are timed again (kFinalistRounds rounds, twice
-//! options.finalists rivals at most), so that the fastest record was timed with the others.
-//! Returns how many were timed in the last round (0 where the measurer cannot); a rival that
-//! fails now keeps its record, and `notes` says so.
-inline constexpr int kFinalistRounds = 2;
+//! rival, they join the rivals and all are timed again, once (twice options.finalists rivals
+//! at most), so that the fastest record was timed with the others. Returns how many were timed
+//! in the last round (0 where the measurer cannot); a rival that fails now keeps its record,
+//! and `notes` says so.
 int retime_finalists(const ir::Workload& w, const std::string& target_key, measure::BatchMeasurer& measurer,
                      db::RecordStore& store, const TuneOptions& options, std::vector<std::string>& notes);
 
