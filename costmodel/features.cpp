@@ -274,7 +274,7 @@ struct StageFeatures {
       for (; i < u.ends[d]; ++i) range += std::abs(u.terms[i].coeff) * (sp[u.terms[i].axis] - 1);
       double r = static_cast<double>(std::min(range, shape[d]));
       bytes *= r;
-      lines *= d + 1 < u.ends.size() ? r : std::ceil(r * u.element / 64);
+      lines *= d + 1 < u.ends.size() ? r : std::ceil(r * u.element / ir::kCacheLineBytes);
     }
     return {bytes, lines};
   }

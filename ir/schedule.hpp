@@ -64,6 +64,9 @@ struct Schedule {
   std::string key() const;  //!< hash of to_json()
 };
 
+//! Bytes of a cache line on every CPU the backends target (x86-64 and AArch64 alike).
+inline constexpr std::int64_t kCacheLineBytes = 64;
+
 //! What the target offers the schedule: SIMD width in f32 lanes, registers, threads and the
 //! cache sizes read from the machine; for GPU-style devices the work-group limits.
 struct TargetTraits {
