@@ -534,13 +534,24 @@ void check_feature_row(const FeatureRow& row) {
                                              std::to_string(kFeatureVersion) + ")");
 }
 
-FeatureRow Features::pooled() const {
-  FeatureRow sum(kCount, 0.0f);
-  for (auto& row : stages) {
+void Features::pool_into(float* out, Pooling how) const {
+  std::fill(out, out + kCount, 0.0f);
+  for (size_t r = 0; r < stages.size(); ++r) {
+    const FeatureRow& row = stages[r];
     check_feature_row(row);
-    for (size_t i = 0; i < row.size(); ++i) sum[i] += row[i];
+    if (r == 0)
+      std::copy(row.begin(), row.end(), out);
+    else if (how == Pooling::Sum)
+      for (size_t i = 0; i < kCount; ++i) out[i] += row[i];
+    else
+      for (size_t i = 0; i < kCount; ++i) out[i] = std::max(out[i], row[i]);
   }
-  return sum;
+}
+
+FeatureRow Features::pooled(Pooling how) const {
+  FeatureRow row(kCount);
+  pool_into(row.data(), how);
+  return row;
 }
 
 Features featurize(const ir::Workload& w, const ir::Schedule& s, const ir::TargetTraits& t) {

@@ -23,13 +23,24 @@ std::size_t feature_count();
 
 using FeatureRow = std::vector<float>;
 
+//! How a model that reads one fixed-length vector per candidate combines its rows.
+//! Sum: each feature summed over the nests (the first models, the shipped ones among them).
+//! Max: each feature's largest over the nests, the costliest nest's figure where a sum would mix
+//! meanings: most features are per-nest ratios or log2 scales (a sum of log2 flops is the log
+//! of a product). Pooled by max, xgb ranks held-out ops at pairwise 0.818 against 0.808 and
+//! held-out sizes at 0.863 against 0.858 (AVX-512 corpus, `tiletune model eval`; a softmax or
+//! layernorm held out gains 0.11-0.12).
+enum class Pooling { Sum, Max };
+
 //! Features of one candidate: one row per loop nest it runs (a statement, with what is inlined
-//! or fused into it); whole-program features sit in the first row so that the sum of the rows
-//! is the program's vector. Deterministic; changes with the schedule.
+//! or fused into it); whole-program features sit in the first row (0 in the others) so that
+//! either pooling keeps them. Deterministic; changes with the schedule.
 struct Features {
   std::vector<FeatureRow> stages;
-  //! Sum over the rows: the fixed-length vector of the program.
-  FeatureRow pooled() const;
+  //! The fixed-length vector of the program.
+  FeatureRow pooled(Pooling how = Pooling::Sum) const;
+  //! pooled(how) written to row[0, feature_count()); Error(InvalidInput) for a row of another length.
+  void pool_into(float* row, Pooling how) const;
 };
 
 //! Error(InvalidInput) unless the row has feature_count() features.

@@ -1,4 +1,4 @@
-// The gradient-boosted ranker: XGBoost's C API over the sum-pooled program features.
+// The gradient-boosted ranker: XGBoost's C API over the pooled program features (Pooling).
 #include <xgboost/c_api.h>
 
 #include <algorithm>
@@ -20,24 +20,22 @@ void check(int rc, ErrorKind kind, const std::string& what) {
 }
 
 //! The pooled rows of x[begin, end), row-major: what XGBoost and CompleteTrees read.
-std::vector<float> dense(const std::vector<const Features*>& x, std::size_t begin, std::size_t end) {
+std::vector<float> dense(const std::vector<const Features*>& x, std::size_t begin, std::size_t end, Pooling how) {
   const std::size_t width = feature_count();
-  std::vector<float> data((end - begin) * width, 0.0f);
-  for (std::size_t i = begin; i < end; ++i) {
-    float* row = &data[(i - begin) * width];
-    for (const FeatureRow& stage : x[i]->stages) {
-      check_feature_row(stage);
-      for (std::size_t k = 0; k < width; ++k) row[k] += stage[k];
-    }
-  }
+  std::vector<float> data((end - begin) * width);
+  for (std::size_t i = begin; i < end; ++i) x[i]->pool_into(&data[(i - begin) * width], how);
   return data;
 }
+
+//! The booster attribute (saved in the payload) naming how a model pools its rows. Models
+//! trained before it existed have none and were trained on sums.
+constexpr const char* kPoolingAttr = "tiletune_pooling";
 
 //! Owns a DMatrix of pooled rows.
 class Matrix {
  public:
-  explicit Matrix(const std::vector<const Features*>& rows) {
-    std::vector<float> data = dense(rows, 0, rows.size());
+  Matrix(const std::vector<const Features*>& rows, Pooling how) {
+    std::vector<float> data = dense(rows, 0, rows.size(), how);
     check(XGDMatrixCreateFromMat(data.data(), rows.size(), feature_count(), NAN, &handle_), ErrorKind::Internal,
           "creating a matrix");
   }
@@ -99,10 +97,12 @@ class XgbModel final : public CostModel {
 
   void fit(const std::vector<Sample>& samples) override {
     if (samples.empty()) throw_error(ErrorKind::InvalidInput, "xgb: no samples to train on");
-    Matrix m = training_matrix(group_samples(samples));
+    Matrix m = training_matrix(group_samples(samples), Pooling::Max);
     reset();
     DMatrixHandle train[] = {m.get()};
     check(XGBoosterCreate(train, 1, &booster_), ErrorKind::Internal, "creating a booster");
+    check(XGBoosterSetAttr(booster_, kPoolingAttr, "max"), ErrorKind::Internal, "setting the pooling");
+    pooling_ = Pooling::Max;
     boost(m, 0, kRounds);
     compile_trees(payload());
   }
@@ -110,7 +110,7 @@ class XgbModel final : public CostModel {
   void fine_tune(const std::vector<Sample>& samples) override {
     if (!booster_) throw_error(ErrorKind::Internal, "xgb: fine-tuning an untrained model");
     if (samples.empty()) return;
-    Matrix m = training_matrix(group_samples(samples));
+    Matrix m = training_matrix(group_samples(samples), pooling_);  // the base's trees read its pooling
     int done = 0;
     check(XGBoosterBoostedRounds(booster_, &done), ErrorKind::Internal, "reading the rounds");
     // New trees fit what the base's trees get wrong on these samples.
@@ -135,7 +135,7 @@ class XgbModel final : public CostModel {
     std::mutex error_lock;
     std::string error;  // of any slice
     for_slices(x.size(), 1024, [&](size_t begin, size_t end) {
-      const std::vector<float> data = dense(rows, begin, end);
+      const std::vector<float> data = dense(rows, begin, end, pooling_);
       if (trees_) {
         trees_->predict(data.data(), end - begin, &scores[begin]);
         return;
@@ -176,15 +176,24 @@ class XgbModel final : public CostModel {
     }
     // A loaded model keeps no training parameters: it predicts on one thread too.
     check(XGBoosterSetParam(booster_, "nthread", "1"), ErrorKind::Internal, "parameter nthread");
+    const char* pooling = nullptr;
+    int found = 0;
+    check(XGBoosterGetAttr(booster_, kPoolingAttr, &pooling, &found), ErrorKind::Internal, "reading the pooling");
+    if (found && std::string(pooling) != "max") {
+      const std::string name = pooling;
+      reset();
+      throw_error(ErrorKind::InvalidInput, "the model pools its rows by '" + name + "', unknown to this build");
+    }
+    pooling_ = found ? Pooling::Max : Pooling::Sum;
     compile_trees(bytes);  // payload()'s UBJSON, not saved again; another format is scored by XGBoost
   }
 
  private:
   //! The samples' pooled rows with their labels and groups: what training reads.
-  static Matrix training_matrix(const Grouped& g) {
+  static Matrix training_matrix(const Grouped& g, Pooling how) {
     std::vector<const Features*> rows;
     for (auto* s : g.samples) rows.push_back(&s->x);
-    Matrix m(rows);
+    Matrix m(rows, how);
     check(XGDMatrixSetFloatInfo(m.get(), "label", g.labels.data(), g.labels.size()), ErrorKind::Internal, "labels");
     check(XGDMatrixSetUIntInfo(m.get(), "group", g.group_sizes.data(), g.group_sizes.size()), ErrorKind::Internal,
           "groups");
@@ -214,6 +223,7 @@ class XgbModel final : public CostModel {
     trees_.reset();
   }
   std::uint64_t seed_;
+  Pooling pooling_ = Pooling::Max;  //!< how the trees read a candidate's rows (kPoolingAttr)
   BoosterHandle booster_ = nullptr;
   std::optional<CompleteTrees> trees_;
 };

@@ -103,6 +103,20 @@ TEST_CASE("features: one row per loop nest; the rows sum to the program's vector
   float sum0 = 0;
   for (auto& row : naive.stages) sum0 += row[0];
   CHECK(pooled[0] == doctest::Approx(sum0));
+  // Pooled by max, each feature is its largest over the nests; the whole-program ones (the
+  // first row's, 0 in the others) survive either pooling.
+  auto most = naive.pooled(costmodel::Pooling::Max);
+  for (size_t k = 0; k < most.size(); ++k) {
+    float largest = naive.stages[0][k];
+    for (auto& row : naive.stages) largest = std::max(largest, row[k]);
+    CHECK(most[k] == largest);
+  }
+  const size_t stages_feature = static_cast<size_t>(
+      std::find_if(costmodel::feature_docs().begin(), costmodel::feature_docs().end(),
+                   [](auto& d) { return d.first == "stages"; }) -
+      costmodel::feature_docs().begin());
+  CHECK(most[stages_feature] == static_cast<float>(naive.stages.size()));
+  CHECK(pooled[stages_feature] == most[stages_feature]);
   auto bad = ir::naive_schedule(w);
   bad.stages[0].vectorize = "nope";
   CHECK_THROWS_AS(costmodel::featurize(w, bad, kAvx512), Error);
