@@ -27,9 +27,11 @@ std::vector<float> dense(const std::vector<const Features*>& x, std::size_t begi
   return data;
 }
 
-//! The booster attribute (saved in the payload) naming how a model pools its rows. Models
-//! trained before it existed have none and were trained on sums.
+//! The booster attribute (saved in the payload) naming how a model pools its rows, and its one
+//! value: models trained from now on pool by max (Pooling's comment); those trained before the
+//! attribute existed have none and were trained on sums.
 constexpr const char* kPoolingAttr = "tiletune_pooling";
+constexpr const char* kMaxPooling = "max";
 
 //! Owns a DMatrix of pooled rows.
 class Matrix {
@@ -101,7 +103,7 @@ class XgbModel final : public CostModel {
     reset();
     DMatrixHandle train[] = {m.get()};
     check(XGBoosterCreate(train, 1, &booster_), ErrorKind::Internal, "creating a booster");
-    check(XGBoosterSetAttr(booster_, kPoolingAttr, "max"), ErrorKind::Internal, "setting the pooling");
+    check(XGBoosterSetAttr(booster_, kPoolingAttr, kMaxPooling), ErrorKind::Internal, "setting the pooling");
     pooling_ = Pooling::Max;
     boost(m, 0, kRounds);
     compile_trees(payload());
@@ -179,7 +181,7 @@ class XgbModel final : public CostModel {
     const char* pooling = nullptr;
     int found = 0;
     check(XGBoosterGetAttr(booster_, kPoolingAttr, &pooling, &found), ErrorKind::Internal, "reading the pooling");
-    if (found && std::string(pooling) != "max") {
+    if (found && std::string(pooling) != kMaxPooling) {
       const std::string name = pooling;
       reset();
       throw_error(ErrorKind::InvalidInput, "the model pools its rows by '" + name + "', unknown to this build");
