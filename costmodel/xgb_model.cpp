@@ -101,10 +101,10 @@ class XgbModel final : public CostModel {
     if (samples.empty()) throw_error(ErrorKind::InvalidInput, "xgb: no samples to train on");
     Matrix m = training_matrix(group_samples(samples), Pooling::Max);
     reset();
+    pooling_ = Pooling::Max;  // before anything can throw: a booster left half-trained reads max too
     DMatrixHandle train[] = {m.get()};
     check(XGBoosterCreate(train, 1, &booster_), ErrorKind::Internal, "creating a booster");
     check(XGBoosterSetAttr(booster_, kPoolingAttr, kMaxPooling), ErrorKind::Internal, "setting the pooling");
-    pooling_ = Pooling::Max;
     boost(m, 0, kRounds);
     compile_trees(payload());
   }

@@ -64,7 +64,8 @@ struct Schedule {
   std::string key() const;  //!< hash of to_json()
 };
 
-//! Bytes of a cache line on every CPU the backends target (x86-64 and AArch64 alike).
+//! Bytes of a cache line on x86-64 and most AArch64 cores (Apple's have 128: what is sized in
+//! whole lines of 64 is then in half-lines there).
 inline constexpr std::int64_t kCacheLineBytes = 64;
 
 //! What the target offers the schedule: SIMD width in f32 lanes, registers, threads and the

@@ -235,8 +235,8 @@ void Space::gemm_seeds(const std::string& v, std::vector<ir::Schedule>& out) con
     // Later stages that the recipe does not cover keep the naive schedule's loops.
     if (check(s).empty()) out.push_back(s);
   };
-  // A block of the deepest reduction never cuts the cache lines of a broadcast input that
-  // runs along it contiguously: every block would fetch those lines again, each time using
+  // A block of the deepest reduction is never smaller than a cache line of a broadcast input
+  // that runs along it contiguously: every block would fetch the lines again, each time using
   // a part. The channels of an NCHW16c conv's input are such an input, and blocking them for
   // the filter's panel to fit L1 cost more than the panel streaming from L2 (ResNet 3 x 3
   // stride-2 C128 K128 on AVX-512, 7 x 2 vectors, same run: c in blocks of 4 650 us, whole 611).

@@ -57,12 +57,23 @@ TEST_CASE("pretrained: a model is shipped for this machine kind, of this build's
 })"), ir::parse_sizes("N=64,D=256"));
     auto f = costmodel::featurize(w, ir::naive_schedule(w), t.traits);
     REQUIRE(f.stages.size() == 2);
-    const costmodel::Features summed{{f.pooled(costmodel::Pooling::Sum)}};
+    const costmodel::Features summed{{f.pooled(costmodel::Pooling::Sum)}}, most{{f.pooled(costmodel::Pooling::Max)}};
     CHECK(m->predict({f}) == m->predict({summed}));
+    CHECK(m->predict({f}) != m->predict({most}));  // (the two poolings score this program apart)
     std::vector<costmodel::Sample> own;
     for (int i = 0; i < 8; ++i) own.push_back({f, "w", 1e-3 * (1 + i % 3)});
     m->fine_tune(own);
     CHECK(m->predict({f}) == m->predict({summed}));
+    // The same model object trained anew pools by max, as every new model does.
+    std::vector<costmodel::Sample> varied;
+    for (int i = 0; i < 40; ++i) {
+      costmodel::Features g = f;
+      g.stages[0][i % g.stages[0].size()] += static_cast<float>(i % 5);
+      g.stages[1][(3 * i) % g.stages[1].size()] += static_cast<float>(i % 7);
+      varied.push_back({g, "w", 1e-3 * (1 + (7 * i) % 11)});
+    }
+    m->fit(varied);
+    CHECK(m->predict({f}) == m->predict({most}));
   }
   codegen::TargetInfo other = backend->target();
   other.traits.vector_lanes = 3;  // no machine of this kind
