@@ -13,6 +13,7 @@
 #include "codegen/backend.hpp"
 #include "codegen/gpu_kernel.hpp"
 #include "support/error.hpp"
+#include "support/files.hpp"
 #include "support/hash.hpp"
 #include "support/subprocess.hpp"
 
@@ -246,12 +247,12 @@ class CudaBackend : public WorkGroupBackend {
 
   std::string build(const std::string& source_path, const std::string& artifact_path) const override {
     GpuArtifact artifact;
-    artifact.launches = read_launches(read_text(source_path));
+    artifact.launches = read_launches(read_text_file(source_path));
     std::string cubin = artifact_path + ".cubin";
     ProcessResult r = run_process({nvcc_, "-cubin", "-arch=" + arch(), "-O3", "-o", cubin, source_path}, 300);
     if (!r.ok()) return nvcc_ + " " + r.describe() + "\n" + r.output;
     std::error_code ignored;
-    if (std::filesystem::exists(cubin, ignored)) artifact.binary = read_text(cubin);
+    if (std::filesystem::exists(cubin, ignored)) artifact.binary = read_text_file(cubin);
     std::filesystem::remove(cubin, ignored);
     if (artifact.binary.empty()) return nvcc_ + " wrote no cubin";
     write_gpu_artifact(artifact_path, artifact);

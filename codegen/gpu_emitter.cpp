@@ -1,8 +1,6 @@
 // The work-group emitter: OpenCL C and CUDA C from the same loop nests (see gpu_kernel.hpp).
 #include <algorithm>
-#include <fstream>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
@@ -17,9 +15,6 @@ namespace {
 using ir::Combine;
 using ir::Expr;
 using ir::Loop;
-
-constexpr const char* kLaunchTag = "// tt-launch: ";
-constexpr const char* kArtifactMagic = "TTGPU1\n";
 
 //! What differs between the two dialects.
 struct Dialect {
@@ -118,13 +113,6 @@ const Dialect& dialect_of(GpuDialect d) {
   return d == GpuDialect::OpenCL ? opencl : cuda;
 }
 
-//! Launches as one line of JSON: what read_launches parses back.
-std::string launches_json(const std::vector<Launch>& launches) {
-  nlohmann::json j = nlohmann::json::array();
-  for (auto& l : launches) j.push_back({{"kernel", l.kernel}, {"groups", l.groups}, {"items", l.items}});
-  return j.dump();
-}
-
 std::string combine(Combine c, const std::string& a, const std::string& b, bool vec) {
   switch (c) {
     case Combine::Add:
@@ -185,7 +173,7 @@ class Emitter {
       out_.str("");
     }
     std::ostringstream src;
-    src << kLaunchTag << launches_json(launches) << "\n";
+    src << launch_line(launches) << "\n";
     src << "// tiletune " << (cuda_ ? "CUDA" : "OpenCL") << " kernels for op " << w_.op.name << " with "
         << w_.sizes_text() << "\n// workload " << w_.key << "\n// config " << config_json << "\n"
         << (cuda_ ? "// tensors and the workspace must be 16-byte aligned (float4 loads and stores)\n" : "")
@@ -724,60 +712,6 @@ class Emitter {
 std::string emit_gpu_kernel(const ir::Workload& w, const ir::LoopNest& nest, const std::string& config_json,
                             GpuDialect dialect, bool split_vectors) {
   return Emitter(w, nest, dialect, split_vectors).run(config_json);
-}
-
-std::vector<Launch> read_launches(const std::string& source) {
-  std::vector<Launch> out;
-  if (source.rfind(kLaunchTag, 0) == 0) {
-    size_t from = std::string(kLaunchTag).size();
-    auto j = nlohmann::json::parse(source.substr(from, source.find('\n') - from), nullptr, false);
-    try {
-      if (j.is_array())
-        for (auto& l : j) {
-          Launch launch{l.at("kernel").get<std::string>(), l.at("groups").get<std::int64_t>(),
-                        l.at("items").get<std::int64_t>()};
-          if (launch.groups < 1 || launch.items < 1 || launch.kernel.empty())
-            throw_error(ErrorKind::InvalidInput, "a kernel launch needs a name and positive groups and items");
-          out.push_back(launch);
-        }
-    } catch (const nlohmann::json::exception& e) {
-      throw_error(ErrorKind::InvalidInput, std::string("malformed kernel launches: ") + e.what());
-    }
-  }
-  if (out.empty())
-    throw_error(ErrorKind::InvalidInput,
-                "the source records no kernel launches (first line '" + std::string(kLaunchTag) + "...')");
-  return out;
-}
-
-void write_gpu_artifact(const std::string& path, const GpuArtifact& artifact) {
-  std::ofstream out(path, std::ios::binary);
-  out << kArtifactMagic << launches_json(artifact.launches) << "\n" << artifact.binary;
-  if (!out) throw_error(ErrorKind::Io, "cannot write " + path);
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  if (!in) throw_error(ErrorKind::Io, "cannot read " + path);
-  return s.str();
-}
-
-GpuArtifact read_gpu_artifact(const std::string& path) {
-  std::string text = read_text(path);
-  std::string magic = kArtifactMagic;
-  auto eol = text.find('\n', magic.size());
-  if (text.rfind(magic, 0) != 0 || eol == std::string::npos)
-    throw_error(ErrorKind::Io, "cannot read kernel artifact " + path + ": missing or not a tiletune GPU artifact");
-  GpuArtifact a;
-  try {
-    a.launches = read_launches(kLaunchTag + text.substr(magic.size(), eol - magic.size()) + "\n");
-  } catch (const Error& e) {
-    throw_error(ErrorKind::Io, "kernel artifact " + path + ": " + e.what());
-  }
-  a.binary = text.substr(eol + 1);
-  return a;
 }
 
 }  // namespace tiletune::codegen

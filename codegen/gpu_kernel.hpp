@@ -33,6 +33,8 @@ struct Launch {
 std::string emit_gpu_kernel(const ir::Workload& w, const ir::LoopNest& nest, const std::string& config_json,
                             GpuDialect dialect, bool split_vectors = false);
 
+//! The first line of emitted source (a comment): its launches, for read_launches.
+std::string launch_line(const std::vector<Launch>& launches);
 //! The launches recorded in emitted source; Error(InvalidInput) if there are none.
 std::vector<Launch> read_launches(const std::string& source);
 
@@ -43,9 +45,6 @@ struct GpuArtifact {
 };
 void write_gpu_artifact(const std::string& path, const GpuArtifact& artifact);
 GpuArtifact read_gpu_artifact(const std::string& path);  //!< Error(Io) if unreadable or malformed
-
-//! Reads a whole file; Error(Io) if it cannot.
-std::string read_text(const std::string& path);
 
 //! What the OpenCL and CUDA backends share: the emitter in their dialect and a target that is
 //! described once, on first use (a measuring worker that only loads never pays for it).

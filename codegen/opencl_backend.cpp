@@ -10,6 +10,7 @@
 #include "codegen/backend.hpp"
 #include "codegen/gpu_kernel.hpp"
 #include "support/error.hpp"
+#include "support/files.hpp"
 #include "support/hash.hpp"
 
 namespace tiletune::codegen {
@@ -225,7 +226,7 @@ class OpenClBackend : public WorkGroupBackend {
 
   std::string build(const std::string& source_path, const std::string& artifact_path) const override {
     target();
-    std::string source = read_text(source_path);
+    std::string source = read_text_file(source_path);
     GpuArtifact artifact;
     artifact.launches = read_launches(source);
     const char* src = source.c_str();

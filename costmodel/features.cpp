@@ -535,7 +535,7 @@ void check_feature_row(const FeatureRow& row) {
 }
 
 void Features::pool_into(float* out, Pooling how) const {
-  std::fill(out, out + kCount, 0.0f);
+  if (stages.empty()) std::fill(out, out + kCount, 0.0f);
   for (size_t r = 0; r < stages.size(); ++r) {
     const FeatureRow& row = stages[r];
     check_feature_row(row);

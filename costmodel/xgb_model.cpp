@@ -32,6 +32,7 @@ std::vector<float> dense(const std::vector<const Features*>& x, std::size_t begi
 //! attribute existed have none and were trained on sums.
 constexpr const char* kPoolingAttr = "tiletune_pooling";
 constexpr const char* kMaxPooling = "max";
+constexpr Pooling kNewModelPooling = Pooling::Max;  //!< what kMaxPooling names
 
 //! Owns a DMatrix of pooled rows.
 class Matrix {
@@ -99,9 +100,9 @@ class XgbModel final : public CostModel {
 
   void fit(const std::vector<Sample>& samples) override {
     if (samples.empty()) throw_error(ErrorKind::InvalidInput, "xgb: no samples to train on");
-    Matrix m = training_matrix(group_samples(samples), Pooling::Max);
+    Matrix m = training_matrix(group_samples(samples), kNewModelPooling);
     reset();
-    pooling_ = Pooling::Max;  // before anything can throw: a booster left half-trained reads max too
+    pooling_ = kNewModelPooling;  // before anything can throw: a booster left half-trained reads max too
     DMatrixHandle train[] = {m.get()};
     check(XGBoosterCreate(train, 1, &booster_), ErrorKind::Internal, "creating a booster");
     check(XGBoosterSetAttr(booster_, kPoolingAttr, kMaxPooling), ErrorKind::Internal, "setting the pooling");
@@ -186,7 +187,7 @@ class XgbModel final : public CostModel {
       reset();
       throw_error(ErrorKind::InvalidInput, "the model pools its rows by '" + name + "', unknown to this build");
     }
-    pooling_ = found ? Pooling::Max : Pooling::Sum;
+    pooling_ = found ? kNewModelPooling : Pooling::Sum;
     compile_trees(bytes);  // payload()'s UBJSON, not saved again; another format is scored by XGBoost
   }
 
@@ -225,7 +226,7 @@ class XgbModel final : public CostModel {
     trees_.reset();
   }
   std::uint64_t seed_;
-  Pooling pooling_ = Pooling::Max;  //!< how the trees read a candidate's rows (kPoolingAttr)
+  Pooling pooling_ = kNewModelPooling;  //!< how the trees read a candidate's rows (kPoolingAttr)
   BoosterHandle booster_ = nullptr;
   std::optional<CompleteTrees> trees_;
 };

@@ -141,11 +141,11 @@ measure::RunReply side_by_side(const measure::RunRequest& req, const codegen::Ba
   }
   // Turns of an untimed call and about a millisecond of timed calls (one timed call at least; a
   // turn also ends after that long by the wall clock, so a timer that reads 0 cannot hold it),
-  // each turn's mean per timed call one time, round after round until every rival has run for its share; past max_seconds per
-  // rival (slow kernels) the rounds end early, but never before every rival had a turn. Where
-  // the share would take more than half of kSideBySideMaxTurns turns (a long min_seconds), the
-  // turns grow instead (half: a turn's kernel time falls short of its wall time), and no rival
-  // gets more than that many times: the reply stays small.
+  // each turn's mean per timed call one time, round after round until every rival has run for
+  // its share; past max_seconds per rival (slow kernels) the rounds end early, but never before
+  // every rival had a turn. Where the share would take more than half of kSideBySideMaxTurns
+  // turns (a long min_seconds), the turns grow instead (half: a turn's kernel time falls short of
+  // its wall time), and no rival gets more than that many times: the reply stays small.
   using measure::Measurer;
   using Clock = std::chrono::steady_clock;
   const double want = Measurer::kSideBySideShare * req.min_seconds;

@@ -240,11 +240,11 @@ void Space::gemm_seeds(const std::string& v, std::vector<ir::Schedule>& out) con
   // a part. The channels of an NCHW16c conv's input are such an input, and blocking them for
   // the filter's panel to fit L1 cost more than the panel streaming from L2 (ResNet 3 x 3
   // stride-2 C128 K128 on AVX-512, 7 x 2 vectors, same run: c in blocks of 4 650 us, whole 611).
-  std::int64_t whole_lines = 1;
+  std::int64_t line_points = 1;  // reduction points in one such line
   for (const ir::Expr* r : reads) {
     const int b = w_.buffer_index(r->name);
     if (b >= 0 && !read_along_vector(r->name) && !r->indices.empty() && r->indices.back().coeff_of(deepest->name) == 1)
-      whole_lines = std::max(whole_lines, ir::kCacheLineBytes / ir::dtype_bytes(w_.buffers[b].dtype));
+      line_points = std::max(line_points, ir::kCacheLineBytes / ir::dtype_bytes(w_.buffers[b].dtype));
   }
   for (std::int64_t vectors : {2, 3, 4}) {
     // Past one vector along the axis, a row's further vectors are columns where there are any.
@@ -300,7 +300,7 @@ void Space::gemm_seeds(const std::string& v, std::vector<ir::Schedule>& out) con
       // An output that is not contiguous along v is gathered and scattered per block: one block.
       // (A panel of bytes: an int8 operand's holds four times the reduction points of an f32 one.)
       std::int64_t block = deepest->extent;
-      while (v == last_lhs && block > 4 && block / 2 >= whole_lines &&
+      while (v == last_lhs && block > 4 && block / 2 >= line_points &&
              block * other_reduction * reg_v * reg_cols * element > t_.l1_bytes * 3 / 4)
         block /= 2;
       for (bool panel_outer : {false, true}) {

@@ -90,6 +90,7 @@ int retime_finalists(const ir::Workload& w, const std::string& target_key, measu
   std::vector<db::Record> finalists;
   std::vector<ir::Schedule> rivals;
   std::set<std::int64_t> rival_ids;
+  nlohmann::json params_json = nlohmann::json::parse(measurer.params_json());
   int retimed = 0;
   for (int round = 0; round < kFinalistRounds; ++round) {
     std::size_t before = rivals.size();
@@ -107,7 +108,6 @@ int retime_finalists(const ir::Workload& w, const std::string& target_key, measu
     if (rivals.size() < 2 || (round > 0 && rivals.size() == before)) break;
     std::vector<measure::MeasureResult> results = measurer.side_by_side(rivals);
     if (results.size() != rivals.size()) break;
-    nlohmann::json params_json = nlohmann::json::parse(measurer.params_json());
     params_json["side_by_side"] = rivals.size();
     const std::string params = params_json.dump();
     retimed = 0;
