@@ -296,7 +296,8 @@ int run_model_train(const CommonOptions& c, const std::vector<std::string>& kind
 }
 
 int run_model_eval(const CommonOptions& c, const std::vector<std::string>& kinds, std::uint64_t seed, bool json,
-                   bool shipped, const std::string& target_key, bool by_op) {
+                   bool shipped, const std::vector<std::string>& model_files, const std::string& target_key,
+                   bool by_op) {
   auto store = db::open_store(c.db, /*create=*/false);
   const codegen::TargetInfo target = model_target(c, *store, target_key);
   auto data = target_dataset(c, *store, target);
@@ -306,6 +307,11 @@ int run_model_eval(const CommonOptions& c, const std::vector<std::string>& kinds
       auto model = tuner::shipped_model(kind, target);
       if (!model) throw_error(ErrorKind::NotFound, "no " + kind + " model is shipped for " + tuner::machine_kind(target));
       results.push_back(tuner::evaluate_trained(data, *model, "shipped " + kind));
+    }
+  } else if (!model_files.empty()) {
+    for (auto& path : model_files) {
+      auto model = costmodel::load_model(read_text_file(path));
+      results.push_back(tuner::evaluate_trained(data, *model, path + " (" + model->kind() + ")"));
     }
   } else {
     results = tuner::evaluate_models(data, kinds, seed);

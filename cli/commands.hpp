@@ -95,9 +95,11 @@ int run_model_train(const CommonOptions& c, const std::vector<std::string>& kind
                     const std::string& out, const std::string& target_key);
 //! Prints held-out ranking metrics of the given kinds and of a random ranker on a target's
 //! records (as run_model_train picks it); with `shipped`, how the models shipped for the target's
-//! machine kind rank them, untrained on them.
+//! machine kind rank them, untrained on them; with `model_files` (saved models, as `model train
+//! --out` writes them), how each of those ranks them: a model from one corpus judged on another.
 int run_model_eval(const CommonOptions& c, const std::vector<std::string>& kinds, std::uint64_t seed, bool json,
-                   bool shipped, const std::string& target_key, bool by_op);
+                   bool shipped, const std::vector<std::string>& model_files, const std::string& target_key,
+                   bool by_op);
 
 //! Prints what a database holds and its integrity check; Error(Database) when it fails.
 int run_db_check(const std::string& where);

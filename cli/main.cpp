@@ -246,6 +246,12 @@ int main(int argc, char** argv) {
   bool eval_shipped = false;
   eval_cmd->add_flag("--shipped", eval_shipped,
                      "rank the records with the models shipped for this machine kind, untrained on them");
+  std::vector<std::string> eval_models;
+  eval_cmd
+      ->add_option("--model", eval_models,
+                   "rank the records with this saved model (model train --out), untrained on them; repeatable")
+      ->check(CLI::ExistingFile)
+      ->excludes("--shipped");
   bool eval_by_op = false;
   eval_cmd->add_flag("--by-op", eval_by_op, "also print the metrics per op, worst ranked first");
   std::string train_out;
@@ -311,8 +317,8 @@ int main(int argc, char** argv) {
     if (*db_check_cmd) return cli::run_db_check(db_where);
     if (*db_push_cmd || *db_pull_cmd) return cli::run_db_copy(db_from, db_to, db_target);
     if (*train_cmd) return cli::run_model_train(common, kinds, model_seed, train_out, model_target_key);
-    if (*eval_cmd) return cli::run_model_eval(common, kinds, model_seed, json, eval_shipped, model_target_key,
-                                                  eval_by_op);
+    if (*eval_cmd) return cli::run_model_eval(common, kinds, model_seed, json, eval_shipped, eval_models,
+                                                  model_target_key, eval_by_op);
     return cli::run_ops();
   } catch (const Error& e) {
     std::cerr << "tiletune: " << e.what() << "\n";

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "costmodel/features.hpp"
 #include "helpers.hpp"
@@ -130,6 +131,21 @@ TEST_CASE("cli: model train --out writes the shipped-model file; eval --shipped 
   auto two = tiletune({"model", "train", "--db", db, "--kind", "xgb", "--kind", "nn", "--out", out});
   CHECK(two.exit_code == 2);
   CHECK(two.output.find("one --kind") != std::string::npos);
+  // A saved model judged on records: the ones it was trained on, so it ranks them well.
+  auto judged = tiletune({"model", "eval", "--db", db, "--model", out, "--json"});
+  REQUIRE_MESSAGE(judged.exit_code == 0, judged.output);
+  auto at = judged.output.find("{\"");  // (the output holds stderr's note on the records too)
+  REQUIRE(at != std::string::npos);
+  auto line = nlohmann::json::parse(judged.output.substr(at, judged.output.find('\n', at) - at));
+  CHECK(line["model"] == out + " (xgb)");
+  CHECK(line["split"] == "as trained");
+  CHECK(line["workloads"] == 2);
+  CHECK(line["pairwise_accuracy"].get<double>() > 0.8);
+  std::string junk = dir.file("junk.model");
+  std::ofstream(junk) << "not a model\n";
+  auto bad = tiletune({"model", "eval", "--db", db, "--model", junk});
+  CHECK(bad.exit_code == 2);
+  CHECK_MESSAGE(bad.output.find("not a tiletune model") != std::string::npos, bad.output);
   auto eval = tiletune({"model", "eval", "--db", db, "--kind", "xgb", "--shipped"});
   auto backend = codegen::make_backend("cpu");
   if (tuner::shipped_model("xgb", backend->target())) {
