@@ -301,21 +301,22 @@ int run_model_eval(const CommonOptions& c, const std::vector<std::string>& kinds
   auto store = db::open_store(c.db, /*create=*/false);
   const codegen::TargetInfo target = model_target(c, *store, target_key);
   auto data = target_dataset(c, *store, target);
-  std::vector<tuner::EvalRow> results;
-  if (shipped) {
+  // Models given whole (shipped, or saved files) rank the records untrained on them; else each
+  // kind is trained and tested fold by fold.
+  std::vector<std::pair<std::string, std::unique_ptr<costmodel::CostModel>>> given;
+  if (shipped)
     for (auto& kind : kinds) {
       auto model = tuner::shipped_model(kind, target);
       if (!model) throw_error(ErrorKind::NotFound, "no " + kind + " model is shipped for " + tuner::machine_kind(target));
-      results.push_back(tuner::evaluate_trained(data, *model, "shipped " + kind));
+      given.emplace_back("shipped " + kind, std::move(model));
     }
-  } else if (!model_files.empty()) {
-    for (auto& path : model_files) {
-      auto model = costmodel::load_model(read_text_file(path));
-      results.push_back(tuner::evaluate_trained(data, *model, path + " (" + model->kind() + ")"));
-    }
-  } else {
-    results = tuner::evaluate_models(data, kinds, seed);
+  for (auto& path : model_files) {
+    auto model = costmodel::load_model(read_text_file(path));
+    given.emplace_back(path + " (" + model->kind() + ")", std::move(model));
   }
+  std::vector<tuner::EvalRow> results;
+  if (given.empty()) results = tuner::evaluate_models(data, kinds, seed);
+  for (auto& [name, model] : given) results.push_back(tuner::evaluate_trained(data, *model, name));
   // One printed line per result and, with --by-op, per op of each result (worst ranked first):
   // its labels, then its metrics.
   struct Line {

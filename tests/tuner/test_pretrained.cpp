@@ -47,12 +47,12 @@ TEST_CASE("pretrained: a model is shipped for this machine kind, of this build's
   // How each shipped xgb model reads a program of several nests: cpu-simd8's was trained before
   // models recorded their pooling, on sums, and keeps summing, also once fine-tuned on a target's
   // records; cpu-simd16's was trained since, and takes each feature's largest.
-  const std::pair<const char*, costmodel::Pooling> shipped_pooling[] = {{"cpu-simd8", costmodel::Pooling::Sum},
-                                                                         {"cpu-simd16", costmodel::Pooling::Max}};
-  for (auto& [shipped, pooling] : shipped_pooling) {
-    CAPTURE(shipped);
+  const std::pair<int, costmodel::Pooling> pooling_by_lanes[] = {{8, costmodel::Pooling::Sum},
+                                                                  {16, costmodel::Pooling::Max}};
+  for (auto& [lanes, pooling] : pooling_by_lanes) {
     codegen::TargetInfo t = backend->target();
-    t.traits.vector_lanes = std::stoi(std::string(shipped).substr(std::string(shipped).find("simd") + 4));
+    t.traits.vector_lanes = lanes;
+    CAPTURE(tuner::machine_kind(t));
     auto m = tuner::shipped_model("xgb", t);
     REQUIRE(m);
     auto w = ir::bind(ir::parse_op(R"(op two(X: f32[N, D]) -> Y: f32[N, D] {
