@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 
+#include "ir/schedule.hpp"
 #include "support/error.hpp"
 #include "support/parallel.hpp"
 
@@ -56,7 +57,12 @@ enum Feature {
   kRoofMemory,
   kRoofTotal,
   kBuffers,  // kTopBuffers x kBufferFeatures, the largest buffer first
-  kCount = kBuffers + 3 * 8
+  // Version 4 appends (a version-3 model reads the prefix it was trained on):
+  kScatterStores = kBuffers + 3 * 8,
+  kPanelReads,
+  kRowReads,
+  kBufferIsOutput,  // kTopBuffers features: which of the top buffers the stage stores
+  kCount = kBufferIsOutput + 3
 };
 
 constexpr int kIntensityCurveSteps = 4;
@@ -125,6 +131,15 @@ const std::vector<std::pair<std::string, std::string>> kDocs = {
     {"roof_total_log", "log2 of (max of the two estimates + packing) over the ideal: a roofline estimate of the stage"},
 };
 
+//! Appended by version 4, after the per-buffer block.
+const std::vector<std::pair<std::string, std::string>> kDocsV4 = {
+    {"scatter_stores_log",
+     "log2(1 + elements between the output's neighbouring lanes) when the SIMD axis is spatial and not the output's "
+     "contiguous one (its vectors are stored lane by lane); 0 otherwise"},
+    {"panel_reads", "tensors read strided along the SIMD axis that are copied into panels to feed its vectors"},
+    {"row_reads", "tensors read at a constant stride of 2 or more along the SIMD axis (strided window rows)"},
+};
+
 //! The per-buffer features' names: buffer i of the stage, the largest first.
 std::vector<std::pair<std::string, std::string>> all_docs() {
   auto docs = kDocs;
@@ -143,6 +158,10 @@ std::vector<std::pair<std::string, std::string>> all_docs() {
       docs.push_back({"buffer" + std::to_string(b) + "_" + name,
                       std::string(doc) + " (the stage's buffer " + std::to_string(b) +
                           " by bytes touched, the output included; 0 if it has fewer)"});
+  docs.insert(docs.end(), kDocsV4.begin(), kDocsV4.end());
+  for (int b = 0; b < kTopBuffers; ++b)
+    docs.push_back({"buffer" + std::to_string(b) + "_is_output",
+                    "1 if the stage's buffer " + std::to_string(b) + " (as above) is the one it stores"});
   return docs;
 }
 
@@ -403,6 +422,7 @@ struct StageFeatures {
       f[kIntensityCurve + k] += static_cast<float>(points_in(depth) * ops_per_point / std::max(4.0, footprint(depth)));
     }
     add_buffer_features(f);
+    add_vector_access(f);
     add_roofline(f, flops, any_parallel ? par : 1, packed_bytes);
   }
 
@@ -439,6 +459,23 @@ struct StageFeatures {
     f[kRoofTotal] += static_cast<float>(std::log2((std::max(compute, memory) + pack + 1) / ideal));
   }
 
+  //! How the SIMD axis meets memory, as the code generators classify it (ir/schedule.hpp).
+  void add_vector_access(std::vector<float>& f) const {
+    if (sn.vector_axis.empty()) return;
+    if (!sn.vector_reduce) {
+      const int axis = axis_index(sn.vector_axis);
+      const auto& shape = w.buffers[sn.store].shape;
+      double stride = 0, row = 1;
+      for (size_t d = output.ends.size(); d-- > 0;) {
+        stride += static_cast<double>(coeff(output, d, axis)) * row;
+        row *= static_cast<double>(shape[d]);
+      }
+      if (std::abs(stride) != 1) f[kScatterStores] += static_cast<float>(log2p(std::abs(stride)));
+    }
+    f[kPanelReads] += static_cast<float>(ir::panel_reads(sn.body, sn.vector_axis).size());
+    f[kRowReads] += static_cast<float>(ir::strided_row_reads(sn.body, sn.vector_axis).size());
+  }
+
   //! The axis of the micro-kernel's innermost loop: the SIMD axis, else the innermost
   //! reduction or register loop; -1 if none.
   int innermost_axis() const {
@@ -453,6 +490,7 @@ struct StageFeatures {
       const std::string* name;
       double unique;
       std::array<float, kBufferFeatures> v;
+      bool output;
     };
     std::vector<Row> rows;  // the use touching the most bytes per buffer
     const int axis = innermost_axis();
@@ -460,7 +498,7 @@ struct StageFeatures {
       const Use& u = *use;
       auto [bytes, lines] = extent_of(u, sn.outer.size());
       double unique = extent_of(u, 0).first;
-      Row r{u.name, unique, {}};
+      Row r{u.name, unique, {}, u.buffer == sn.store};
       r.v[kBufBytes] = static_cast<float>(log2p(bytes));
       r.v[kBufLines] = static_cast<float>(log2p(lines));
       r.v[kBufUnique] = static_cast<float>(log2p(unique));
@@ -490,13 +528,18 @@ struct StageFeatures {
       if (it == rows.end())
         rows.push_back(r);
       else if (r.v[kBufBytes] > it->v[kBufBytes])
-        *it = r;
+        *it = Row{r.name, r.unique, r.v, r.output || it->output};
+      else
+        it->output = it->output || r.output;
     }
     // By name, then the largest first: ties keep the order of the names.
     std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return *a.name < *b.name; });
     std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.unique > b.unique; });
     for (size_t b = 0; b < rows.size() && b < static_cast<size_t>(kTopBuffers); ++b)
+    {
       for (int k = 0; k < kBufferFeatures; ++k) f[kBuffers + b * kBufferFeatures + k] += rows[b].v[k];
+      f[kBufferIsOutput + b] += rows[b].output ? 1 : 0;
+    }
   }
 };
 
@@ -508,8 +551,25 @@ const std::vector<std::pair<std::string, std::string>>& feature_docs() {
 }
 std::size_t feature_count() { return kCount; }
 
+namespace {
+//! The versions this build's rows begin with, oldest first: each appended to the one before.
+constexpr std::pair<int, std::size_t> kPrefixVersions[] = {{3, 66}, {kFeatureVersion, kCount}};
+}  // namespace
+
+std::size_t feature_count(int version) {
+  for (auto [v, count] : kPrefixVersions)
+    if (v == version) return count;
+  return 0;
+}
+
+int feature_version_of(std::size_t count) {
+  for (auto [v, n] : kPrefixVersions)
+    if (n == count) return v;
+  return 0;
+}
+
 Features extract_features(const ir::Workload& w, const ir::LoopNest& nest, const ir::TargetTraits& t) {
-  static_assert(kCount == 66, "update kDocs and kFeatureVersion with the features");
+  static_assert(kCount == 72, "update kDocs and kFeatureVersion with the features");
   Features out;
   out.stages.reserve(std::max<size_t>(1, nest.stages.size()));
   for (auto& sn : nest.stages) {
@@ -534,23 +594,24 @@ void check_feature_row(const FeatureRow& row) {
                                              std::to_string(kFeatureVersion) + ")");
 }
 
-void Features::pool_into(float* out, Pooling how) const {
-  if (stages.empty()) std::fill(out, out + kCount, 0.0f);
+void Features::pool_into(float* out, Pooling how, std::size_t width) const {
+  width = std::min<std::size_t>(width, kCount);
+  if (stages.empty()) std::fill(out, out + width, 0.0f);
   for (size_t r = 0; r < stages.size(); ++r) {
     const FeatureRow& row = stages[r];
     check_feature_row(row);
     if (r == 0)
-      std::copy(row.begin(), row.end(), out);
+      std::copy_n(row.begin(), width, out);
     else if (how == Pooling::Sum)
-      for (size_t i = 0; i < kCount; ++i) out[i] += row[i];
+      for (size_t i = 0; i < width; ++i) out[i] += row[i];
     else
-      for (size_t i = 0; i < kCount; ++i) out[i] = std::max(out[i], row[i]);
+      for (size_t i = 0; i < width; ++i) out[i] = std::max(out[i], row[i]);
   }
 }
 
 FeatureRow Features::pooled(Pooling how) const {
   FeatureRow row(kCount);
-  pool_into(row.data(), how);
+  pool_into(row.data(), how, kCount);
   return row;
 }
 

@@ -15,11 +15,20 @@ namespace tiletune::costmodel {
 //! lines per micro-kernel call, unique bytes, reuse type, distance and count, stride along the
 //! innermost loop and packing; the arithmetic-intensity curve at four depths; roofline
 //! estimates (compute, memory traffic into each cache level) relative to the stage's ideal.
-inline constexpr int kFeatureVersion = 3;
+//! 4: appended how the SIMD axis meets memory (outputs stored lane by lane, reads fed from
+//! panels or strided rows) and which of the top buffers is the stored one.
+//! A version that only appends keeps the models of the one before: each reads the prefix of
+//! every row that it was trained on (feature_count(version)).
+inline constexpr int kFeatureVersion = 4;
 
 //! Names of the features, one line of documentation each, in vector order.
 const std::vector<std::pair<std::string, std::string>>& feature_docs();
 std::size_t feature_count();
+//! Features of a version this build's rows begin with: a model trained on it reads that prefix
+//! of every row. 0 for a version they do not begin with (1 and 2, whose features differ).
+std::size_t feature_count(int version);
+//! The version whose features are the first `count` of this build's; 0 if none.
+int feature_version_of(std::size_t count);
 
 using FeatureRow = std::vector<float>;
 
@@ -37,8 +46,9 @@ struct Features {
   std::vector<FeatureRow> stages;
   //! The fixed-length vector of the program.
   FeatureRow pooled(Pooling how = Pooling::Sum) const;
-  //! pooled(how) written to row[0, feature_count()); Error(InvalidInput) for a row of another length.
-  void pool_into(float* row, Pooling how) const;
+  //! The first `width` features of pooled(how) written to row[0, width); Error(InvalidInput)
+  //! for a row of another length than feature_count().
+  void pool_into(float* row, Pooling how, std::size_t width) const;
 };
 
 //! Error(InvalidInput) unless the row has feature_count() features.

@@ -49,8 +49,8 @@ std::string save_model(const CostModel& model, const ModelMeta& meta) {
   nlohmann::json header = {{"format", kBlobFormat},
                            {"kind", model.kind()},
                            {"target_key", meta.target_key},
-                           {"feature_version", meta.feature_version},
-                           {"feature_count", feature_count()},
+                           {"feature_version", feature_version_of(model.width())},
+                           {"feature_count", model.width()},
                            {"records", meta.records},
                            {"metrics", nlohmann::json::parse(meta.metrics_json.empty() ? "{}" : meta.metrics_json)},
                            {"payload_bytes", payload.size()},
@@ -70,11 +70,16 @@ std::unique_ptr<CostModel> load_model(const std::string& blob, ModelMeta* meta) 
         h.at("payload_hash").get<std::string>() != hash_hex(payload))
       bad("payload is truncated or corrupt (size or hash differs from the header)");
     int version = h.at("feature_version").get<int>();
-    if (version != kFeatureVersion || h.at("feature_count").get<std::size_t>() != feature_count())
-      bad("trained with feature version " + std::to_string(version) + " but this build extracts version " +
-          std::to_string(kFeatureVersion) + ": retrain it (tiletune model train)");
+    const std::size_t width = h.at("feature_count").get<std::size_t>();
+    if (feature_count(version) == 0 || width != feature_count(version))
+      bad("trained with feature version " + std::to_string(version) + " (" + std::to_string(width) +
+          " features), which this build (version " + std::to_string(kFeatureVersion) +
+          ") cannot read: retrain it (tiletune model train)");
     auto model = make_model(h.at("kind").get<std::string>());
     model->load_payload(payload);
+    if (model->width() != width)
+      bad("the payload reads " + std::to_string(model->width()) + " features, the header says " +
+          std::to_string(width));
     if (meta) {
       meta->kind = model->kind();
       meta->target_key = h.at("target_key").get<std::string>();

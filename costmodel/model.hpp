@@ -28,6 +28,9 @@ class CostModel {
   //! Trains from scratch. Groups with fewer than two successful samples teach nothing.
   virtual void fit(const std::vector<Sample>& samples) = 0;
   virtual bool trained() const = 0;
+  //! Features it reads of each row: feature_count(), or the prefix of an earlier version's
+  //! (feature_count(version)) for a model trained on that version.
+  virtual std::size_t width() const = 0;
   //! Continues training the current model (a pretrained base) on the samples, keeping what it
   //! learned: trees added on top (xgb), a few passes at a lower rate (nn). The transfer of
   //! TenSet and TLP. Error(Internal) if not trained.
@@ -43,7 +46,8 @@ class CostModel {
 std::unique_ptr<CostModel> make_model(const std::string& kind, std::uint64_t seed = 1);
 std::vector<std::string> model_kinds();
 
-//! What a saved model was trained with. A model refuses to load against another feature version.
+//! What a saved model was trained with. save_model writes the feature version of the model's own
+//! width, whatever feature_version says; load_model reports it.
 struct ModelMeta {
   std::string kind;
   std::string target_key;
@@ -54,8 +58,9 @@ struct ModelMeta {
 
 //! A self-describing blob: a JSON header line (the metadata, a format tag) and the payload.
 std::string save_model(const CostModel& model, const ModelMeta& meta);
-//! Error(InvalidInput) with the reason for a corrupt blob, a feature version other than this
-//! build's, or a payload the model library rejects.
+//! Error(InvalidInput) with the reason for a corrupt blob, a feature version whose features are
+//! not a prefix of this build's (feature_count(version) is 0), or a payload the model library
+//! rejects.
 std::unique_ptr<CostModel> load_model(const std::string& blob, ModelMeta* meta = nullptr);
 
 //! A model kept current as measurements arrive: it retrains on everything it has seen (the

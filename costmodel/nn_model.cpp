@@ -71,6 +71,7 @@ class NnModel final : public CostModel {
 
   std::string kind() const override { return "nn"; }
   bool trained() const override { return trained_; }
+  std::size_t width() const override { return width_; }
 
   void fit(const std::vector<Sample>& samples) override {
     if (samples.empty()) throw_error(ErrorKind::InvalidInput, "nn: no samples to train on");
@@ -113,12 +114,14 @@ class NnModel final : public CostModel {
       torch::Tensor mean, scale;
       archive.read("mean", mean);
       archive.read("scale", scale);
-      if (mean.numel() != static_cast<std::int64_t>(feature_count()) || scale.numel() != mean.numel())
-        throw_error(ErrorKind::InvalidInput, "nn model has " + std::to_string(mean.numel()) + " features, expected " +
-                                                 std::to_string(feature_count()));
-      Net net(static_cast<int>(feature_count()), kHidden);
+      const auto width = static_cast<std::size_t>(mean.numel());
+      if (feature_version_of(width) == 0 || scale.numel() != mean.numel())
+        throw_error(ErrorKind::InvalidInput, "the nn model reads " + std::to_string(mean.numel()) +
+                                                 " features, the count of no feature version this build reads");
+      Net net(static_cast<int>(width), kHidden);
       net->load(archive);
       net_ = net;
+      width_ = width;
       mean_ = mean;
       scale_ = scale;
       trained_ = true;
@@ -130,7 +133,7 @@ class NnModel final : public CostModel {
  private:
   //! Normalized, zero-padded rows and the mask of real nests.
   std::pair<torch::Tensor, torch::Tensor> batch(const std::vector<const Features*>& rows) const {
-    const std::int64_t f = static_cast<std::int64_t>(feature_count());
+    const std::int64_t f = static_cast<std::int64_t>(width_);
     std::int64_t nests = 1;
     for (auto* r : rows) nests = std::max<std::int64_t>(nests, static_cast<std::int64_t>(r->stages.size()));
     auto in = torch::zeros({static_cast<std::int64_t>(rows.size()), nests, f});
@@ -141,8 +144,7 @@ class NnModel final : public CostModel {
       for (std::size_t s = 0; s < rows[i]->stages.size(); ++s) {
         const FeatureRow& row = rows[i]->stages[s];
         check_feature_row(row);
-        std::copy(row.begin(), row.end(),
-                  p + (static_cast<std::int64_t>(i) * nests + static_cast<std::int64_t>(s)) * f);
+        std::copy_n(row.begin(), f, p + (static_cast<std::int64_t>(i) * nests + static_cast<std::int64_t>(s)) * f);
         m[static_cast<std::int64_t>(i) * nests + static_cast<std::int64_t>(s)] = 1;
       }
     return {(in - mean_) * scale_ * mask.unsqueeze(-1), mask};
@@ -152,7 +154,8 @@ class NnModel final : public CostModel {
     torch::manual_seed(seed_);
     Grouped g = group_samples(samples);
     // Feature scaling from every nest row seen.
-    const std::int64_t f = static_cast<std::int64_t>(feature_count());
+    width_ = feature_count();
+    const std::int64_t f = static_cast<std::int64_t>(width_);
     std::vector<float> all;
     for (auto* s : g.samples)
       for (auto& row : s->x.stages) {
@@ -223,6 +226,7 @@ class NnModel final : public CostModel {
   bool trained_ = false;
   mutable Net net_{nullptr};  // forward() is not const in LibTorch
   torch::Tensor mean_, scale_;
+  std::size_t width_ = feature_count();  //!< features of each row the net reads (CostModel::width)
 };
 
 }  // namespace

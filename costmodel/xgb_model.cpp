@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <mutex>
+#include <random>
 
 #include "costmodel/kinds.hpp"
 #include "costmodel/tree_walk.hpp"
@@ -19,11 +20,12 @@ void check(int rc, ErrorKind kind, const std::string& what) {
   if (rc != 0) throw_error(kind, "XGBoost: " + what + ": " + XGBGetLastError());
 }
 
-//! The pooled rows of x[begin, end), row-major: what XGBoost and CompleteTrees read.
-std::vector<float> dense(const std::vector<const Features*>& x, std::size_t begin, std::size_t end, Pooling how) {
-  const std::size_t width = feature_count();
+//! The pooled rows of x[begin, end), their first `width` features, row-major: what XGBoost
+//! and CompleteTrees read.
+std::vector<float> dense(const std::vector<const Features*>& x, std::size_t begin, std::size_t end, Pooling how,
+                         std::size_t width) {
   std::vector<float> data((end - begin) * width);
-  for (std::size_t i = begin; i < end; ++i) x[i]->pool_into(&data[(i - begin) * width], how);
+  for (std::size_t i = begin; i < end; ++i) x[i]->pool_into(&data[(i - begin) * width], how, width);
   return data;
 }
 
@@ -37,9 +39,9 @@ constexpr Pooling kNewModelPooling = Pooling::Max;  //!< what kMaxPooling names
 //! Owns a DMatrix of pooled rows.
 class Matrix {
  public:
-  Matrix(const std::vector<const Features*>& rows, Pooling how) {
-    std::vector<float> data = dense(rows, 0, rows.size(), how);
-    check(XGDMatrixCreateFromMat(data.data(), rows.size(), feature_count(), NAN, &handle_), ErrorKind::Internal,
+  Matrix(const std::vector<const Features*>& rows, Pooling how, std::size_t width) {
+    std::vector<float> data = dense(rows, 0, rows.size(), how, width);
+    check(XGDMatrixCreateFromMat(data.data(), rows.size(), width, NAN, &handle_), ErrorKind::Internal,
           "creating a matrix");
   }
   ~Matrix() {
@@ -54,18 +56,15 @@ class Matrix {
   DMatrixHandle handle_ = nullptr;
 };
 
-// Hyperparameters, for a few hundred to a few thousand samples of ~30 features:
-// - rank:pairwise learns orderings within a workload, which is all the search asks of it;
+// Hyperparameters, for a few hundred to a few thousand samples of ~70 features:
+// - A pairwise loss learns orderings within a workload, which is all the search asks of it;
 //   absolute latencies differ by orders of magnitude between workloads and would dominate a
-//   regression loss.
+//   regression loss. It is XGBoost's rank:pairwise (pairwise logistic), computed here (PairLoss)
+//   so that each pair can weigh what its latencies' gap is worth: see pair_weight.
 // - eta 0.2 is the value TVM's XGBoost tuners settled on for schedule features. Depth 6 and 150
 //   rounds: on `tiletune model eval` (12 workloads, 1264 records) they rank as well as depth 8 and
 //   200 rounds (held-out pairwise 0.691 vs 0.689, top-5 0.89 vs 0.91) and predict 10,000
 //   candidates in 25 ms instead of 84 ms, which the search spends thousands of times.
-// - num_pairsample 4: each record is paired with 4 others of its workload per round instead of 1.
-//   On the corpus of ops/corpus/cpu.json v2 (5,632 records), held-out pairwise 0.843 against
-//   0.836 (ops) and 0.877 against 0.870 (sizes); on v1's 2,816, 0.822 against 0.818 and 0.865
-//   against 0.863. Training takes 10 % longer.
 // - min_child_weight 0 and gamma 0.001 let small groups split at all (pairwise hessians are tiny).
 // - subsample 1: training sets are small and rankings are needed to be deterministic per seed.
 // - nthread 1: OpenMP worker threads spin after each parallel region and take the core the
@@ -75,8 +74,7 @@ class Matrix {
 constexpr int kRounds = 150;
 constexpr int kFineTuneRounds = 40;  // added to a pretrained model per fine-tuning
 const std::pair<const char*, const char*> kParams[] = {
-    {"objective", "rank:pairwise"},
-    {"num_pairsample", "4"},
+    {"objective", "rank:pairwise"},  // scores as is; PairLoss gives the gradients
     {"eta", "0.2"},
     {"max_depth", "6"},
     {"min_child_weight", "0"},
@@ -86,6 +84,71 @@ const std::pair<const char*, const char*> kParams[] = {
     {"tree_method", "hist"},
     {"nthread", "1"},
     {"verbosity", "0"},
+};
+
+//! The training pairs: a record is paired with every other of its workload, or with kPartners of
+//! them drawn at random in a workload of more records (a long tuning run's thousands).
+constexpr std::size_t kPartners = 31;
+//! Pairs' weights, scaled so that a record's pairs weigh this many pairs of weight 1: as much
+//! as XGBoost's rank:pairwise with num_pairsample 4 gives it (which ranked best of 1, 4 and 8).
+constexpr double kPairsPerRecord = 4;
+//! pair_weight's scale, in natural log of the latency ratio. Tried on the corpora of
+//! ops/corpus/cpu.json v1 and v2 at 0.05, 0.1, 0.2, 0.3 and 0.4 (README, Cost models).
+constexpr double kPairMargin = 0.3;
+
+//! XGBoost's pairwise logistic loss over weighted pairs (pair_weight).
+class PairLoss {
+ public:
+  PairLoss(const Grouped& g, std::uint64_t seed) : records_(g.labels.size()) {
+    std::mt19937_64 rng(seed);
+    for (std::size_t at = 0, gi = 0; gi < g.group_sizes.size(); at += g.group_sizes[gi++]) {
+      const std::size_t size = g.group_sizes[gi];
+      if (size < 2) continue;
+      auto add = [&](std::size_t a, std::size_t b, double norm) {
+        const float la = g.labels[a], lb = g.labels[b];  // relative speeds: 0 failed
+        if (la == lb) return;
+        const std::size_t faster = la > lb ? a : b, slower = la > lb ? b : a;
+        const double ratio = g.labels[slower] > 0 ? g.labels[faster] / g.labels[slower] : INFINITY;
+        pairs_.push_back({static_cast<std::uint32_t>(faster), static_cast<std::uint32_t>(slower),
+                          static_cast<float>(pair_weight(ratio) * norm)});
+      };
+      if (size - 1 <= kPartners) {
+        // Every pair once: each record is in size - 1 of them.
+        for (std::size_t a = at; a < at + size; ++a)
+          for (std::size_t b = a + 1; b < at + size; ++b) add(a, b, kPairsPerRecord / static_cast<double>(size - 1));
+      } else {
+        // Each record draws kPartners others, and is drawn about as often.
+        std::uniform_int_distribution<std::size_t> other(0, size - 2);
+        for (std::size_t a = at; a < at + size; ++a)
+          for (std::size_t k = 0; k < kPartners; ++k) {
+            std::size_t b = at + other(rng);
+            add(a, b >= a ? b + 1 : b, kPairsPerRecord / (2.0 * kPartners));
+          }
+      }
+    }
+  }
+
+  //! Per record, the loss's gradient and hessian at the scores.
+  void gradients(const float* score, std::vector<float>& grad, std::vector<float>& hess) const {
+    grad.assign(records_, 0.0f);
+    hess.assign(records_, 1e-6f);  // a record of no pair moves no leaf
+    for (const Pair& p : pairs_) {
+      const double right = 1.0 / (1.0 + std::exp(static_cast<double>(score[p.slower]) - score[p.faster]));
+      const double g = (right - 1.0) * p.weight, h = 2.0 * std::max(right * (1.0 - right), 1e-16) * p.weight;
+      grad[p.faster] += static_cast<float>(g);
+      grad[p.slower] -= static_cast<float>(g);
+      hess[p.faster] += static_cast<float>(h);
+      hess[p.slower] += static_cast<float>(h);
+    }
+  }
+
+ private:
+  struct Pair {
+    std::uint32_t faster, slower;
+    float weight;
+  };
+  std::size_t records_;
+  std::vector<Pair> pairs_;
 };
 
 //! Plain prediction with every tree; no value is missing (the features are finite).
@@ -102,27 +165,31 @@ class XgbModel final : public CostModel {
 
   std::string kind() const override { return "xgb"; }
   bool trained() const override { return booster_ != nullptr; }
+  std::size_t width() const override { return width_; }
 
   void fit(const std::vector<Sample>& samples) override {
     if (samples.empty()) throw_error(ErrorKind::InvalidInput, "xgb: no samples to train on");
-    Matrix m = training_matrix(group_samples(samples), kNewModelPooling);
+    Grouped g = group_samples(samples);
+    Matrix m = training_matrix(g, kNewModelPooling, feature_count());
     reset();
     pooling_ = kNewModelPooling;  // before anything can throw: a booster left half-trained reads max too
+    width_ = feature_count();
     DMatrixHandle train[] = {m.get()};
     check(XGBoosterCreate(train, 1, &booster_), ErrorKind::Internal, "creating a booster");
     check(XGBoosterSetAttr(booster_, kPoolingAttr, kMaxPooling), ErrorKind::Internal, "setting the pooling");
-    boost(m, 0, kRounds);
+    boost(m, g, 0, kRounds);
     compile_trees(payload());
   }
 
   void fine_tune(const std::vector<Sample>& samples) override {
     if (!booster_) throw_error(ErrorKind::Internal, "xgb: fine-tuning an untrained model");
     if (samples.empty()) return;
-    Matrix m = training_matrix(group_samples(samples), pooling_);  // the base's trees read its pooling
+    Grouped g = group_samples(samples);
+    Matrix m = training_matrix(g, pooling_, width_);  // the base's trees read its pooling and width
     int done = 0;
     check(XGBoosterBoostedRounds(booster_, &done), ErrorKind::Internal, "reading the rounds");
     // New trees fit what the base's trees get wrong on these samples.
-    boost(m, done, kFineTuneRounds);
+    boost(m, g, done, kFineTuneRounds);
     compile_trees(payload());
   }
 
@@ -143,14 +210,14 @@ class XgbModel final : public CostModel {
     std::mutex error_lock;
     std::string error;  // of any slice
     for_slices(x.size(), 1024, [&](size_t begin, size_t end) {
-      const std::vector<float> data = dense(rows, begin, end, pooling_);
+      const std::vector<float> data = dense(rows, begin, end, pooling_, width_);
       if (trees_) {
         trees_->predict(data.data(), end - begin, &scores[begin]);
         return;
       }
       const std::string array = R"({"data": [)" + std::to_string(reinterpret_cast<std::uintptr_t>(data.data())) +
                                 R"(, true], "shape": [)" + std::to_string(end - begin) + ", " +
-                                std::to_string(feature_count()) + R"(], "typestr": "<f4", "version": 3})";
+                                std::to_string(width_) + R"(], "typestr": "<f4", "version": 3})";
       const bst_ulong* shape = nullptr;
       bst_ulong dims = 0;
       const float* out = nullptr;
@@ -193,36 +260,55 @@ class XgbModel final : public CostModel {
       throw_error(ErrorKind::InvalidInput, "the model pools its rows by '" + name + "', unknown to this build");
     }
     pooling_ = found ? kNewModelPooling : Pooling::Sum;
+    // A model of an earlier feature version reads the prefix of each row it was trained on.
+    bst_ulong features = 0;
+    check(XGBoosterGetNumFeature(booster_, &features), ErrorKind::Internal, "reading the features");
+    if (feature_version_of(features) == 0) {
+      reset();
+      throw_error(ErrorKind::InvalidInput, "the model reads " + std::to_string(features) +
+                                               " features, the count of no feature version this build reads");
+    }
+    width_ = features;
     compile_trees(bytes);  // payload()'s UBJSON, not saved again; another format is scored by XGBoost
   }
 
  private:
   //! The samples' pooled rows with their labels and groups: what training reads.
-  static Matrix training_matrix(const Grouped& g, Pooling how) {
+  static Matrix training_matrix(const Grouped& g, Pooling how, std::size_t width) {
     std::vector<const Features*> rows;
     for (auto* s : g.samples) rows.push_back(&s->x);
-    Matrix m(rows, how);
+    Matrix m(rows, how, width);
     check(XGDMatrixSetFloatInfo(m.get(), "label", g.labels.data(), g.labels.size()), ErrorKind::Internal, "labels");
     check(XGDMatrixSetUIntInfo(m.get(), "group", g.group_sizes.data(), g.group_sizes.size()), ErrorKind::Internal,
           "groups");
     return m;
   }
 
-  //! Rounds [first, first + rounds) on the matrix; parameters are set each time, since a
-  //! loaded model keeps its trees but not its training parameters.
-  void boost(const Matrix& m, int first, int rounds) {
+  //! Rounds [first, first + rounds) on the matrix of `g`'s samples; parameters are set each
+  //! time, since a loaded model keeps its trees but not its training parameters.
+  void boost(const Matrix& m, const Grouped& g, int first, int rounds) {
     for (auto& [k, v] : kParams)
       check(XGBoosterSetParam(booster_, k, v), ErrorKind::Internal, std::string("parameter ") + k);
     check(XGBoosterSetParam(booster_, "seed", std::to_string(seed_ % 2147483647).c_str()), ErrorKind::Internal, "seed");
-    for (int i = first; i < first + rounds; ++i)
-      check(XGBoosterUpdateOneIter(booster_, i, m.get()), ErrorKind::Internal, "training round " + std::to_string(i));
+    const PairLoss loss(g, seed_);
+    std::vector<float> grad, hess;
+    for (int i = first; i < first + rounds; ++i) {
+      bst_ulong n = 0;
+      const float* score = nullptr;
+      check(XGBoosterPredict(booster_, m.get(), 0, 0, /*training=*/1, &n, &score), ErrorKind::Internal,
+            "scoring round " + std::to_string(i));
+      if (n != g.labels.size()) throw_error(ErrorKind::Internal, "XGBoost: scores of the wrong shape while training");
+      loss.gradients(score, grad, hess);
+      check(XGBoosterBoostOneIter(booster_, m.get(), grad.data(), hess.data(), n), ErrorKind::Internal,
+            "training round " + std::to_string(i));
+    }
   }
 
   //! The trees of the model saved as `ubj`, laid out for scoring (tree_walk.hpp); XGBoost scores
   //! a model they cannot hold.
   void compile_trees(const std::string& ubj) {
     trees_ = CompleteTrees::from_ubjson(ubj);
-    if (trees_ && trees_->features() != feature_count()) trees_.reset();
+    if (trees_ && trees_->features() != width_) trees_.reset();
   }
 
   void reset() {
@@ -232,11 +318,14 @@ class XgbModel final : public CostModel {
   }
   std::uint64_t seed_;
   Pooling pooling_ = kNewModelPooling;  //!< how the trees read a candidate's rows (kPoolingAttr)
+  std::size_t width_ = feature_count();  //!< features of each row the trees read (CostModel::width)
   BoosterHandle booster_ = nullptr;
   std::optional<CompleteTrees> trees_;
 };
 
 }  // namespace
+
+double pair_weight(double ratio) { return ratio > 1 ? 1.0 - std::exp(-std::log(ratio) / kPairMargin) : 0.0; }
 
 std::unique_ptr<CostModel> make_xgb_model(std::uint64_t seed) { return std::make_unique<XgbModel>(seed); }
 

@@ -16,6 +16,14 @@ const ir::TargetTraits kAvx512{16, 32, 2};
 std::vector<float> features_of(const ir::Workload& w, const ir::Schedule& s) {
   return costmodel::featurize(w, s, kAvx512).pooled();
 }
+
+float feature(const std::vector<float>& v, const std::string& name) {
+  const auto& docs = costmodel::feature_docs();
+  for (size_t i = 0; i < docs.size(); ++i)
+    if (docs[i].first == name) return v[i];
+  FAIL("no feature " << name);
+  return 0.0f;
+}
 }  // namespace
 
 TEST_CASE("features: one documented feature per slot, each named once") {
@@ -28,6 +36,49 @@ TEST_CASE("features: one documented feature per slot, each named once") {
   }
   // The version moves with the set: tests/fixtures holds a model of version 1, which has 31.
   CHECK((costmodel::kFeatureVersion == 1) == (costmodel::feature_count() == 31));
+  // Versions that only appended are read as prefixes; the ones before 3 changed the set.
+  CHECK(costmodel::feature_count(costmodel::kFeatureVersion) == costmodel::feature_count());
+  CHECK(costmodel::feature_count(3) == 66);
+  CHECK(costmodel::feature_count(3) < costmodel::feature_count());
+  CHECK(costmodel::feature_version_of(66) == 3);
+  CHECK(costmodel::feature_version_of(costmodel::feature_count()) == costmodel::kFeatureVersion);
+  for (int old : {0, 1, 2, costmodel::kFeatureVersion + 1}) CHECK(costmodel::feature_count(old) == 0);
+  CHECK(costmodel::feature_version_of(31) == 0);
+}
+
+TEST_CASE("features: how the SIMD axis meets memory, and which buffer is stored") {
+  auto w = ir::bind(ir::parse_op("op tr(X: f32[N, D]) -> Y: f32[D, N] {\n  Y[d, n] = X[n, d]\n}"),
+                    ir::parse_sizes("N=64,D=48"));
+  // Along n the stores are contiguous and X's lanes come from panels; along d, X is read
+  // contiguously and Y's lanes are stored N apart, one by one.
+  auto along_n = features_of(w, ir::Schedule::from_json(
+                                    R"({"version":1,"stages":[{"stage":"Y","tile":{"d":[1],"n":[64]},)"
+                                    R"("order":["d.0","n.0"],"vectorize":"n","pack":["X"]}]})"));
+  auto along_d = features_of(w, ir::Schedule::from_json(
+                                    R"({"version":1,"stages":[{"stage":"Y","tile":{"d":[48],"n":[1]},)"
+                                    R"("order":["n.0","d.0"],"vectorize":"d"}]})"));
+  auto scalar = features_of(w, ir::naive_schedule(w));
+  CHECK(feature(along_n, "scatter_stores_log") == 0);
+  CHECK(feature(along_n, "panel_reads") == 1);
+  CHECK(feature(along_d, "scatter_stores_log") == doctest::Approx(std::log2(65.0)));
+  CHECK(feature(along_d, "panel_reads") == 0);
+  for (auto* f : {&along_n, &along_d, &scalar}) {
+    CHECK(feature(*f, "row_reads") == 0);
+    // X and Y are as large: by name, X is buffer 0 and the stored Y buffer 1.
+    CHECK(feature(*f, "buffer0_is_output") == 0);
+    CHECK(feature(*f, "buffer1_is_output") == 1);
+    CHECK(feature(*f, "buffer2_is_output") == 0);
+  }
+  CHECK(feature(scalar, "scatter_stores_log") == 0);
+  CHECK(feature(scalar, "panel_reads") == 0);
+  // A stride-2 window vectorized along its output reads strided rows of its input.
+  auto conv = library_workload("depthwise_conv2d_s2p1", "N=1,C=8,H=20,W=36,R=3,S=3");
+  auto rows = features_of(conv, ir::Schedule::from_json(
+                                    R"({"version":1,"stages":[{"stage":"O","tile":{"n":[1],"c":[1],"y":[1],"x":[16],)"
+                                    R"("r":[3],"s":[3]},"order":["n.0","c.0","y.0","x.0","r.0","s.0"],"vectorize":"x"}]})"));
+  CHECK(feature(rows, "row_reads") == 1);
+  CHECK(feature(rows, "panel_reads") == 0);
+  CHECK(feature(rows, "scatter_stores_log") == 0);
 }
 
 TEST_CASE("features: deterministic, finite, and changed by the schedule") {

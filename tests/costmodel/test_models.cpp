@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 #include <xgboost/c_api.h>
+#include "costmodel/kinds.hpp"
 #include "costmodel/model.hpp"
 #include "costmodel/ranking.hpp"
 #include "helpers.hpp"
@@ -94,6 +95,20 @@ TEST_CASE("models learn a synthetic ranking and generalize to unseen samples") {
   }
 }
 
+TEST_CASE("xgb: a training pair weighs by how far apart its latencies are") {
+  CHECK(costmodel::pair_weight(1.0) == 0.0);
+  CHECK(costmodel::pair_weight(1.02) < 0.1);  // near ties, which timing again often flips
+  CHECK(costmodel::pair_weight(1.1) == doctest::Approx(0.27).epsilon(0.03));
+  CHECK(costmodel::pair_weight(2.0) == doctest::Approx(0.9).epsilon(0.01));
+  CHECK(costmodel::pair_weight(INFINITY) == 1.0);  // against a failure
+  double last = 0;
+  for (double ratio = 1.01; ratio < 100; ratio *= 1.2) {
+    CHECK(costmodel::pair_weight(ratio) > last);
+    last = costmodel::pair_weight(ratio);
+  }
+  CHECK(last < 1.0);
+}
+
 TEST_CASE("xgb: a large batch, predicted in slices on all cores, scores each row as it alone would be") {
   auto train = synthetic(3, 60, 3), many = synthetic(1, 3001, 4);  // slices of uneven size
   {
@@ -150,6 +165,18 @@ TEST_CASE("models: save/load round-trips with metadata; corrupt and mismatched b
     h["payload_hash"] = hash_hex(junk);
     CHECK(error_of([&] { costmodel::load_model(h.dump() + "\n" + junk); }, &k).find("rejected") != std::string::npos);
     CHECK(k == ErrorKind::InvalidInput);
+    // A header of version 3, whose features this build reads as a prefix, over a payload that
+    // reads all of this build's: refused, not scored on the wrong columns.
+    nlohmann::json h3 = nlohmann::json::parse(blob.substr(0, nl));
+    h3["feature_version"] = 3;
+    h3["feature_count"] = costmodel::feature_count(3);
+    CHECK(error_of([&] { costmodel::load_model(h3.dump() + "\n" + blob.substr(nl + 1)); }, &k)
+              .find("the payload reads " + std::to_string(costmodel::feature_count())) != std::string::npos);
+    CHECK(k == ErrorKind::InvalidInput);
+    // A version whose count does not match the header's.
+    h3["feature_count"] = costmodel::feature_count();
+    CHECK(error_of([&] { costmodel::load_model(h3.dump() + "\n" + blob.substr(nl + 1)); }).find("cannot read") !=
+          std::string::npos);
   }
 }
 

@@ -128,13 +128,13 @@ TEST_CASE("fixtures: configs written before the knob table keep their text, keys
   }
 }
 
-TEST_CASE("fixtures: a model of the previous feature version is refused with the reason") {
+TEST_CASE("fixtures: a model of a feature version this build cannot read is refused with the reason") {
   std::string blob = fixture("model_nn_feature_version_1.bin");
   ErrorKind kind{};
   std::string why = test::error_of([&] { costmodel::load_model(blob); }, &kind);
   CHECK(kind == ErrorKind::InvalidInput);
-  CHECK(why.find("trained with feature version 1 but this build extracts version " +
-                 std::to_string(costmodel::kFeatureVersion)) != std::string::npos);
+  CHECK(why.find("trained with feature version 1 (31 features), which this build (version " +
+                 std::to_string(costmodel::kFeatureVersion) + ") cannot read: retrain it") != std::string::npos);
 }
 
 TEST_CASE("fixtures: a schema-version-5 database migrates; its stored model starts the model history") {
