@@ -459,18 +459,23 @@ struct StageFeatures {
     f[kRoofTotal] += static_cast<float>(std::log2((std::max(compute, memory) + pack + 1) / ideal));
   }
 
+  //! Elements of a use's buffer between two neighbouring points of `axis` (its row-major stride).
+  double elements_between(const Use& u, int axis) const {
+    const auto& shape = w.buffers[u.buffer].shape;
+    double stride = 0, row = 1;
+    for (size_t d = u.ends.size(); d-- > 0;) {
+      stride += static_cast<double>(coeff(u, d, axis)) * row;
+      row *= static_cast<double>(shape[d]);
+    }
+    return stride;
+  }
+
   //! How the SIMD axis meets memory, as the code generators classify it (ir/schedule.hpp).
   void add_vector_access(std::vector<float>& f) const {
     if (sn.vector_axis.empty()) return;
     if (!sn.vector_reduce) {
-      const int axis = axis_index(sn.vector_axis);
-      const auto& shape = w.buffers[sn.store].shape;
-      double stride = 0, row = 1;
-      for (size_t d = output.ends.size(); d-- > 0;) {
-        stride += static_cast<double>(coeff(output, d, axis)) * row;
-        row *= static_cast<double>(shape[d]);
-      }
-      if (std::abs(stride) != 1) f[kScatterStores] += static_cast<float>(log2p(std::abs(stride)));
+      const double stride = std::abs(elements_between(output, axis_index(sn.vector_axis)));
+      if (stride != 1) f[kScatterStores] += static_cast<float>(log2p(stride));
     }
     f[kPanelReads] += static_cast<float>(ir::panel_reads(sn.body, sn.vector_axis).size());
     f[kRowReads] += static_cast<float>(ir::strided_row_reads(sn.body, sn.vector_axis).size());
@@ -515,22 +520,14 @@ struct StageFeatures {
           r.v[kBufReuseDist] = static_cast<float>(log2p(footprint(i + 1)));
           r.v[kBufReuseCount] = static_cast<float>(log2p(static_cast<double>(sn.outer[i].trips())));
         }
-      const auto& shape = w.buffers[u.buffer].shape;
-      double stride = 0, row = 1;
-      for (size_t d = u.ends.size(); d-- > 0;) {
-        if (axis >= 0) stride += static_cast<double>(coeff(u, d, axis)) * row;
-        row *= static_cast<double>(shape[d]);
-      }
-      r.v[kBufStride] = static_cast<float>(log2p(std::abs(stride)));
+      r.v[kBufStride] = static_cast<float>(log2p(std::abs(axis >= 0 ? elements_between(u, axis) : 0)));
       for (auto& p : sn.packs)
         if (p.buffer == u.buffer) r.v[kBufPacked] = 1;
       auto it = std::find_if(rows.begin(), rows.end(), [&](const Row& o) { return *o.name == *u.name; });
       if (it == rows.end())
         rows.push_back(r);
       else if (r.v[kBufBytes] > it->v[kBufBytes])
-        *it = Row{r.name, r.unique, r.v, r.output || it->output};
-      else
-        it->output = it->output || r.output;
+        *it = r;
     }
     // By name, then the largest first: ties keep the order of the names.
     std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return *a.name < *b.name; });
@@ -553,7 +550,7 @@ std::size_t feature_count() { return kCount; }
 
 namespace {
 //! The versions this build's rows begin with, oldest first: each appended to the one before.
-constexpr std::pair<int, std::size_t> kPrefixVersions[] = {{3, 66}, {kFeatureVersion, kCount}};
+constexpr std::pair<int, std::size_t> kPrefixVersions[] = {{3, kScatterStores}, {kFeatureVersion, kCount}};
 }  // namespace
 
 std::size_t feature_count(int version) {

@@ -8,7 +8,8 @@
 
 namespace tiletune::costmodel {
 
-//! Version of the feature set: models record it and refuse to load against another.
+//! Version of the feature set: models record it, and load only where this build's rows begin
+//! with their version's features (feature_count(version)).
 //! 2: the prefetch distance, parallel loops, where the long loops sit and the footprint curve,
 //! so that every knob of ir/knobs.hpp reaches the features.
 //! 3: per buffer (the three largest, after Ansor's per-store features) its bytes and cache

@@ -154,8 +154,7 @@ class NnModel final : public CostModel {
     torch::manual_seed(seed_);
     Grouped g = group_samples(samples);
     // Feature scaling from every nest row seen.
-    width_ = feature_count();
-    const std::int64_t f = static_cast<std::int64_t>(width_);
+    const std::int64_t f = static_cast<std::int64_t>(feature_count());
     std::vector<float> all;
     for (auto* s : g.samples)
       for (auto& row : s->x.stages) {
@@ -166,6 +165,7 @@ class NnModel final : public CostModel {
     mean_ = rows.mean(0);
     scale_ = 1.0 / (rows.std(0, /*unbiased=*/false) + 1e-3);
     net_ = Net(static_cast<int>(f), kHidden);
+    width_ = feature_count();
     trained_ = true;
     // About 24 passes over the data, within [300, 2000] steps.
     run_steps(g, std::clamp(static_cast<int>(24 * g.samples.size() / kGroupBatch), 300, 2000), kLearningRate);

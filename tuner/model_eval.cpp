@@ -168,11 +168,12 @@ db::ModelRow train_model(const Dataset& data, const std::string& kind, const std
                             {"top5", row.metrics.top5}};
   auto model = costmodel::make_model(kind, seed);
   model->fit(data.samples);
-  costmodel::ModelMeta meta{kind, target_key, costmodel::kFeatureVersion,
-                            static_cast<std::int64_t>(data.samples.size()), metrics.dump()};
+  const int version = costmodel::feature_version_of(model->width());  // what save_model writes
+  costmodel::ModelMeta meta{kind, target_key, version, static_cast<std::int64_t>(data.samples.size()),
+                            metrics.dump()};
   return {kind,
           target_key,
-          costmodel::kFeatureVersion,
+          version,
           meta.records,
           meta.metrics_json,
           costmodel::save_model(*model, meta),

@@ -1,16 +1,18 @@
 // The cost models shipped with tiletune (costmodel/pretrained/): found for their machine kind,
-// of this build's feature version, guiding a search from its first proposal.
+// of a feature version this build reads, guiding a search from its first proposal.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "costmodel/features.hpp"
 #include "helpers.hpp"
 #include "support/subprocess.hpp"
 #include "tuner/pretrained.hpp"
 #include "tuner/search.hpp"
+#include "tuner/space.hpp"
 
 using namespace tiletune;
 
@@ -33,7 +35,9 @@ TEST_CASE("pretrained: a model is shipped for this machine kind, of a feature ve
         REQUIRE(m);
         CHECK(m->trained());
         CHECK(costmodel::feature_count(meta.feature_version) == m->width());
-        CHECK(m->width() <= costmodel::feature_count());
+        // The AVX-512 corpus is collected where the models are trained: its models follow
+        // each feature version. The AVX2 ones may lag behind, read through the prefix.
+        if (name.find("simd16") != std::string::npos) CHECK(meta.feature_version == costmodel::kFeatureVersion);
         CHECK(meta.records >= 1000);
       }
   }
@@ -67,13 +71,6 @@ TEST_CASE("pretrained: a model is shipped for this machine kind, of a feature ve
     const auto& other_pooling = pooling == costmodel::Pooling::Sum ? most : summed;
     CHECK(m->predict({f}) == m->predict({own_pooling}));
     CHECK(m->predict({f}) != m->predict({other_pooling}));  // (the two poolings score this program apart)
-    // A model of an earlier feature version reads its prefix of each row: the features appended
-    // since do not move its scores (cpu-simd8's models are of version 3).
-    if (m->width() < costmodel::feature_count()) {
-      costmodel::Features appended = f;
-      for (auto& row : appended.stages) row.back() += 3;
-      CHECK(m->predict({appended}) == m->predict({f}));
-    }
     std::vector<costmodel::Sample> own;
     for (int i = 0; i < 8; ++i) own.push_back({f, "w", 1e-3 * (1 + i % 3)});
     m->fine_tune(own);
@@ -92,6 +89,47 @@ TEST_CASE("pretrained: a model is shipped for this machine kind, of a feature ve
   codegen::TargetInfo other = backend->target();
   other.traits.vector_lanes = 3;  // no machine of this kind
   CHECK(tuner::shipped_model("xgb", other) == nullptr);
+}
+
+TEST_CASE("pretrained: a model of an earlier feature version reads the prefix of each row it was trained on") {
+  auto backend = codegen::make_backend("cpu");
+  auto w = test::library_workload("matmul", "M=64,N=48,K=32");
+  int older = 0;
+  for (int lanes : {8, 16})
+    for (auto& kind : costmodel::model_kinds()) {
+      codegen::TargetInfo t = backend->target();
+      t.traits.vector_lanes = lanes;
+      costmodel::ModelMeta meta;
+      auto m = tuner::shipped_model(kind, t, &meta);
+      if (!m || m->width() == costmodel::feature_count()) continue;
+      CAPTURE(kind);
+      CAPTURE(lanes);
+      ++older;
+      // The features appended since its version do not move its scores.
+      tuner::Space space(w, t.traits);
+      tuner::Rng rng(3);
+      std::vector<costmodel::Features> x, appended;
+      for (int i = 0; i < 12; ++i) {
+        costmodel::Features f = costmodel::featurize(w, space.sample(rng), t.traits);
+        x.push_back(f);
+        for (auto& row : f.stages)
+          for (std::size_t k = m->width(); k < row.size(); ++k) row[k] += 3.0f + static_cast<float>(k);
+        appended.push_back(f);
+      }
+      const auto scores = m->predict(x);
+      CHECK(scores == m->predict(appended));
+      CHECK(std::set<float>(scores.begin(), scores.end()).size() > 3);  // (the rows differ, and so do their scores)
+      // Fine-tuned and saved again, it stays of its version.
+      std::vector<costmodel::Sample> own;
+      for (int i = 0; i < 12; ++i) own.push_back({x[i], "w", 1e-3 * (1 + i % 4)});
+      m->fine_tune(own);
+      CHECK(m->width() == costmodel::feature_count(meta.feature_version));
+      costmodel::ModelMeta back;
+      auto again = costmodel::load_model(costmodel::save_model(*m, meta), &back);
+      CHECK(back.feature_version == meta.feature_version);
+      CHECK(again->predict(x) == m->predict(x));
+    }
+  CHECK(older == 2);  // cpu-simd8's xgb and nn are of version 3
 }
 
 TEST_CASE("pretrained: a search with a base model proposes what it predicts fast from its first batch") {
