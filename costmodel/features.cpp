@@ -477,8 +477,11 @@ struct StageFeatures {
       const double stride = std::abs(elements_between(output, axis_index(sn.vector_axis)));
       if (stride != 1) f[kScatterStores] += static_cast<float>(log2p(stride));
     }
-    f[kPanelReads] += static_cast<float>(ir::panel_reads(sn.body, sn.vector_axis).size());
-    f[kRowReads] += static_cast<float>(ir::strided_row_reads(sn.body, sn.vector_axis).size());
+    // panel_reads is strided_reads less strided_row_reads: two scans of the body, not three.
+    const std::size_t strided = ir::strided_reads(sn.body, sn.vector_axis).size(),
+                      rows = ir::strided_row_reads(sn.body, sn.vector_axis).size();
+    f[kPanelReads] += static_cast<float>(strided - rows);
+    f[kRowReads] += static_cast<float>(rows);
   }
 
   //! The axis of the micro-kernel's innermost loop: the SIMD axis, else the innermost
@@ -532,8 +535,7 @@ struct StageFeatures {
     // By name, then the largest first: ties keep the order of the names.
     std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return *a.name < *b.name; });
     std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.unique > b.unique; });
-    for (size_t b = 0; b < rows.size() && b < static_cast<size_t>(kTopBuffers); ++b)
-    {
+    for (size_t b = 0; b < rows.size() && b < static_cast<size_t>(kTopBuffers); ++b) {
       for (int k = 0; k < kBufferFeatures; ++k) f[kBuffers + b * kBufferFeatures + k] += rows[b].v[k];
       f[kBufferIsOutput + b] += rows[b].output ? 1 : 0;
     }

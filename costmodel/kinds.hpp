@@ -18,6 +18,10 @@ struct Grouped {
 };
 Grouped group_samples(const std::vector<Sample>& samples);
 
+//! Error(InvalidInput) unless a loaded payload's `width` is the feature count of a version this
+//! build reads (feature_count(version)); `model` names it in the message.
+void check_payload_width(std::size_t width, const std::string& model);
+
 //! What a training pair of xgb's loss weighs when its faster candidate is `ratio` (>= 1) times
 //! as fast as the other: 1 - exp(-ln(ratio) / 0.3), from 0 at a tie through 0.27 at 1.1x and
 //! 0.9 at 2x, to 1 against a failure (ratio infinite). Near ties weigh little: their order

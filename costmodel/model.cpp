@@ -43,6 +43,12 @@ Grouped group_samples(const std::vector<Sample>& samples) {
   return g;
 }
 
+void check_payload_width(std::size_t width, const std::string& model) {
+  if (feature_version_of(width) == 0)
+    throw_error(ErrorKind::InvalidInput, "the " + model + " model reads " + std::to_string(width) +
+                                             " features, the count of no feature version this build reads");
+}
+
 std::string save_model(const CostModel& model, const ModelMeta& meta) {
   if (!model.trained()) throw_error(ErrorKind::InvalidInput, "cannot save an untrained " + model.kind() + " model");
   std::string payload = model.payload();

@@ -115,9 +115,10 @@ class NnModel final : public CostModel {
       archive.read("mean", mean);
       archive.read("scale", scale);
       const auto width = static_cast<std::size_t>(mean.numel());
-      if (feature_version_of(width) == 0 || scale.numel() != mean.numel())
-        throw_error(ErrorKind::InvalidInput, "the nn model reads " + std::to_string(mean.numel()) +
-                                                 " features, the count of no feature version this build reads");
+      check_payload_width(width, "nn");
+      if (scale.numel() != mean.numel())
+        throw_error(ErrorKind::InvalidInput, "the nn model scales " + std::to_string(scale.numel()) + " of its " +
+                                                 std::to_string(width) + " features");
       Net net(static_cast<int>(width), kHidden);
       net->load(archive);
       net_ = net;

@@ -264,10 +264,12 @@ class XgbModel final : public CostModel {
     pooling_ = found ? kNewModelPooling : Pooling::Sum;
     // A model of an earlier feature version reads the prefix of each row it was trained on.
     bst_ulong features = 0;
-    if (XGBoosterGetNumFeature(booster_, &features) != 0 || feature_version_of(features) == 0) {
+    try {
+      check(XGBoosterGetNumFeature(booster_, &features), ErrorKind::InvalidInput, "reading the features");
+      check_payload_width(features, "xgb");
+    } catch (const Error&) {
       reset();
-      throw_error(ErrorKind::InvalidInput, "the model reads " + std::to_string(features) +
-                                               " features, the count of no feature version this build reads");
+      throw;
     }
     width_ = features;
     compile_trees(bytes);  // payload()'s UBJSON, not saved again; another format is scored by XGBoost

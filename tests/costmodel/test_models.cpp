@@ -213,6 +213,22 @@ TEST_CASE("xgb: a new model pools a candidate's nests by max, and keeps that thr
   ErrorKind k{};
   CHECK(error_of([&] { costmodel::make_model("xgb")->load_payload(odd); }, &k).find("'median'") != std::string::npos);
   CHECK(k == ErrorKind::InvalidInput);
+  // A booster of a width no feature version has is refused, not scored on the wrong columns.
+  std::vector<float> x(40 * 10), y(40);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 7) % 13);
+  for (std::size_t i = 0; i < y.size(); ++i) y[i] = static_cast<float>(i % 3);
+  DMatrixHandle d = nullptr;
+  REQUIRE(XGDMatrixCreateFromMat(x.data(), 40, 10, NAN, &d) == 0);
+  REQUIRE(XGDMatrixSetFloatInfo(d, "label", y.data(), y.size()) == 0);
+  REQUIRE(XGBoosterCreate(&d, 1, &b) == 0);
+  REQUIRE(XGBoosterUpdateOneIter(b, 0, d) == 0);
+  REQUIRE(XGBoosterSaveModelToBuffer(b, R"({"format": "ubj"})", &n, &bytes) == 0);
+  const std::string narrow(bytes, n);
+  XGBoosterFree(b);
+  XGDMatrixFree(d);
+  CHECK(error_of([&] { costmodel::make_model("xgb")->load_payload(narrow); }, &k).find("reads 10 features") !=
+        std::string::npos);
+  CHECK(k == ErrorKind::InvalidInput);
 }
 
 TEST_CASE("models: library failures and misuse are errors, not crashes") {
