@@ -49,9 +49,7 @@ std::string ms(double seconds) { return std::isfinite(seconds) ? fmt("%.3f", sec
 namespace {
 
 //! Interquartile range of the repeat times relative to their median, as a percentage.
-std::string spread(const db::Record& r) {
-  return r.times_s.size() < 2 ? "-" : fmt("%.1f%%", 100.0 * r.spread());
-}
+std::string spread(const db::Record& r) { return r.times_s.size() < 2 ? "-" : fmt("%.1f%%", 100.0 * r.spread()); }
 
 //! A progress bar on a terminal, one line per batch otherwise.
 class ProgressPrinter {
@@ -290,43 +288,49 @@ int run_model_train(const CommonOptions& c, const std::vector<std::string>& kind
                      fmt("%.0f", m.blob.size() / 1024.0)}});
   }
   print_table({"model", "records", "pairwise (held-out sizes)", "top-5", "KiB"}, rows);
-  std::cout << "stored in " << c.db << " for target " << target.key
-            << (out.empty() ? "" : " and written to " + out) << "\n";
+  std::cout << "stored in " << c.db << " for target " << target.key << (out.empty() ? "" : " and written to " + out)
+            << "\n";
   return kOk;
 }
 
-int run_model_eval(const CommonOptions& c, const std::vector<std::string>& kinds, std::uint64_t seed, bool json,
-                   bool shipped, const std::vector<std::string>& model_files, const std::string& target_key,
-                   bool by_op) {
+int run_model_eval(const CommonOptions& c, const ModelEvalOptions& o) {
   auto store = db::open_store(c.db, /*create=*/false);
-  const codegen::TargetInfo target = model_target(c, *store, target_key);
+  const codegen::TargetInfo target = model_target(c, *store, o.target_key);
   auto data = target_dataset(c, *store, target);
   // Models given whole (shipped, or saved files) rank the records untrained on them; else each
   // kind is trained and tested fold by fold.
   std::vector<std::pair<std::string, std::unique_ptr<costmodel::CostModel>>> given;
-  if (shipped)
-    for (auto& kind : kinds) {
+  if (o.shipped)
+    for (auto& kind : o.kinds) {
       auto model = tuner::shipped_model(kind, target);
-      if (!model) throw_error(ErrorKind::NotFound, "no " + kind + " model is shipped for " + tuner::machine_kind(target));
+      if (!model)
+        throw_error(ErrorKind::NotFound, "no " + kind + " model is shipped for " + tuner::machine_kind(target));
       given.emplace_back("shipped " + kind, std::move(model));
     }
-  for (auto& path : model_files) {
+  for (auto& path : o.model_files) {
     auto model = costmodel::load_model(read_text_file(path));
     given.emplace_back(path + " (" + model->kind() + ")", std::move(model));
   }
   std::vector<tuner::EvalRow> results;
-  if (given.empty()) results = tuner::evaluate_models(data, kinds, seed);
-  for (auto& [name, model] : given) results.push_back(tuner::evaluate_trained(data, *model, name));
+  if (given.empty()) results = tuner::evaluate_models(data, o.kinds, o.seed, o.transfer);
+  for (auto& [name, model] : given)
+    for (auto& row : tuner::evaluate_trained(data, *model, name, o.transfer, o.seed)) results.push_back(std::move(row));
   // One printed line per result and, with --by-op, per op of each result (worst ranked first):
   // its labels, then its metrics.
   struct Line {
     std::vector<std::pair<std::string, nlohmann::json>> labels;
     costmodel::RankingMetrics metrics;
+    double faster_than_cold = NAN, slower_than_cold = NAN;  //!< the transfer test's (tuner::EvalRow)
   };
   std::vector<Line> summary, per_op;
+  bool against_cold = false;  // any line has the transfer test's comparison with a cold start
   for (auto& r : results) {
-    summary.push_back({{{"split", r.split}, {"model", r.model}, {"folds", r.folds}}, r.metrics});
-    if (!by_op) continue;
+    summary.push_back({{{"split", r.split}, {"model", r.model}, {"folds", r.folds}},
+                       r.metrics,
+                       r.faster_than_cold,
+                       r.slower_than_cold});
+    against_cold |= std::isfinite(r.faster_than_cold);
+    if (!o.by_op) continue;
     std::vector<Line> ops;
     for (auto& [op, m] : r.by_op) ops.push_back({{{"split", r.split}, {"model", r.model}, {"op", op}}, m});
     std::stable_sort(ops.begin(), ops.end(), [](const Line& a, const Line& b) {
@@ -334,13 +338,18 @@ int run_model_eval(const CommonOptions& c, const std::vector<std::string>& kinds
     });
     per_op.insert(per_op.end(), ops.begin(), ops.end());
   }
-  if (json) {
+  if (o.json) {
     for (auto* lines : {&summary, &per_op})
       for (auto& l : *lines) {
         const auto& m = l.metrics;
-        nlohmann::json j = {{"workloads", m.groups}, {"samples", m.samples}, {"pairwise_accuracy", m.pairwise_accuracy},
-                            {"spearman", m.spearman},  {"top1", m.top1},       {"top5", m.top5}};
+        nlohmann::json j = {
+            {"workloads", m.groups},  {"samples", m.samples}, {"pairwise_accuracy", m.pairwise_accuracy},
+            {"spearman", m.spearman}, {"top1", m.top1},       {"top5", m.top5}};
         for (auto& [name, value] : l.labels) j[name] = value;
+        if (std::isfinite(l.faster_than_cold)) {
+          j["faster_than_cold"] = l.faster_than_cold;
+          j["slower_than_cold"] = l.slower_than_cold;
+        }
         std::cout << j.dump() << "\n";
       }
     return kOk;
@@ -350,6 +359,9 @@ int run_model_eval(const CommonOptions& c, const std::vector<std::string>& kinds
     std::vector<std::string> header;
     for (auto& label : lines->front().labels) header.push_back(label.first);
     for (const char* name : {"workloads", "samples", "pairwise", "spearman", "top-1", "top-5"}) header.push_back(name);
+    const bool cold_columns = against_cold && lines == &summary;
+    if (cold_columns)  // the share of draws whose first 2K trials beat, or lose to, a cold start's
+      for (const char* name : {"2K: faster than cold", "slower"}) header.push_back(name);
     std::vector<Row> rows;
     for (auto& l : *lines) {
       Row row;
@@ -359,6 +371,9 @@ int run_model_eval(const CommonOptions& c, const std::vector<std::string>& kinds
       for (std::string cell : {std::to_string(m.groups), std::to_string(m.samples), fmt("%.3f", m.pairwise_accuracy),
                                fmt("%.3f", m.spearman), fmt("%.3f", m.top1), fmt("%.3f", m.top5)})
         row.cells.push_back(cell);
+      if (cold_columns)
+        for (double share : {l.faster_than_cold, l.slower_than_cold})
+          row.cells.push_back(std::isfinite(share) ? fmt("%.0f %%", 100 * share) : "-");
       rows.push_back(row);
     }
     if (lines == &per_op) std::cout << "\n";

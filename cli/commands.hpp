@@ -93,13 +93,23 @@ int run_corpus(const CommonOptions& c, const tuner::TuneOptions& t, const Corpus
 //! from a corpus.
 int run_model_train(const CommonOptions& c, const std::vector<std::string>& kinds, std::uint64_t seed,
                     const std::string& out, const std::string& target_key);
+//! What `tiletune model eval` evaluates and prints.
+struct ModelEvalOptions {
+  std::vector<std::string> kinds;
+  std::uint64_t seed = 1;
+  std::string target_key;                //!< another target's records (as run_model_train picks it)
+  bool shipped = false;                  //!< rank with the models shipped for the target's machine kind
+  std::vector<std::string> model_files;  //!< rank with saved models (`model train --out`)
+  std::vector<int> transfer;             //!< record counts of the transfer test (tuner::evaluate_models)
+  bool json = false;
+  bool by_op = false;
+};
 //! Prints held-out ranking metrics of the given kinds and of a random ranker on a target's
-//! records (as run_model_train picks it); with `shipped`, how the models shipped for the target's
-//! machine kind rank them, untrained on them; with `model_files` (saved models, as `model train
-//! --out` writes them), how each of those ranks them: a model from one corpus judged on another.
-int run_model_eval(const CommonOptions& c, const std::vector<std::string>& kinds, std::uint64_t seed, bool json,
-                   bool shipped, const std::vector<std::string>& model_files, const std::string& target_key,
-                   bool by_op);
+//! records; with `shipped`, how the models shipped for the target's machine kind rank them,
+//! untrained on them; with `model_files`, how each of those ranks them: a model from one corpus
+//! judged on another. With `transfer`, also how each serves an op once a few of its records are
+//! measured, fine-tuned or not, against a cold start.
+int run_model_eval(const CommonOptions& c, const ModelEvalOptions& o);
 
 //! Prints what a database holds and its integrity check; Error(Database) when it fails.
 int run_db_check(const std::string& where);

@@ -223,9 +223,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 1000000))
       ->capture_default_str();
 
-  std::vector<std::string> kinds = costmodel::model_kinds();
-  std::uint64_t model_seed = 1;
-  std::string model_target_key;
+  cli::ModelEvalOptions model;  // --kind, --seed and --target are train's too
+  model.kinds = costmodel::model_kinds();
   auto* model_cmd = app.add_subcommand("model", "train and evaluate the cost models on the database's records");
   model_cmd->require_subcommand(1);
   auto* train_cmd =
@@ -234,31 +233,34 @@ int main(int argc, char** argv) {
       "eval", "print held-out ranking metrics (unseen sizes, unseen ops) against a random ranker");
   for (auto* cmd : {train_cmd, eval_cmd}) {
     add_common(cmd, common, false);
-    cmd->add_option("--kind", kinds, "model kinds: xgb, nn")
+    cmd->add_option("--kind", model.kinds, "model kinds: xgb, nn")
         ->check(CLI::IsMember(costmodel::model_kinds()))
         ->capture_default_str();
-    cmd->add_option("--seed", model_seed, "seed of training")->capture_default_str();
-    cmd->add_option("--target", model_target_key,
+    cmd->add_option("--seed", model.seed, "seed of training")->capture_default_str();
+    cmd->add_option("--target", model.target_key,
                     "the records of this target key in the database (another machine's, or this one's under an "
                     "earlier code generator) instead of this machine's");
   }
-  eval_cmd->add_flag("--json", json, "print the metrics as JSON lines");
-  bool eval_shipped = false;
-  eval_cmd->add_flag("--shipped", eval_shipped,
+  eval_cmd->add_flag("--json", model.json, "print the metrics as JSON lines");
+  eval_cmd->add_flag("--shipped", model.shipped,
                      "rank the records with the models shipped for this machine kind, untrained on them");
-  std::vector<std::string> eval_models;
   eval_cmd
-      ->add_option("--model", eval_models,
+      ->add_option("--model", model.model_files,
                    "rank the records with this saved model (model train --out), untrained on them; repeatable")
       ->check(CLI::ExistingFile)
       ->excludes("--shipped");
-  bool eval_by_op = false;
-  eval_cmd->add_flag("--by-op", eval_by_op, "also print the metrics per op, worst ranked first");
+  eval_cmd->add_flag("--by-op", model.by_op, "also print the metrics per op, worst ranked first");
+  eval_cmd
+      ->add_option("--transfer", model.transfer,
+                   "also rank each held-out op's records once K of them are measured: by the model as it is, "
+                   "fine-tuned on the K, and trained on the K alone (cold); repeatable")
+      ->check(CLI::Range(1, 1000000));
   std::string train_out;
   train_cmd->add_option("--out,-o", train_out, "also write the model to this file (one --kind)");
 
   auto* report_cmd = app.add_subcommand(
-      "report", "write the dashboard's pages (workloads, knobs, models) for a database as one self-contained HTML file");
+      "report",
+      "write the dashboard's pages (workloads, knobs, models) for a database as one self-contained HTML file");
   std::string report_out;
   report_cmd->add_option("--db", common.db, "database of measurements (SQLite file or postgresql:// URL)")
       ->capture_default_str();
@@ -316,9 +318,8 @@ int main(int argc, char** argv) {
     if (*report_cmd) return cli::run_report(common, report_out);
     if (*db_check_cmd) return cli::run_db_check(db_where);
     if (*db_push_cmd || *db_pull_cmd) return cli::run_db_copy(db_from, db_to, db_target);
-    if (*train_cmd) return cli::run_model_train(common, kinds, model_seed, train_out, model_target_key);
-    if (*eval_cmd) return cli::run_model_eval(common, kinds, model_seed, json, eval_shipped, eval_models,
-                                                  model_target_key, eval_by_op);
+    if (*train_cmd) return cli::run_model_train(common, model.kinds, model.seed, train_out, model.target_key);
+    if (*eval_cmd) return cli::run_model_eval(common, model);
     return cli::run_ops();
   } catch (const Error& e) {
     std::cerr << "tiletune: " << e.what() << "\n";

@@ -1,7 +1,9 @@
 #include "tuner/model_eval.hpp"
 
+#include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <random>
 #include <set>
 
@@ -94,14 +96,108 @@ std::vector<float> random_scores(std::size_t n, std::mt19937_64& rng) {
   return s;
 }
 
+//! Per-model metrics of a split, for EvalRow.
+using Parts = std::map<std::string, std::vector<costmodel::RankingMetrics>>;
+
+//! Draws of the measured records per workload in the transfer test: which k records a search
+//! measures first changes what fine-tuning learns, so one draw is noisy.
+constexpr int kTransferDraws = 5;
+
+//! A model's results in the transfer test: per workload and draw, its metrics, and whether its
+//! first 2k trials found a faster or a slower best than a cold start's (EvalRow).
+struct TransferPart {
+  std::vector<costmodel::RankingMetrics> metrics;
+  bool against_cold = false;  //!< a cold start's own part compares with nothing
+  int compared = 0;           //!< draws whose k picks were a choice: more than k records left
+  int faster = 0, slower = 0;
+};
+using TransferParts = std::map<std::string, TransferPart>;  //!< by model
+
+//! The best latency of a search's first 2k trials: the k measured, then the k of `rest` that
+//! `score` ranks first.
+double best_after(const std::vector<const costmodel::Sample*>& measured,
+                  const std::vector<const costmodel::Sample*>& rest, const std::vector<float>& score) {
+  double best = INFINITY;
+  for (auto* s : measured) best = std::min(best, s->latency_s);
+  std::vector<std::size_t> order(rest.size());
+  std::iota(order.begin(), order.end(), 0);
+  const std::size_t picks = std::min(measured.size(), rest.size());
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(picks), order.end(),
+                    [&](std::size_t a, std::size_t b) { return score[a] > score[b]; });
+  for (std::size_t i = 0; i < picks; ++i) best = std::min(best, rest[order[i]]->latency_s);
+  return best;
+}
+
+//! The transfer test (evaluate_models' `transfer`): for each workload among `test` with more
+//! than k + 1 records, k drawn at random are "measured" and the others ranked by `base` as it
+//! is, fine-tuned on the k, and by a model of its kind trained on the k alone; kTransferDraws
+//! times, each a part of its own.
+void test_transfer(const std::vector<const costmodel::Sample*>& test, const costmodel::CostModel& base, int k,
+                   std::uint64_t seed, TransferParts& parts) {
+  std::map<std::string, std::vector<const costmodel::Sample*>> of_workload;
+  for (auto* s : test) of_workload[s->group].push_back(s);
+  const std::string kind = base.kind(), payload = base.payload();
+  std::mt19937_64 rng(seed);
+  for (auto& [key, samples] : of_workload) {
+    if (samples.size() < static_cast<std::size_t>(k) + 2) continue;  // fewer than two left to rank
+    for (int draw = 0; draw < kTransferDraws; ++draw) {
+      std::shuffle(samples.begin(), samples.end(), rng);
+      const std::vector<const costmodel::Sample*> measured(samples.begin(), samples.begin() + k),
+          rest(samples.begin() + k, samples.end());
+      std::vector<costmodel::Sample> seen;
+      for (auto* s : measured) seen.push_back(*s);
+      std::vector<costmodel::Features> x;
+      for (auto* s : rest) x.push_back(s->x);
+      auto tuned = costmodel::make_model(kind, seed);
+      tuned->load_payload(payload);  // as costmodel::OnlineModel starts each update from its base
+      tuned->fine_tune(seen);
+      auto cold = costmodel::make_model(kind, seed);
+      cold->fit(seen);
+      const std::vector<float> cold_score = cold->predict(x);
+      const double cold_best = best_after(measured, rest, cold_score);
+      parts[kind + " cold"].metrics.push_back(test_on(rest, cold_score));
+      for (auto& [name, score] :
+           {std::pair{kind + " pretrained", base.predict(x)}, std::pair{kind + " fine-tuned", tuned->predict(x)}}) {
+        TransferPart& part = parts[name];
+        part.metrics.push_back(test_on(rest, score));
+        part.against_cold = true;
+        if (rest.size() <= static_cast<std::size_t>(k)) continue;  // both pick every record left
+        const double best = best_after(measured, rest, score);
+        ++part.compared;
+        part.faster += best < cold_best;
+        part.slower += best > cold_best;
+      }
+    }
+  }
+}
+
+//! The rows of the transfer test's parts: one split per k, a row per model.
+void transfer_rows(const std::string& split, int folds, const std::map<int, TransferParts>& by_k,
+                   std::vector<EvalRow>& out) {
+  for (auto& [k, parts] : by_k)
+    for (auto& [name, p] : parts) {
+      costmodel::RankingMetrics m = costmodel::combine(p.metrics);
+      m.groups /= kTransferDraws;  // each workload is in every draw
+      m.samples /= kTransferDraws;
+      EvalRow row{name, split + ", " + std::to_string(k) + " measured", folds, m, {}};
+      if (p.against_cold && p.compared > 0) {
+        row.faster_than_cold = p.faster / static_cast<double>(p.compared);
+        row.slower_than_cold = p.slower / static_cast<double>(p.compared);
+      }
+      out.push_back(row);
+    }
+}
+
 }  // namespace
 
-std::vector<EvalRow> evaluate_models(const Dataset& data, const std::vector<std::string>& kinds, std::uint64_t seed) {
+std::vector<EvalRow> evaluate_models(const Dataset& data, const std::vector<std::string>& kinds, std::uint64_t seed,
+                                     const std::vector<int>& transfer) {
   std::vector<EvalRow> out;
   for (const std::string split : {"held-out sizes", "held-out ops"}) {
     auto folds = folds_for(data, split);
-    std::map<std::string, std::vector<costmodel::RankingMetrics>> parts;
-    std::map<std::string, std::map<std::string, std::vector<costmodel::RankingMetrics>>> op_parts;  // by kind
+    Parts parts;
+    std::map<std::string, Parts> op_parts;        // by kind
+    std::map<int, TransferParts> transfer_parts;  // by k
     for (auto& fold : folds) {
       std::vector<costmodel::Sample> train;
       std::vector<const costmodel::Sample*> test;
@@ -120,6 +216,7 @@ std::vector<EvalRow> evaluate_models(const Dataset& data, const std::vector<std:
         std::vector<float> score = model->predict(test_x);
         parts[kind].push_back(test_on(test, score));
         test_by_op(data, test, score, op_parts[kind]);
+        for (int k : transfer) test_transfer(test, *model, k, seed, transfer_parts[k]);
       }
       // A random ranker, averaged over draws so that its figure is its expectation.
       std::mt19937_64 rng(seed);
@@ -133,13 +230,15 @@ std::vector<EvalRow> evaluate_models(const Dataset& data, const std::vector<std:
     std::vector<std::string> names = kinds;
     names.push_back("random");
     for (auto& name : names)
-      out.push_back(
-          {name, split, static_cast<int>(folds.size()), costmodel::combine(parts[name]), combine_by_op(op_parts[name])});
+      out.push_back({name, split, static_cast<int>(folds.size()), costmodel::combine(parts[name]),
+                     combine_by_op(op_parts[name])});
+    transfer_rows(split, static_cast<int>(folds.size()), transfer_parts, out);
   }
   return out;
 }
 
-EvalRow evaluate_trained(const Dataset& data, const costmodel::CostModel& model, const std::string& name) {
+std::vector<EvalRow> evaluate_trained(const Dataset& data, const costmodel::CostModel& model, const std::string& name,
+                                      const std::vector<int>& transfer, std::uint64_t seed) {
   std::vector<const costmodel::Sample*> all;
   std::vector<costmodel::Features> x;
   for (auto& s : data.samples) {
@@ -148,9 +247,18 @@ EvalRow evaluate_trained(const Dataset& data, const costmodel::CostModel& model,
   }
   if (all.empty()) throw_error(ErrorKind::InvalidInput, "no records to rank: tune some ops first");
   std::vector<float> score = model.predict(x);
-  std::map<std::string, std::vector<costmodel::RankingMetrics>> op_parts;
+  Parts op_parts;
   test_by_op(data, all, score, op_parts);
-  return {name, "as trained", 0, test_on(all, score), combine_by_op(op_parts)};
+  std::vector<EvalRow> out = {{name, "as trained", 0, test_on(all, score), combine_by_op(op_parts)}};
+  std::map<int, TransferParts> by_k;
+  for (int k : transfer) {
+    TransferParts parts;
+    test_transfer(all, model, k, seed, parts);
+    for (auto& [kind_row, p] : parts)  // named by the model given, not its kind
+      by_k[k][name + kind_row.substr(model.kind().size())] = std::move(p);
+  }
+  transfer_rows("as trained", 0, by_k, out);
+  return out;
 }
 
 db::ModelRow train_model(const Dataset& data, const std::string& kind, const std::string& target_key,
@@ -169,15 +277,8 @@ db::ModelRow train_model(const Dataset& data, const std::string& kind, const std
   auto model = costmodel::make_model(kind, seed);
   model->fit(data.samples);
   const int version = costmodel::feature_version_of(model->width());  // what save_model writes
-  costmodel::ModelMeta meta{kind, target_key, version, static_cast<std::int64_t>(data.samples.size()),
-                            metrics.dump()};
-  return {kind,
-          target_key,
-          version,
-          meta.records,
-          meta.metrics_json,
-          costmodel::save_model(*model, meta),
-          0};
+  costmodel::ModelMeta meta{kind, target_key, version, static_cast<std::int64_t>(data.samples.size()), metrics.dump()};
+  return {kind, target_key, version, meta.records, meta.metrics_json, costmodel::save_model(*model, meta), 0};
 }
 
 }  // namespace tiletune::tuner

@@ -1,5 +1,6 @@
 // tuner/model_eval.hpp
 #pragma once
+#include <cmath>
 #include <map>
 #include <string>
 #include <vector>
@@ -17,17 +18,30 @@ struct EvalRow {
   costmodel::RankingMetrics metrics;  //!< averaged over the test workloads of every fold
   //! The same per op of the test workloads (not for the random ranker): which ops it ranks worst.
   std::map<std::string, costmodel::RankingMetrics> by_op;
+  //! Rows of the transfer test (split "…, K measured") but a cold start's: the share of the
+  //! workloads' draws where a search's first 2K trials (the K measured, then this model's K
+  //! best-ranked of the others) find a faster / a slower best than a cold start's, among draws
+  //! that left more than K records to pick from; NAN elsewhere.
+  double faster_than_cold = NAN, slower_than_cold = NAN;
 };
 
 //! Evaluates each model kind, and a random ranker, on two splits of the dataset's workloads,
 //! five folds each: "held-out sizes" tests workloads of ops that have several sizes with a
 //! model trained on every other workload (other sizes of the same op included); "held-out ops"
 //! tests every workload of a fold's ops with a model trained on the other ops only.
-std::vector<EvalRow> evaluate_models(const Dataset& data, const std::vector<std::string>& kinds, std::uint64_t seed);
+//! With `transfer` (record counts K), each test workload is also tested as a search meets it:
+//! once K of its records are measured (drawn at random), its other records are ranked by the
+//! fold's model as it is ("KIND pretrained"), by that model fine-tuned on the K as a search
+//! fine-tunes the shipped model ("KIND fine-tuned"), and by a model trained on the K alone, a
+//! cold start's ("KIND cold"): splits "held-out sizes, K measured" and "held-out ops, K measured".
+std::vector<EvalRow> evaluate_models(const Dataset& data, const std::vector<std::string>& kinds, std::uint64_t seed,
+                                     const std::vector<int>& transfer = {});
 
 //! Ranks every workload of the dataset with an already trained model (the shipped one, on ops
-//! it never saw): split "as trained".
-EvalRow evaluate_trained(const Dataset& data, const costmodel::CostModel& model, const std::string& name);
+//! it never saw): split "as trained"; with `transfer`, also as evaluate_models does, with this
+//! model as the pretrained one ("as trained, K measured").
+std::vector<EvalRow> evaluate_trained(const Dataset& data, const costmodel::CostModel& model, const std::string& name,
+                                      const std::vector<int>& transfer = {}, std::uint64_t seed = 1);
 
 //! Trains a model of the kind on every sample of the dataset and returns it saved, with
 //! held-out metrics (held-out sizes) in its metadata. Error(InvalidInput) with too little data.

@@ -213,6 +213,13 @@ TEST_CASE("cli: model eval and train on a database; model-guided tuning uses the
   CHECK(!has(json, "\"op\""));  // only with --by-op
   auto by_op_table = with({"model", "eval", "--kind", "xgb", "--by-op"});
   CHECK(has(by_op_table, "row_sum"));
+  // The transfer test: each held-out op's records ranked once 4 of them are measured.
+  auto transfer = with({"model", "eval", "--kind", "xgb", "--transfer", "4"});
+  CHECK_MESSAGE(transfer.exit_code == 0, transfer.output);
+  for (const char* row : {"held-out ops, 4 measured  xgb cold", "held-out ops, 4 measured  xgb fine-tuned",
+                          "held-out ops, 4 measured  xgb pretrained"})
+    CHECK_MESSAGE(has(transfer, row), row);
+  CHECK(with({"model", "eval", "--kind", "xgb", "--transfer", "0"}).exit_code == 2);
   auto train = with({"model", "train"});
   CHECK_MESSAGE(train.exit_code == 0, train.output);
   CHECK(has(train, "stored in"));

@@ -1,0 +1,96 @@
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <random>
+
+#include "costmodel/model.hpp"
+#include "tuner/model_eval.hpp"
+
+using namespace tiletune;
+
+namespace {
+
+//! `ops` ops of `sizes` workloads each, `per_workload` candidates a workload, whose latency is
+//! one function of a few features for every op (what a model learns from other ops carries
+//! over), scaled per workload.
+tuner::Dataset shared_structure(int ops, int sizes, int per_workload, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(0, 4);
+  tuner::Dataset data;
+  for (int op = 0; op < ops; ++op)
+    for (int size = 0; size < sizes; ++size) {
+      const std::string key = "op" + std::to_string(op) + "_" + std::to_string(size);
+      data.workloads[key] = {key, "op" + std::to_string(op), "", "{}", ""};
+      for (int i = 0; i < per_workload; ++i) {
+        costmodel::FeatureRow row(costmodel::feature_count());
+        for (auto& x : row) x = u(rng);
+        const double cost = 2.0 * row[3] + std::max(0.0f, row[7] - 2.0f) - 0.5 * row[11];
+        data.samples.push_back({{{row}}, key, std::exp(0.3 * cost) * (1 + op + size) * 1e-3});
+      }
+    }
+  return data;
+}
+
+const tuner::EvalRow* find(const std::vector<tuner::EvalRow>& rows, const std::string& split,
+                           const std::string& model) {
+  for (auto& r : rows)
+    if (r.split == split && r.model == model) return &r;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("model eval's transfer test: a held-out workload's other records ranked once k are measured") {
+  const tuner::Dataset data = shared_structure(5, 2, 20, 7);
+  auto rows = tuner::evaluate_models(data, {"xgb"}, 1, {4, 10, 19});
+  const std::string split = "held-out ops, 4 measured";
+  const auto *pretrained = find(rows, split, "xgb pretrained"), *tuned = find(rows, split, "xgb fine-tuned"),
+             *cold = find(rows, split, "xgb cold");
+  REQUIRE(pretrained);
+  REQUIRE(tuned);
+  REQUIRE(cold);
+  for (auto* r : {pretrained, tuned, cold}) {
+    CHECK(r->folds == 5);
+    CHECK(r->metrics.groups == 10);        // every workload, once however many draws
+    CHECK(r->metrics.samples == 10 * 16);  // the records not measured
+  }
+  // The other ops taught the structure: 4 records alone cannot.
+  CHECK(pretrained->metrics.pairwise_accuracy > 0.8);
+  CHECK(tuned->metrics.pairwise_accuracy > 0.8);
+  CHECK(pretrained->metrics.pairwise_accuracy > cold->metrics.pairwise_accuracy + 0.05);
+  // So its first 8 trials (4 measured, then its 4 picks of the 16 left) find the faster kernel
+  // more often than a cold start's; the cold start is not compared with itself.
+  for (auto* r : {pretrained, tuned}) {
+    REQUIRE(std::isfinite(r->faster_than_cold));
+    CHECK(r->faster_than_cold + r->slower_than_cold <= 1.0);
+    CHECK(r->faster_than_cold > r->slower_than_cold);
+  }
+  CHECK(std::isnan(cold->faster_than_cold));
+  // 10 of 20 measured leave 10: picking 10 of them is no choice, so no comparison.
+  auto* half = find(rows, "held-out ops, 10 measured", "xgb pretrained");
+  REQUIRE(half);
+  CHECK(half->metrics.samples == 10 * 10);
+  CHECK(std::isnan(half->faster_than_cold));
+  // The same for each size held out while the op's other sizes train.
+  for (const char* model : {"xgb pretrained", "xgb fine-tuned", "xgb cold"}) {
+    auto* r = find(rows, "held-out sizes, 4 measured", model);
+    REQUIRE_MESSAGE(r, model);
+    CHECK(r->metrics.groups == 10);
+  }
+  // 19 of 20 measured leave one record: nothing to rank, no row.
+  CHECK(!find(rows, "held-out ops, 19 measured", "xgb cold"));
+  // Without `transfer`, the splits are as before.
+  for (auto& r : tuner::evaluate_models(data, {"xgb"}, 1)) CHECK(r.split.find("measured") == std::string::npos);
+
+  // A model trained elsewhere is the pretrained one: its rows are named after it.
+  auto model = costmodel::make_model("xgb", 1);
+  model->fit(shared_structure(3, 1, 40, 8).samples);
+  auto as_trained = tuner::evaluate_trained(data, *model, "base.model (xgb)", {4});
+  REQUIRE(as_trained.size() == 4);
+  CHECK(as_trained[0].split == "as trained");
+  for (const char* name : {"base.model (xgb) pretrained", "base.model (xgb) fine-tuned", "base.model (xgb) cold"}) {
+    auto* r = find(as_trained, "as trained, 4 measured", name);
+    REQUIRE_MESSAGE(r, name);
+    CHECK(r->metrics.groups == 10);
+  }
+}
