@@ -60,7 +60,13 @@ class Matrix {
 // - A pairwise loss learns orderings within a workload, which is all the search asks of it;
 //   absolute latencies differ by orders of magnitude between workloads and would dominate a
 //   regression loss. It is XGBoost's rank:pairwise (pairwise logistic), computed here (PairLoss)
-//   so that each pair can weigh what its latencies' gap is worth: see pair_weight.
+//   over every pair of a workload's records, each pair of one weight. Pairs weighted by their
+//   latencies' gap (1 - exp(-ln(ratio) / 0.3), so that near ties, which timing again often
+//   flips, weighed little) ranked the corpus's folds 0.004 better but picked worse kernels where
+//   a search's candidates crowd near the best: on the search bench's five held-out ops (one
+//   sitting, one database) the first 16 trials beat a cold start's on 2 of 5 ops against 5 of 5
+//   with every pair weighing one, and the best-ranked record of 16,361 of the bench's records
+//   was 0.71 of the best's speed against 0.93 (README, Cost models).
 // - eta 0.2 is the value TVM's XGBoost tuners settled on for schedule features. Depth 6 and 150
 //   rounds: on `tiletune model eval` (12 workloads, 1264 records) they rank as well as depth 8 and
 //   200 rounds (held-out pairwise 0.691 vs 0.689, top-5 0.89 vs 0.91) and predict 10,000
@@ -90,14 +96,12 @@ const std::pair<const char*, const char*> kParams[] = {
 //! more records (a long tuning run's thousands), draws kPartners of them at random once per
 //! training (and is drawn about as often).
 constexpr std::size_t kPartners = 31;
-//! Pairs' weights, scaled so that a record's pairs weigh this many pairs of weight 1 in all.
-//! 4, 8 and 16 ranked within 0.003 of each other (model eval, corpora v1 and v2).
+//! Pairs' weights, scaled so that a record's pairs weigh this many pairs of weight 1 in all, in
+//! a workload of any size. 4, 8 and 16 ranked within 0.003 of each other (model eval, corpora
+//! v1 and v2, measured with pairs weighted by their gap).
 constexpr double kPairsPerRecord = 4;
-//! pair_weight's scale, in natural log of the latency ratio. Tried on the corpora of
-//! ops/corpus/cpu.json v1 and v2 at 0.05, 0.1, 0.2, 0.3 and 0.4 (README, Cost models).
-constexpr double kPairMargin = 0.3;
 
-//! XGBoost's pairwise logistic loss over weighted pairs (pair_weight).
+//! XGBoost's pairwise logistic loss over the pairs of each workload's records.
 class PairLoss {
  public:
   PairLoss(const Grouped& g, std::uint64_t seed) : records_(g.labels.size()) {
@@ -109,9 +113,8 @@ class PairLoss {
         const float la = g.labels[a], lb = g.labels[b];  // relative speeds: 0 failed
         if (la == lb) return;
         const std::size_t faster = la > lb ? a : b, slower = la > lb ? b : a;
-        const double ratio = g.labels[slower] > 0 ? g.labels[faster] / g.labels[slower] : INFINITY;
-        pairs_.push_back({static_cast<std::uint32_t>(faster), static_cast<std::uint32_t>(slower),
-                          static_cast<float>(pair_weight(ratio) * norm)});
+        pairs_.push_back(
+            {static_cast<std::uint32_t>(faster), static_cast<std::uint32_t>(slower), static_cast<float>(norm)});
       };
       if (size - 1 <= kPartners) {
         // Every pair once: each record is in size - 1 of them.
@@ -218,8 +221,8 @@ class XgbModel final : public CostModel {
         return;
       }
       const std::string array = R"({"data": [)" + std::to_string(reinterpret_cast<std::uintptr_t>(data.data())) +
-                                R"(, true], "shape": [)" + std::to_string(end - begin) + ", " +
-                                std::to_string(width_) + R"(], "typestr": "<f4", "version": 3})";
+                                R"(, true], "shape": [)" + std::to_string(end - begin) + ", " + std::to_string(width_) +
+                                R"(], "typestr": "<f4", "version": 3})";
       const bst_ulong* shape = nullptr;
       bst_ulong dims = 0;
       const float* out = nullptr;
@@ -320,15 +323,13 @@ class XgbModel final : public CostModel {
     trees_.reset();
   }
   std::uint64_t seed_;
-  Pooling pooling_ = kNewModelPooling;  //!< how the trees read a candidate's rows (kPoolingAttr)
+  Pooling pooling_ = kNewModelPooling;   //!< how the trees read a candidate's rows (kPoolingAttr)
   std::size_t width_ = feature_count();  //!< features of each row the trees read (CostModel::width)
   BoosterHandle booster_ = nullptr;
   std::optional<CompleteTrees> trees_;
 };
 
 }  // namespace
-
-double pair_weight(double ratio) { return ratio > 1 ? 1.0 - std::exp(-std::log(ratio) / kPairMargin) : 0.0; }
 
 std::unique_ptr<CostModel> make_xgb_model(std::uint64_t seed) { return std::make_unique<XgbModel>(seed); }
 

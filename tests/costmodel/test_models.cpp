@@ -95,20 +95,6 @@ TEST_CASE("models learn a synthetic ranking and generalize to unseen samples") {
   }
 }
 
-TEST_CASE("xgb: a training pair weighs by how far apart its latencies are") {
-  CHECK(costmodel::pair_weight(1.0) == 0.0);
-  CHECK(costmodel::pair_weight(1.02) < 0.1);  // near ties, which timing again often flips
-  CHECK(costmodel::pair_weight(1.1) == doctest::Approx(0.27).epsilon(0.03));
-  CHECK(costmodel::pair_weight(2.0) == doctest::Approx(0.9).epsilon(0.01));
-  CHECK(costmodel::pair_weight(INFINITY) == 1.0);  // against a failure
-  double last = 0;
-  for (double ratio = 1.01; ratio < 100; ratio *= 1.2) {
-    CHECK(costmodel::pair_weight(ratio) > last);
-    last = costmodel::pair_weight(ratio);
-  }
-  CHECK(last < 1.0);
-}
-
 TEST_CASE("xgb: a large batch, predicted in slices on all cores, scores each row as it alone would be") {
   auto train = synthetic(3, 60, 3), many = synthetic(1, 3001, 4);  // slices of uneven size
   {
