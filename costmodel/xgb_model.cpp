@@ -64,9 +64,10 @@ class Matrix {
 //   latencies' gap (1 - exp(-ln(ratio) / 0.3), so that near ties, which timing again often
 //   flips, weighed little) ranked the corpus's folds 0.004 better but picked worse kernels where
 //   a search's candidates crowd near the best: on the search bench's five held-out ops (one
-//   sitting, one database) the first 16 trials beat a cold start's on 2 of 5 ops against 5 of 5
-//   with every pair weighing one, and the best-ranked record of 16,361 of the bench's records
-//   was 0.71 of the best's speed against 0.93 (README, Cost models).
+//   sitting, one database, the same fine-tuning and cold starts) the shipped model's first 16
+//   trials beat a cold start's on 2 of 5 ops, a model trained with every pair weighing one on
+//   5 of 5, and the best-ranked of 16,361 of the bench's records was 0.71 of the best's speed
+//   against 0.93 (README, Cost models).
 // - eta 0.2 is the value TVM's XGBoost tuners settled on for schedule features. Depth 6 and 150
 //   rounds: on `tiletune model eval` (12 workloads, 1264 records) they rank as well as depth 8 and
 //   200 rounds (held-out pairwise 0.691 vs 0.689, top-5 0.89 vs 0.91) and predict 10,000

@@ -99,6 +99,14 @@ std::vector<float> random_scores(std::size_t n, std::mt19937_64& rng) {
 //! Per-model metrics of a split, for EvalRow.
 using Parts = std::map<std::string, std::vector<costmodel::RankingMetrics>>;
 
+//! Metrics of `draws` evaluations of the same workloads, each counted once.
+costmodel::RankingMetrics combine_draws(const std::vector<costmodel::RankingMetrics>& parts, int draws) {
+  costmodel::RankingMetrics m = costmodel::combine(parts);
+  m.groups /= draws;
+  m.samples /= draws;
+  return m;
+}
+
 //! Draws of the measured records per workload in the transfer test: which k records a search
 //! measures first changes what fine-tuning learns, so one draw is noisy.
 constexpr int kTransferDraws = 5;
@@ -107,8 +115,7 @@ constexpr int kTransferDraws = 5;
 //! first 2k trials found a faster or a slower best than a cold start's (EvalRow).
 struct TransferPart {
   std::vector<costmodel::RankingMetrics> metrics;
-  bool against_cold = false;  //!< a cold start's own part compares with nothing
-  int compared = 0;           //!< draws whose k picks were a choice: more than k records left
+  int compared = 0;  //!< draws whose k picks were a choice (more than k records left); 0 for a cold start's own
   int faster = 0, slower = 0;
 };
 using TransferParts = std::map<std::string, TransferPart>;  //!< by model
@@ -131,9 +138,10 @@ double best_after(const std::vector<const costmodel::Sample*>& measured,
 //! The transfer test (evaluate_models' `transfer`): for each workload among `test` with more
 //! than k + 1 records, k drawn at random are "measured" and the others ranked by `base` as it
 //! is, fine-tuned on the k, and by a model of its kind trained on the k alone; kTransferDraws
-//! times, each a part of its own.
-void test_transfer(const std::vector<const costmodel::Sample*>& test, const costmodel::CostModel& base, int k,
-                   std::uint64_t seed, TransferParts& parts) {
+//! times, each a part of its own. The parts are named `name` + " pretrained", " fine-tuned" and
+//! " cold".
+void test_transfer(const std::vector<const costmodel::Sample*>& test, const costmodel::CostModel& base,
+                   const std::string& name, int k, std::uint64_t seed, TransferParts& parts) {
   std::map<std::string, std::vector<const costmodel::Sample*>> of_workload;
   for (auto* s : test) of_workload[s->group].push_back(s);
   const std::string kind = base.kind(), payload = base.payload();
@@ -155,12 +163,11 @@ void test_transfer(const std::vector<const costmodel::Sample*>& test, const cost
       cold->fit(seen);
       const std::vector<float> cold_score = cold->predict(x);
       const double cold_best = best_after(measured, rest, cold_score);
-      parts[kind + " cold"].metrics.push_back(test_on(rest, cold_score));
-      for (auto& [name, score] :
-           {std::pair{kind + " pretrained", base.predict(x)}, std::pair{kind + " fine-tuned", tuned->predict(x)}}) {
-        TransferPart& part = parts[name];
+      parts[name + " cold"].metrics.push_back(test_on(rest, cold_score));
+      for (auto& [model, score] :
+           {std::pair{name + " pretrained", base.predict(x)}, std::pair{name + " fine-tuned", tuned->predict(x)}}) {
+        TransferPart& part = parts[model];
         part.metrics.push_back(test_on(rest, score));
-        part.against_cold = true;
         if (rest.size() <= static_cast<std::size_t>(k)) continue;  // both pick every record left
         const double best = best_after(measured, rest, score);
         ++part.compared;
@@ -176,11 +183,9 @@ void transfer_rows(const std::string& split, int folds, const std::map<int, Tran
                    std::vector<EvalRow>& out) {
   for (auto& [k, parts] : by_k)
     for (auto& [name, p] : parts) {
-      costmodel::RankingMetrics m = costmodel::combine(p.metrics);
-      m.groups /= kTransferDraws;  // each workload is in every draw
-      m.samples /= kTransferDraws;
-      EvalRow row{name, split + ", " + std::to_string(k) + " measured", folds, m, {}};
-      if (p.against_cold && p.compared > 0) {
+      EvalRow row{
+          name, split + ", " + std::to_string(k) + " measured", folds, combine_draws(p.metrics, kTransferDraws), {}};
+      if (p.compared > 0) {
         row.faster_than_cold = p.faster / static_cast<double>(p.compared);
         row.slower_than_cold = p.slower / static_cast<double>(p.compared);
       }
@@ -216,16 +221,14 @@ std::vector<EvalRow> evaluate_models(const Dataset& data, const std::vector<std:
         std::vector<float> score = model->predict(test_x);
         parts[kind].push_back(test_on(test, score));
         test_by_op(data, test, score, op_parts[kind]);
-        for (int k : transfer) test_transfer(test, *model, k, seed, transfer_parts[k]);
+        for (int k : transfer) test_transfer(test, *model, kind, k, seed, transfer_parts[k]);
       }
       // A random ranker, averaged over draws so that its figure is its expectation.
       std::mt19937_64 rng(seed);
+      constexpr int kRandomDraws = 20;
       std::vector<costmodel::RankingMetrics> draws;
-      for (int draw = 0; draw < 20; ++draw) draws.push_back(test_on(test, random_scores(test.size(), rng)));
-      auto r = costmodel::combine(draws);
-      r.groups /= 20;
-      r.samples /= 20;
-      parts["random"].push_back(r);
+      for (int draw = 0; draw < kRandomDraws; ++draw) draws.push_back(test_on(test, random_scores(test.size(), rng)));
+      parts["random"].push_back(combine_draws(draws, kRandomDraws));
     }
     std::vector<std::string> names = kinds;
     names.push_back("random");
@@ -251,12 +254,7 @@ std::vector<EvalRow> evaluate_trained(const Dataset& data, const costmodel::Cost
   test_by_op(data, all, score, op_parts);
   std::vector<EvalRow> out = {{name, "as trained", 0, test_on(all, score), combine_by_op(op_parts)}};
   std::map<int, TransferParts> by_k;
-  for (int k : transfer) {
-    TransferParts parts;
-    test_transfer(all, model, k, seed, parts);
-    for (auto& [kind_row, p] : parts)  // named by the model given, not its kind
-      by_k[k][name + kind_row.substr(model.kind().size())] = std::move(p);
-  }
+  for (int k : transfer) test_transfer(all, model, name, k, seed, by_k[k]);
   transfer_rows("as trained", 0, by_k, out);
   return out;
 }
