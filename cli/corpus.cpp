@@ -26,8 +26,11 @@ int run_corpus(const CommonOptions& c, const tuner::TuneOptions& t, const Corpus
   for (auto& n : notes) std::cerr << "tiletune: note: " << n << "\n";
   std::set<std::string> ops_seen;
   for (auto& cs : cases) ops_seen.insert(cs.op_name);
+  std::string records;
+  for (auto& p : recipe.phases)
+    records += (records.empty() ? "" : ", then ") + std::to_string(p.trials) + " (" + std::to_string(p.guided) + " guided)";
   std::cout << "corpus " << recipe.name << " v" << recipe.version << ": " << cases.size() << " workloads of "
-            << ops_seen.size() << " ops, " << recipe.trials << " records each (" << recipe.guided << " guided)\n";
+            << ops_seen.size() << " ops, records each: " << records << "\n";
   if (o.list) {
     for (auto& cs : cases) std::cout << cs.op_name << "  " << cs.sizes << "  " << cs.source << "\n";
     return kOk;
@@ -37,14 +40,15 @@ int run_corpus(const CommonOptions& c, const tuner::TuneOptions& t, const Corpus
   const auto start = std::chrono::steady_clock::now();
   int measured = 0, failed = 0;
   std::size_t end = o.limit > 0 ? std::min(cases.size(), static_cast<std::size_t>(o.limit)) : cases.size();
-  for (std::size_t i = 0; i < end; ++i) {
+  // Brings workload i to the phase's records, then labels them; prints its line.
+  auto collect = [&](std::size_t i, const tuner::CorpusPhase& phase, const std::string& tag) {
     const auto& cs = cases[i];
     int got = 0, got_failed = 0;
     std::optional<db::Record> best;
     // Random configs (with the seed configs) first, then the model-guided search on top of
     // them: a corpus of only random kernels teaches little about the fast end.
-    for (auto [strategy, trials] : {std::pair<std::string, int>{"random", recipe.trials - recipe.guided},
-                                    std::pair<std::string, int>{"xgb", recipe.trials}}) {
+    for (auto [strategy, trials] : {std::pair<std::string, int>{"random", phase.trials - phase.guided},
+                                    std::pair<std::string, int>{"xgb", phase.trials}}) {
       if (trials <= 0) continue;
       tuner::TuneOptions opts = tune_options(c, t, nullptr);
       opts.strategy = strategy;
@@ -67,10 +71,17 @@ int run_corpus(const CommonOptions& c, const tuner::TuneOptions& t, const Corpus
     failed += got_failed;
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     double best_s = best ? best->median_s() : NAN;
-    std::cout << "[" << i + 1 << "/" << end << "] " << cs.op_name << " " << cs.sizes << ": " << got << " new ("
+    std::cout << tag << "[" << i + 1 << "/" << end << "] " << cs.op_name << " " << cs.sizes << ": " << got << " new ("
               << got_failed << " failed), " << relabelled << " timed side by side, best "
               << (std::isfinite(best_s) ? fmt("%.5f", best_s * 1e3) : "-")
               << " ms  (" << cs.source << ", " << fmt("%.0f", elapsed) << " s)" << std::endl;
+  };
+  // Phase by phase over all workloads, so that a phase's guided searches learn from every
+  // workload's records of the phases before, as they did where a corpus was grown.
+  const std::size_t phases = recipe.phases.size();
+  for (std::size_t p = 0; p < phases; ++p) {
+    std::string tag = phases > 1 ? "phase " + std::to_string(p + 1) + "/" + std::to_string(phases) + " " : "";
+    for (std::size_t i = 0; i < end; ++i) collect(i, recipe.phases[p], tag);
   }
   std::cout << "corpus " << recipe.name << ": " << end << " workloads, " << measured << " records measured ("
             << failed << " failed), database " << c.db << "  target " << backend->target().key << "\n";

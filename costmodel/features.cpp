@@ -221,7 +221,7 @@ struct StageFeatures {
     for (size_t i = 0; i < reads.size(); ++i)
       if (accesses[i]->name != st.name) uses.push_back(&reads[i]);
     // The output is indexed by the spatial axes in order, each plainly.
-    output = Use{&w.buffers[sn.store].name, sn.store, ir::dtype_bytes(w.buffers[sn.store].dtype), {}, {}};
+    output = Use{&w.buffers[sn.store].name, sn.store, static_cast<double>(ir::dtype_bytes(w.buffers[sn.store].dtype)), {}, {}};
     for (size_t a = 0; a < axes; ++a)
       if (!st.axes[a].reduce) {
         output.terms.push_back({static_cast<int>(a), 1});

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <random>
 #include <set>
+#include <tuple>
 
 #include "ir/parse.hpp"
 #include "ir/workload.hpp"
@@ -76,9 +77,32 @@ CorpusRecipe parse_recipe(const std::string& text, const std::string& where) {
   int seed = 1;
   int_field("seed", seed, 0);
   r.seed = static_cast<std::uint64_t>(seed);
-  int_field("trials", r.trials, 1);
-  int_field("guided", r.guided, 0);
-  if (r.guided > r.trials) bad(where, "\"guided\" cannot exceed \"trials\"");
+  // A phase of "phases" gives both fields; the recipe's own are optional (CorpusPhase's defaults).
+  auto phase_of = [&](const nlohmann::json& p, const std::string& in, bool both) {
+    CorpusPhase phase;
+    for (auto [name, out, lo] : {std::tuple{"trials", &phase.trials, 1}, std::tuple{"guided", &phase.guided, 0}}) {
+      if (!p.contains(name) && both) bad(where, in + "needs \"" + name + "\"");
+      if (!p.contains(name)) continue;
+      if (!p[name].is_number_integer() || p[name].get<int>() < lo)
+        bad(where, in + "\"" + name + "\" must be an integer >= " + std::to_string(lo));
+      *out = p[name].get<int>();
+    }
+    if (phase.guided > phase.trials) bad(where, in + "\"guided\" cannot exceed \"trials\"");
+    return phase;
+  };
+  if (j.contains("phases")) {
+    if (j.contains("trials") || j.contains("guided")) bad(where, "give \"phases\" or \"trials\" and \"guided\", not both");
+    if (!j["phases"].is_array() || j["phases"].empty()) bad(where, "\"phases\" must be a non-empty array");
+    for (auto& p : j["phases"]) {
+      std::string in = "phase " + std::to_string(r.phases.size() + 1) + ": ";
+      if (!p.is_object()) bad(where, in + "must be {\"trials\": N, \"guided\": G}");
+      r.phases.push_back(phase_of(p, in, true));
+      if (r.phases.size() > 1 && r.phases.back().trials <= r.phases[r.phases.size() - 2].trials)
+        bad(where, in + "\"trials\" must exceed the phase before's");
+    }
+  } else {
+    r.phases.push_back(phase_of(j, "", false));
+  }
   if (j.contains("max_flops")) {
     if (!j["max_flops"].is_number() || j["max_flops"].get<double>() < 1000) bad(where, "\"max_flops\" must be >= 1000");
     r.max_flops = j["max_flops"];

@@ -17,13 +17,22 @@ struct CorpusCase {
   ir::Workload workload;  //!< the op bound to the sizes
 };
 
+//! One pass over every workload: random configs (with the seed configs) until it has
+//! trials - guided records, then configs proposed by the model-guided search until it has
+//! `trials`. Records already there count, so a later phase extends an earlier one.
+struct CorpusPhase {
+  int trials = 32;
+  int guided = 12;
+};
+
 //! A recipe: which ops at which sizes, and how each is measured.
 struct CorpusRecipe {
   std::string name;
   int version = 1;
   std::uint64_t seed = 1;
-  int trials = 32;  //!< records per workload
-  int guided = 12;  //!< of those, proposed by the model-guided search (the rest: random configs)
+  //! In order, each over all workloads before the next: a corpus grown from a smaller one is
+  //! collected again the same way. A recipe's "trials" and "guided" are one phase.
+  std::vector<CorpusPhase> phases;
   double max_flops = 4e8;
   nlohmann::json json;  //!< the whole recipe: library entries, generated ops, ONNX models
 };

@@ -70,6 +70,24 @@ TEST_CASE("corpus: a malformed recipe is refused naming the field; a missing ONN
   CHECK(refused("{").find("not a JSON object") != std::string::npos);
   CHECK(refused(R"({"version": 1})").find("\"name\"") != std::string::npos);
   CHECK(refused(R"({"name": "x", "trials": 4, "guided": 5})").find("\"guided\"") != std::string::npos);
+  // Phases: each extends the one before; "trials" and "guided" alone are one phase.
+  CHECK(refused(R"({"name": "x", "trials": 4, "phases": [{"trials": 8, "guided": 2}]})").find("not both") != std::string::npos);
+  CHECK(refused(R"({"name": "x", "phases": []})").find("non-empty") != std::string::npos);
+  CHECK(refused(R"({"name": "x", "phases": [{"trials": 8, "guided": 2}, {"trials": 8, "guided": 2}]})").find("phase 2: \"trials\" must exceed") !=
+        std::string::npos);
+  CHECK(refused(R"({"name": "x", "phases": [{"trials": 8, "guided": 2}, {"trials": 9, "guided": 10}]})")
+            .find("phase 2: \"guided\"") != std::string::npos);
+  CHECK(refused(R"({"name": "x", "phases": [3]})").find("phase 1: must be") != std::string::npos);
+  CHECK(refused(R"({"name": "x", "phases": [{"trials": 8}]})").find("phase 1: needs \"guided\"") != std::string::npos);
+  auto phases = [](const std::string& text) {
+    std::vector<std::pair<int, int>> out;
+    for (auto& p : tuner::parse_recipe(text, "r.json").phases) out.push_back({p.trials, p.guided});
+    return out;
+  };
+  CHECK(phases(R"({"name": "x"})") == std::vector<std::pair<int, int>>{{32, 12}});
+  CHECK(phases(R"({"name": "x", "trials": 4, "guided": 2})") == std::vector<std::pair<int, int>>{{4, 2}});
+  CHECK(phases(R"({"name": "x", "phases": [{"trials": 4, "guided": 2}, {"trials": 8, "guided": 3}]})") ==
+        std::vector<std::pair<int, int>>{{4, 2}, {8, 3}});
   CHECK(refused(R"({"name": "x", "library": [{"op": "matmul", "count": 2, "sizes": {"M": [0, 4]}}]})")
             .find("size M") != std::string::npos);
   CHECK(refused(R"({"name": "x", "library": [{"op": "matmul"}]})").find("\"count\"") != std::string::npos);
@@ -86,10 +104,12 @@ TEST_CASE("corpus: a malformed recipe is refused naming the field; a missing ONN
   CHECK(error_of([&] { tuner::corpus_cases(huge, nullptr); }).find("max_flops") != std::string::npos);
 }
 
-TEST_CASE("cli: corpus lists, measures and resumes where it stopped") {
+TEST_CASE("cli: corpus lists, measures phase by phase and resumes where it stopped") {
   test::TempDir dir;
   std::string recipe = dir.file("r.json"), db = dir.file("c.db");
-  std::ofstream(recipe) << R"({"name": "tiny", "seed": 3, "trials": 3, "guided": 1, "max_flops": 2e6,
+  // Two phases: every workload to 2 records (1 guided), then every workload to 3 (1 more guided).
+  std::ofstream(recipe) << R"({"name": "tiny", "seed": 3, "phases": [{"trials": 2, "guided": 1}, {"trials": 3, "guided": 1}],
+    "max_flops": 2e6,
     "library": [{"op": "matmul", "count": 1, "sizes": {"M": [8, 32], "N": [8, 32], "K": [8, 32]}}],
     "generated": {"count": 2}})";
   auto run = [&](std::vector<std::string> extra) {
@@ -102,10 +122,16 @@ TEST_CASE("cli: corpus lists, measures and resumes where it stopped") {
   CHECK_MESSAGE(list.exit_code == 0, list.output);
   CHECK(list.output.find("3 workloads of 3 ops") != std::string::npos);
   CHECK(list.output.find("generated:contraction") != std::string::npos);
+  CHECK(list.output.find("records each: 2 (1 guided), then 3 (1 guided)") != std::string::npos);
   auto first = run({"--limit", "2"});
   CHECK_MESSAGE(first.exit_code == 0, first.output);
-  CHECK(first.output.find("[2/2]") != std::string::npos);
   CHECK(first.output.find("2 workloads, 6 records measured") != std::string::npos);
+  // All workloads through the first phase before any enters the second, which adds one each.
+  const auto phase1_last = first.output.find("phase 1/2 [2/2]"), phase2_first = first.output.find("phase 2/2 [1/2]");
+  REQUIRE(phase1_last != std::string::npos);
+  REQUIRE(phase2_first != std::string::npos);
+  CHECK(phase1_last < phase2_first);
+  CHECK(first.output.find(": 1 new", phase2_first) != std::string::npos);
   // Each workload's correct records are labelled in turns, all together: their parameters say
   // with how many (0 rows where one is not).
   auto sql = [&](const std::string& statement) {
@@ -130,6 +156,7 @@ TEST_CASE("cli: corpus lists, measures and resumes where it stopped") {
   CHECK_MESSAGE(rest.exit_code == 0, rest.output);
   CHECK(rest.output.find("[1/3] matmul") != std::string::npos);
   CHECK(rest.output.find("3 workloads, 3 records measured") != std::string::npos);  // only the third is new
+  CHECK(sql("SELECT COUNT(*) FROM (SELECT workload_key FROM records GROUP BY workload_key HAVING COUNT(*) != 3)") == 0);
   CHECK(rest.output.find("0 timed side by side") != std::string::npos);  // the first two were labelled
   CHECK(sql(unlabelled) == 0);
   // A corpus collected before labels were taken in turns (or cut short while they were) is
@@ -139,7 +166,10 @@ TEST_CASE("cli: corpus lists, measures and resumes where it stopped") {
   auto relabel = run({});
   CHECK_MESSAGE(relabel.exit_code == 0, relabel.output);
   CHECK(relabel.output.find("3 workloads, 0 records measured") != std::string::npos);
-  CHECK(relabel.output.find(" 0 timed side by side") == std::string::npos);
+  // The first phase times every workload's records again; the second finds them labelled.
+  const std::string relabel_first = relabel.output.substr(0, relabel.output.find("phase 2/2"));
+  CHECK(relabel_first.find("[3/3]") != std::string::npos);
+  CHECK(relabel_first.find(" 0 timed side by side") == std::string::npos);
   CHECK(sql(unlabelled) == 0);
   // Parameters that are not JSON count as unlabelled: that workload is timed again.
   sql("UPDATE records SET measure_params_json = 'not json' WHERE id = (SELECT MIN(id) FROM records WHERE "
