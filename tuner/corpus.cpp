@@ -71,6 +71,12 @@ CorpusRecipe parse_recipe(const std::string& text, const std::string& where) {
       bad(where, std::string("\"") + name + "\" must be an integer >= " + std::to_string(lo));
     out = j[name].get<int>();
   };
+  // A misspelt field would otherwise be a default taken silently (or a newer recipe's field
+  // that this build does not know).
+  static const std::set<std::string> kFields = {"name",      "version", "description", "seed",      "trials", "guided",
+                                                "phases",    "max_flops", "library",   "generated", "onnx"};
+  for (auto& [key, value] : j.items())
+    if (!kFields.count(key)) bad(where, "unknown field \"" + key + "\"");
   if (!j.contains("name") || !j["name"].is_string()) bad(where, "needs a string \"name\"");
   r.name = j["name"];
   int_field("version", r.version, 1);
@@ -114,6 +120,9 @@ CorpusRecipe parse_recipe(const std::string& text, const std::string& where) {
         bad(where, "each library entry needs a string \"op\"");
       if (!e.contains("count") || !e["count"].is_number_integer() || e["count"].get<int>() < 1)
         bad(where, "library entry " + e["op"].get<std::string>() + " needs a \"count\" >= 1");
+      for (auto& [key, value] : e.items())
+        if (key != "op" && key != "count" && key != "sizes")
+          bad(where, "library entry " + e["op"].get<std::string>() + ": unknown field \"" + key + "\"");
       check_sizes(e.value("sizes", nlohmann::json::object()), where + ", " + e["op"].get<std::string>());
     }
   }

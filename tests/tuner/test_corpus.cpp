@@ -69,6 +69,9 @@ TEST_CASE("corpus: a malformed recipe is refused naming the field; a missing ONN
   auto refused = [](const std::string& text) { return error_of([&] { tuner::parse_recipe(text, "r.json"); }); };
   CHECK(refused("{").find("not a JSON object") != std::string::npos);
   CHECK(refused(R"({"version": 1})").find("\"name\"") != std::string::npos);
+  CHECK(refused(R"({"name": "x", "trails": 4})").find("unknown field \"trails\"") != std::string::npos);
+  CHECK(refused(R"({"name": "x", "library": [{"op": "matmul", "count": 1, "size": {"M": 4}}]})")
+            .find("matmul: unknown field \"size\"") != std::string::npos);
   CHECK(refused(R"({"name": "x", "trials": 4, "guided": 5})").find("\"guided\"") != std::string::npos);
   // Phases: each extends the one before; "trials" and "guided" alone are one phase.
   CHECK(refused(R"({"name": "x", "trials": 4, "phases": [{"trials": 8, "guided": 2}]})").find("not both") != std::string::npos);
