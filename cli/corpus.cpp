@@ -76,8 +76,10 @@ int run_corpus(const CommonOptions& c, const tuner::TuneOptions& t, const Corpus
               << (std::isfinite(best_s) ? fmt("%.5f", best_s * 1e3) : "-")
               << " ms  (" << cs.source << ", " << fmt("%.0f", elapsed) << " s)" << std::endl;
   };
-  // Phase by phase over all workloads, so that a phase's guided searches learn from every
-  // workload's records of the phases before, as they did where a corpus was grown.
+  // Phase by phase over all workloads, each labelled after each phase, so that a phase's guided
+  // searches learn from every workload's labelled records of the phases before, as they did
+  // where a corpus was grown. (A run in parts, with --limit or stopped midway, lets some
+  // workloads into a phase before others finish the one before.)
   const std::size_t phases = recipe.phases.size();
   for (std::size_t p = 0; p < phases; ++p) {
     std::string tag = phases > 1 ? "phase " + std::to_string(p + 1) + "/" + std::to_string(phases) + " " : "";

@@ -79,11 +79,6 @@ class Matrix {
 //   prediction: 30 ms for 10,000 candidates after one, 21 ms without); one thread trains these
 //   sizes in < 1 s, and predict slices its rows over plain threads, which end with the call.
 constexpr int kRounds = 150;
-//! Rounds added to a pretrained model per fine-tuning. Few: a search fine-tunes on its first
-//! handful of records, and 40 rounds fit them at the base's expense (model eval --transfer on
-//! corpus v2, 8 records measured: held-out ops 0.839 and sizes 0.862 with 40 rounds, 0.849 and
-//! 0.876 with 10; with 16 measured 10 rounds rank as well or better).
-constexpr int kFineTuneRounds = 10;
 const std::pair<const char*, const char*> kParams[] = {
     {"objective", "rank:pairwise"},  // scores as is; PairLoss gives the gradients
     {"eta", "0.2"},
@@ -199,7 +194,7 @@ class XgbModel final : public CostModel {
     check(XGBoosterBoostedRounds(booster_, &done), ErrorKind::Internal, "reading the rounds");
     trees_.reset();  // until the new trees are laid out: a failure midway leaves XGBoost to score them
     // New trees fit what the base's trees get wrong on these samples.
-    boost(m, g, done, kFineTuneRounds);
+    boost(m, g, done, kXgbFineTuneRounds);
     compile_trees(payload());
   }
 

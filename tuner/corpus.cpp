@@ -1,7 +1,9 @@
 #include "tuner/corpus.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <initializer_list>
 #include <random>
 #include <set>
 #include <tuple>
@@ -48,6 +50,15 @@ std::string draw_sizes(std::mt19937_64& rng, const ir::OpDef& def, const nlohman
   bad(where, "no sizes in the given ranges bind with at most max_flops of work");
 }
 
+//! Refuses a key of `object` that is not among `known`: a misspelt field would otherwise be a
+//! default taken silently (or a newer recipe's field that this build does not know).
+void check_fields(const nlohmann::json& object, std::initializer_list<const char*> known, const std::string& where,
+                  const std::string& in) {
+  for (auto& [key, value] : object.items())
+    if (std::none_of(known.begin(), known.end(), [&](const char* k) { return key == k; }))
+      bad(where, in + "unknown field \"" + key + "\"");
+}
+
 void check_sizes(const nlohmann::json& sizes, const std::string& where) {
   if (!sizes.is_object()) bad(where, "\"sizes\" must map size names to a number or a [lo, hi] range");
   for (auto& [name, v] : sizes.items()) {
@@ -71,12 +82,10 @@ CorpusRecipe parse_recipe(const std::string& text, const std::string& where) {
       bad(where, std::string("\"") + name + "\" must be an integer >= " + std::to_string(lo));
     out = j[name].get<int>();
   };
-  // A misspelt field would otherwise be a default taken silently (or a newer recipe's field
-  // that this build does not know).
-  static const std::set<std::string> kFields = {"name",      "version", "description", "seed",      "trials", "guided",
-                                                "phases",    "max_flops", "library",   "generated", "onnx"};
-  for (auto& [key, value] : j.items())
-    if (!kFields.count(key)) bad(where, "unknown field \"" + key + "\"");
+  check_fields(j,
+               {"name", "version", "description", "seed", "trials", "guided", "phases", "max_flops", "library",
+                "generated", "onnx"},
+               where, "");
   if (!j.contains("name") || !j["name"].is_string()) bad(where, "needs a string \"name\"");
   r.name = j["name"];
   int_field("version", r.version, 1);
@@ -102,9 +111,16 @@ CorpusRecipe parse_recipe(const std::string& text, const std::string& where) {
     for (auto& p : j["phases"]) {
       std::string in = "phase " + std::to_string(r.phases.size() + 1) + ": ";
       if (!p.is_object()) bad(where, in + "must be {\"trials\": N, \"guided\": G}");
+      check_fields(p, {"trials", "guided"}, where, in);
       r.phases.push_back(phase_of(p, in, true));
-      if (r.phases.size() > 1 && r.phases.back().trials <= r.phases[r.phases.size() - 2].trials)
-        bad(where, in + "\"trials\" must exceed the phase before's");
+      if (r.phases.size() == 1) continue;
+      // Records already there count toward the random configs first: guided ones are only
+      // what the phase adds.
+      const int before = r.phases[r.phases.size() - 2].trials;
+      if (r.phases.back().trials <= before) bad(where, in + "\"trials\" must exceed the phase before's");
+      if (r.phases.back().guided > r.phases.back().trials - before)
+        bad(where, in + "\"guided\" cannot exceed the records the phase adds (" +
+                       std::to_string(r.phases.back().trials - before) + ")");
     }
   } else {
     r.phases.push_back(phase_of(j, "", false));
@@ -120,18 +136,18 @@ CorpusRecipe parse_recipe(const std::string& text, const std::string& where) {
         bad(where, "each library entry needs a string \"op\"");
       if (!e.contains("count") || !e["count"].is_number_integer() || e["count"].get<int>() < 1)
         bad(where, "library entry " + e["op"].get<std::string>() + " needs a \"count\" >= 1");
-      for (auto& [key, value] : e.items())
-        if (key != "op" && key != "count" && key != "sizes")
-          bad(where, "library entry " + e["op"].get<std::string>() + ": unknown field \"" + key + "\"");
+      check_fields(e, {"op", "count", "sizes"}, where, "library entry " + e["op"].get<std::string>() + ": ");
       check_sizes(e.value("sizes", nlohmann::json::object()), where + ", " + e["op"].get<std::string>());
     }
   }
   if (j.contains("generated") && (!j["generated"].is_object() || !j["generated"].contains("count") ||
                                   !j["generated"]["count"].is_number_integer() || j["generated"]["count"].get<int>() < 0))
     bad(where, "\"generated\" must be {\"count\": N}");
+  if (j.contains("generated")) check_fields(j["generated"], {"count"}, where, "\"generated\": ");
   if (j.contains("onnx") && (!j["onnx"].is_object() || !j["onnx"].value("dir", nlohmann::json()).is_string() ||
                              !j["onnx"].value("models", nlohmann::json()).is_array()))
     bad(where, "\"onnx\" must be {\"dir\": PATH, \"models\": [NAME, ...]}");
+  if (j.contains("onnx")) check_fields(j["onnx"], {"dir", "models"}, where, "\"onnx\": ");
   return r;
 }
 

@@ -82,6 +82,16 @@ TEST_CASE("corpus: a malformed recipe is refused naming the field; a missing ONN
             .find("phase 2: \"guided\"") != std::string::npos);
   CHECK(refused(R"({"name": "x", "phases": [3]})").find("phase 1: must be") != std::string::npos);
   CHECK(refused(R"({"name": "x", "phases": [{"trials": 8}]})").find("phase 1: needs \"guided\"") != std::string::npos);
+  CHECK(refused(R"({"name": "x", "phases": [{"trials": 8, "guided": 2}, {"trials": 9, "guided": 2}]})")
+            .find("phase 2: \"guided\" cannot exceed the records the phase adds (1)") != std::string::npos);
+  CHECK(refused(R"({"name": "x", "phases": [{"trials": 8, "guided": 2, "seed": 2}]})")
+            .find("phase 1: unknown field \"seed\"") != std::string::npos);
+  CHECK(refused(R"({"name": "x", "guided": 2, "phases": [{"trials": 8, "guided": 2}]})").find("not both") !=
+        std::string::npos);
+  CHECK(refused(R"({"name": "x", "generated": {"count": 2, "seed": 5}})").find("\"generated\": unknown field") !=
+        std::string::npos);
+  CHECK(refused(R"({"name": "x", "onnx": {"dir": "d", "models": [], "model": "m"}})")
+            .find("\"onnx\": unknown field \"model\"") != std::string::npos);
   auto phases = [](const std::string& text) {
     std::vector<std::pair<int, int>> out;
     for (auto& p : tuner::parse_recipe(text, "r.json").phases) out.push_back({p.trials, p.guided});
@@ -170,6 +180,7 @@ TEST_CASE("cli: corpus lists, measures phase by phase and resumes where it stopp
   CHECK_MESSAGE(relabel.exit_code == 0, relabel.output);
   CHECK(relabel.output.find("3 workloads, 0 records measured") != std::string::npos);
   // The first phase times every workload's records again; the second finds them labelled.
+  REQUIRE(relabel.output.find("phase 2/2") != std::string::npos);
   const std::string relabel_first = relabel.output.substr(0, relabel.output.find("phase 2/2"));
   CHECK(relabel_first.find("[3/3]") != std::string::npos);
   CHECK(relabel_first.find(" 0 timed side by side") == std::string::npos);
