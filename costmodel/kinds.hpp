@@ -1,4 +1,5 @@
-// costmodel/kinds.hpp: the model implementations, for model.cpp's factory only.
+// costmodel/kinds.hpp: the model implementations, for model.cpp's factory (and the tests that
+// check what the implementations promise).
 #pragma once
 #include <memory>
 

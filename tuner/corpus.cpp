@@ -6,7 +6,6 @@
 #include <initializer_list>
 #include <random>
 #include <set>
-#include <tuple>
 
 #include "ir/parse.hpp"
 #include "ir/workload.hpp"
@@ -76,11 +75,15 @@ CorpusRecipe parse_recipe(const std::string& text, const std::string& where) {
   r.json = nlohmann::json::parse(text, nullptr, false);
   const auto& j = r.json;
   if (j.is_discarded() || !j.is_object()) bad(where, "not a JSON object");
-  auto int_field = [&](const char* name, int& out, int lo) {
-    if (!j.contains(name)) return;
-    if (!j[name].is_number_integer() || j[name].get<int>() < lo)
-      bad(where, std::string("\"") + name + "\" must be an integer >= " + std::to_string(lo));
-    out = j[name].get<int>();
+  // An integer field of `o` (of the recipe, or of a phase: `in` says which), kept as `out`'s
+  // default when absent unless `required`.
+  auto int_field = [&](const nlohmann::json& o, const char* name, int& out, int lo, const std::string& in = "",
+                       bool required = false) {
+    if (!o.contains(name) && required) bad(where, in + "needs \"" + name + "\"");
+    if (!o.contains(name)) return;
+    if (!o[name].is_number_integer() || o[name].get<int>() < lo)
+      bad(where, in + "\"" + name + "\" must be an integer >= " + std::to_string(lo));
+    out = o[name].get<int>();
   };
   check_fields(j,
                {"name", "version", "description", "seed", "trials", "guided", "phases", "max_flops", "library",
@@ -88,20 +91,15 @@ CorpusRecipe parse_recipe(const std::string& text, const std::string& where) {
                where, "");
   if (!j.contains("name") || !j["name"].is_string()) bad(where, "needs a string \"name\"");
   r.name = j["name"];
-  int_field("version", r.version, 1);
+  int_field(j, "version", r.version, 1);
   int seed = 1;
-  int_field("seed", seed, 0);
+  int_field(j, "seed", seed, 0);
   r.seed = static_cast<std::uint64_t>(seed);
   // A phase of "phases" gives both fields; the recipe's own are optional (CorpusPhase's defaults).
   auto phase_of = [&](const nlohmann::json& p, const std::string& in, bool both) {
     CorpusPhase phase;
-    for (auto [name, out, lo] : {std::tuple{"trials", &phase.trials, 1}, std::tuple{"guided", &phase.guided, 0}}) {
-      if (!p.contains(name) && both) bad(where, in + "needs \"" + name + "\"");
-      if (!p.contains(name)) continue;
-      if (!p[name].is_number_integer() || p[name].get<int>() < lo)
-        bad(where, in + "\"" + name + "\" must be an integer >= " + std::to_string(lo));
-      *out = p[name].get<int>();
-    }
+    int_field(p, "trials", phase.trials, 1, in, both);
+    int_field(p, "guided", phase.guided, 0, in, both);
     if (phase.guided > phase.trials) bad(where, in + "\"guided\" cannot exceed \"trials\"");
     return phase;
   };
@@ -112,15 +110,16 @@ CorpusRecipe parse_recipe(const std::string& text, const std::string& where) {
       std::string in = "phase " + std::to_string(r.phases.size() + 1) + ": ";
       if (!p.is_object()) bad(where, in + "must be {\"trials\": N, \"guided\": G}");
       check_fields(p, {"trials", "guided"}, where, in);
-      r.phases.push_back(phase_of(p, in, true));
-      if (r.phases.size() == 1) continue;
-      // Records already there count toward the random configs first: guided ones are only
-      // what the phase adds.
-      const int before = r.phases[r.phases.size() - 2].trials;
-      if (r.phases.back().trials <= before) bad(where, in + "\"trials\" must exceed the phase before's");
-      if (r.phases.back().guided > r.phases.back().trials - before)
-        bad(where, in + "\"guided\" cannot exceed the records the phase adds (" +
-                       std::to_string(r.phases.back().trials - before) + ")");
+      const CorpusPhase phase = phase_of(p, in, true);
+      if (!r.phases.empty()) {
+        // Records already there count toward the random configs first: guided ones are only
+        // what the phase adds.
+        const int adds = phase.trials - r.phases.back().trials;
+        if (adds <= 0) bad(where, in + "\"trials\" must exceed the phase before's");
+        if (phase.guided > adds)
+          bad(where, in + "\"guided\" cannot exceed the records the phase adds (" + std::to_string(adds) + ")");
+      }
+      r.phases.push_back(phase);
     }
   } else {
     r.phases.push_back(phase_of(j, "", false));
