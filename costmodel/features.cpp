@@ -62,7 +62,17 @@ enum Feature {
   kPanelReads,
   kRowReads,
   kBufferIsOutput,  // kTopBuffers features: which of the top buffers the stage stores
-  kCount = kBufferIsOutput + 3
+  // Version 5 appends: memory in whole cache lines (strided and transposed accesses waste them),
+  // gathers and scatters lane by lane, against an ideal that moves the data once.
+  kRoofLines = kBufferIsOutput + 3,
+  kLineUseReg,
+  kLineUseL1,
+  kLineUseL2,
+  kLoadIssue,
+  kRoofIssue,
+  kRoofBound,
+  kBufferLines,  // kTopBuffers x kBufferLineFeatures, the buffers of kBuffers in their order
+  kCount = kBufferLines + 3 * 2
 };
 
 constexpr int kIntensityCurveSteps = 4;
@@ -80,6 +90,13 @@ enum BufferFeature {
   kBufferFeatures
 };
 static_assert(kBufferFeatures == 8, "kCount assumes 8 features per buffer");
+//! Per buffer, appended by version 5.
+enum BufferLineFeature {
+  kBufLineUseL1,    // bytes of it used over the bytes of the cache lines it brings, in the L1 block
+  kBufOuterStride,  // log2(1 + |elements between neighbours of the innermost tile loop|)
+  kBufferLineFeatures
+};
+static_assert(kBufferLineFeatures == 2, "kCount assumes 2 line features per buffer");
 
 const std::vector<std::pair<std::string, std::string>> kDocs = {
     {"flops_log", "log2(1 + arithmetic operations of the stage)"},
@@ -140,6 +157,26 @@ const std::vector<std::pair<std::string, std::string>> kDocsV4 = {
     {"row_reads", "tensors read at a constant stride of 2 or more along the SIMD axis (strided window rows)"},
 };
 
+//! Appended by version 5, after buffer*_is_output.
+const std::vector<std::pair<std::string, std::string>> kDocsV5 = {
+    {"roof_lines_log",
+     "log2 of roof_memory's cycles with each block's traffic counted in whole cache lines (its contiguous runs "
+     "rounded up to lines: what strided and transposed accesses really move), over the stage's bound (roof_bound)"},
+    {"line_use_reg", "bytes one micro-kernel call touches over the bytes of the cache lines they lie in"},
+    {"line_use_l1",
+     "bytes touched over the bytes of their cache lines, in the outermost tile block whose lines fit the L1 cache "
+     "(the micro-kernel's if none)"},
+    {"line_use_l2", "the same in the outermost tile block whose lines fit the L2 cache"},
+    {"load_issue_per_update",
+     "loads_per_update with a strided row's vector counted as the lanes it gathers one by one"},
+    {"roof_issue_log",
+     "log2 of the estimated cycles issuing FMAs, loads (gathers lane by lane, two a cycle) and stores (scatters and "
+     "reductions' results lane by lane, one a cycle), threads busy, over the stage's bound"},
+    {"roof_bound_log",
+     "log2 of (the larger of roof_issue and the traffic in whole cache lines, plus packing) over the stage's bound: "
+     "the larger of its ideal compute and moving its unique bytes once from the level that holds them"},
+};
+
 //! The per-buffer features' names: buffer i of the stage, the largest first.
 std::vector<std::pair<std::string, std::string>> all_docs() {
   auto docs = kDocs;
@@ -162,6 +199,14 @@ std::vector<std::pair<std::string, std::string>> all_docs() {
   for (int b = 0; b < kTopBuffers; ++b)
     docs.push_back({"buffer" + std::to_string(b) + "_is_output",
                     "1 if the stage's buffer " + std::to_string(b) + " (as above) is the one it stores"});
+  docs.insert(docs.end(), kDocsV5.begin(), kDocsV5.end());
+  for (int b = 0; b < kTopBuffers; ++b) {
+    const std::string which = " (the stage's buffer " + std::to_string(b) + " as above; 0 if it has fewer)";
+    docs.push_back({"buffer" + std::to_string(b) + "_line_use_l1",
+                    "bytes of it touched over the bytes of their cache lines, in the block of line_use_l1" + which});
+    docs.push_back({"buffer" + std::to_string(b) + "_outer_stride_log",
+                    "log2(1 + |elements between the neighbours of the innermost tile loop that iterates|)" + which});
+  }
   return docs;
 }
 
@@ -207,6 +252,7 @@ struct StageFeatures {
   std::vector<std::int64_t> span;  //!< span of axis a inside the first d tile loops: span[d * axes + a]
   std::vector<double> points;      //!< iteration points inside the first d tile loops
   std::vector<double> footprints;  //!< bytes touched inside the first d tile loops
+  std::vector<double> line_footprints;  //!< bytes of the cache lines touched inside the first d tile loops
   int ops_per_point;               //!< operations of the body per point, the combine included
 
   StageFeatures(const ir::Workload& w_, const ir::LoopNest& n, const StageNest& s, const ir::TargetTraits& t_)
@@ -233,6 +279,7 @@ struct StageFeatures {
     reduce_axis.reserve(sn.reduce_inner.size());
     points.reserve(depths);
     footprints.reserve(depths);
+    line_footprints.reserve(depths);
     for (auto& l : sn.outer) outer_axis.push_back(axis_index(l.axis));
     for (auto& l : sn.reg) reg_axis.push_back(axis_index(l.axis));
     for (auto& l : sn.reduce_inner) reduce_axis.push_back(axis_index(l.axis));
@@ -242,17 +289,23 @@ struct StageFeatures {
       std::copy_n(span.begin() + (d - 1) * axes, axes, span.begin() + d * axes);
       span[d * axes + outer_axis[d - 1]] = sn.outer[d - 1].step;
     }
-    std::vector<double> per_buffer(w.buffers.size());
+    std::vector<double> per_buffer(w.buffers.size()), per_buffer_lines(w.buffers.size());
     for (size_t d = 0; d < depths; ++d) {
       double pts = 1;
       for (size_t a = 0; a < axes; ++a) pts *= static_cast<double>(span[d * axes + a]);
       points.push_back(pts);
       // Every buffer once, its largest access.
       std::fill(per_buffer.begin(), per_buffer.end(), 0.0);
-      for (const Use* u : uses) per_buffer[u->buffer] = std::max(per_buffer[u->buffer], extent_of(*u, d).first);
-      double total = 0;
+      std::fill(per_buffer_lines.begin(), per_buffer_lines.end(), 0.0);
+      for (const Use* u : uses) {
+        per_buffer[u->buffer] = std::max(per_buffer[u->buffer], extent_of(*u, d).first);
+        per_buffer_lines[u->buffer] = std::max(per_buffer_lines[u->buffer], line_bytes_of(*u, d));
+      }
+      double total = 0, total_lines = 0;
       for (double bytes : per_buffer) total += bytes;
+      for (double bytes : per_buffer_lines) total_lines += bytes;
       footprints.push_back(total);
+      line_footprints.push_back(total_lines);
     }
     ops_per_point = count_ops(sn.body) + 1;
   }
@@ -298,6 +351,39 @@ struct StageFeatures {
     return {bytes, lines};
   }
 
+  //! Bytes of the cache lines one use touches inside the first `depth` tile loops: its box as
+  //! runs of contiguous memory (the innermost dimension, joined by the next ones out while the
+  //! box covers them whole), each run rounded up to whole lines.
+  double line_bytes_of(const Use& u, size_t depth) const {
+    const auto& shape = w.buffers[u.buffer].shape;
+    const std::int64_t* sp = &span[depth * axes];
+    double run = u.element, runs = 1;
+    bool contiguous = true;
+    for (size_t d = u.ends.size(); d-- > 0;) {
+      std::int64_t range = 1;
+      for (std::uint32_t i = d == 0 ? 0 : u.ends[d - 1]; i < u.ends[d]; ++i)
+        range += std::abs(u.terms[i].coeff) * (sp[u.terms[i].axis] - 1);
+      const double r = static_cast<double>(std::min(range, shape[d]));
+      if (contiguous) {
+        run *= r;
+        contiguous = range >= shape[d];
+      } else {
+        runs *= r;
+      }
+    }
+    const double line = static_cast<double>(ir::kCacheLineBytes);
+    return runs * std::ceil(run / line) * line;
+  }
+
+  //! The outermost tile depth whose cache lines fit `capacity` bytes; the micro-kernel's if none.
+  size_t depth_fitting(double capacity) const {
+    for (size_t d = 0; d < depths; ++d)
+      if (line_footprints[d] <= capacity) return d;
+    return depths - 1;
+  }
+  //! Bytes touched over the bytes of their cache lines at a depth.
+  double line_use(size_t depth) const { return footprints[depth] / std::max(1.0, line_footprints[depth]); }
+
   double points_in(size_t depth) const { return points[std::min(depth, depths - 1)]; }
   double footprint(size_t depth) const { return footprints[std::min(depth, depths - 1)]; }
 
@@ -317,6 +403,7 @@ struct StageFeatures {
     f[kRegisterPressure] += static_cast<float>(acc / std::max(1, t.vector_registers));
     // Loads per step: distinct (buffer, index) pairs at distinct register offsets.
     std::vector<std::pair<const std::string*, double>> loads;
+    double load_issue = 0;  // the same loads, a gathered vector as its lanes
     for (const Use& u : reads) {
       double copies = 1;
       for (size_t r = 0; r < sn.reg.size(); ++r) {
@@ -326,11 +413,15 @@ struct StageFeatures {
       }
       bool seen = false;
       for (auto& [name, c] : loads) seen = seen || (*name == *u.name && c == copies);
-      if (!seen) loads.push_back({u.name, copies});
+      if (!seen) {
+        loads.push_back({u.name, copies});
+        load_issue += copies * (gathered(u) ? sn.lanes : 1);
+      }
     }
     double load_count = 0;
     for (auto& l : loads) load_count += l.second;
     f[kLoadsPerUpdate] += static_cast<float>(load_count / std::max(1.0, acc));
+    f[kLoadIssue] += static_cast<float>(load_issue / std::max(1.0, acc));
     f[kReduceInner] += log2p(reduce_inner);
     f[kUnroll] += static_cast<float>(sn.unroll);
     f[kPrefetch] += static_cast<float>(sn.prefetch);
@@ -424,10 +515,34 @@ struct StageFeatures {
     add_buffer_features(f);
     add_vector_access(f);
     add_roofline(f, flops, any_parallel ? par : 1, packed_bytes);
+    f[kLineUseReg] += static_cast<float>(line_use(depths - 1));
+    f[kLineUseL1] += static_cast<float>(line_use(depth_fitting(static_cast<double>(t.l1_bytes))));
+    f[kLineUseL2] += static_cast<float>(line_use(depth_fitting(static_cast<double>(t.l2_bytes))));
+  }
+
+  //! Estimated cycles moving data into L1, L2 and L3: per level, the executions of the largest
+  //! block whose footprint (by `fps`, bytes per tile depth) fits it, times those bytes, over
+  //! the level's bandwidth in bytes per cycle and core (L2 to L1 64, L3 to L2 32, memory to L3
+  //! 8 shared by all cores).
+  double memory_cycles(const std::vector<double>& fps, double active) const {
+    const double total_points = points_in(0);
+    double memory = 0;
+    const std::pair<std::int64_t, double> levels[] = {{t.l1_bytes, 64}, {t.l2_bytes, 32}, {t.l3_bytes, 8}};
+    for (auto [capacity, bandwidth] : levels) {
+      double traffic = total_points * 4;  // nothing fits: every point streams in
+      for (size_t depth = 0; depth < depths; ++depth) {
+        double fp = fps[depth];
+        if (fp <= static_cast<double>(capacity)) {
+          traffic = total_points / points_in(depth) * fp;
+          break;
+        }
+      }
+      memory += traffic / bandwidth / (bandwidth == 8 ? 1 : active);
+    }
+    return memory;
   }
 
   //! The roofline estimates, relative to the stage's ideal so that they compare across ops.
-  //! Bandwidths in bytes per cycle and core: L2 to L1 64, L3 to L2 32, memory to L3 8 shared.
   void add_roofline(std::vector<float>& f, double flops, double par, double packed_bytes) const {
     const double threads = std::max(1, t.threads), lanes_max = std::max(1, t.vector_lanes);
     const double ideal = std::max(1.0, flops / (2 * lanes_max * threads));
@@ -438,25 +553,56 @@ struct StageFeatures {
     double fma = flops / (2 * lanes) * spill;
     double loads = f[kLoadsPerUpdate] * flops / (2 * lanes) / 2;  // two loads issue per cycle
     double compute = std::max(fma, loads) / active;
-    // Traffic into each level: executions of the largest block that fits it, times its bytes.
-    const double total_points = points_in(0);
-    double memory = 0;
-    const std::pair<std::int64_t, double> levels[] = {{t.l1_bytes, 64}, {t.l2_bytes, 32}, {t.l3_bytes, 8}};
-    for (auto [capacity, bandwidth] : levels) {
-      double traffic = total_points * 4;  // nothing fits: every point streams in
-      for (size_t depth = 0; depth <= sn.outer.size(); ++depth) {
-        double fp = footprint(depth);
-        if (fp <= static_cast<double>(capacity)) {
-          traffic = total_points / points_in(depth) * fp;
-          break;
-        }
-      }
-      memory += traffic / bandwidth / (bandwidth == 8 ? 1 : active);
-    }
+    const double memory = memory_cycles(footprints, active);
     double pack = packed_bytes * 2 / 16;
     f[kRoofCompute] += static_cast<float>(std::log2(std::max(1.0, compute) / ideal));
     f[kRoofMemory] += static_cast<float>(std::log2(std::max(1.0, memory) / ideal));
     f[kRoofTotal] += static_cast<float>(std::log2((std::max(compute, memory) + pack + 1) / ideal));
+    // Version 5: issue slots (gathers and scatters lane by lane) and whole cache lines, against
+    // a bound that also moves the stage's data once, so that memory-bound stages (copies,
+    // transposes, pooling: no flops) compare across sizes too.
+    const double updates = points_in(0) / lanes;
+    const double gather_loads = f[kLoadIssue] * updates / 2;
+    const double issue = std::max({fma, gather_loads, store_issue()}) / active;
+    const double lines = memory_cycles(line_footprints, active);
+    const double bound = std::max(ideal, data_cycles());
+    f[kRoofLines] += static_cast<float>(std::log2(std::max(1.0, lines) / bound));
+    f[kRoofIssue] += static_cast<float>(std::log2(std::max(1.0, issue) / bound));
+    f[kRoofBound] += static_cast<float>(std::log2((std::max(issue, lines) + pack + 1) / bound));
+  }
+
+  //! Whether the micro-kernel loads a read's vectors lane by lane: a strided window's row, read
+  //! at a stride of 2 or more along a spatial SIMD axis in its last dimension only (strided in
+  //! another dimension, it is packed into panels first).
+  bool gathered(const Use& u) const {
+    if (sn.vector_axis.empty() || sn.vector_reduce) return false;
+    const int v = axis_index(sn.vector_axis);
+    for (size_t d = 0; d + 1 < u.ends.size(); ++d)
+      if (coeff(u, d, v) != 0) return false;
+    return !u.ends.empty() && std::abs(coeff(u, u.ends.size() - 1, v)) >= 2;
+  }
+
+  //! Store instructions the stage issues: each output point once per reduction block outside
+  //! the register tile, a vector per `lanes` points where the SIMD axis is the output's
+  //! contiguous one, else one by one (stored lane by lane, or a vectorized reduction's result).
+  double store_issue() const {
+    double stores = 1;
+    for (size_t a = 0; a < axes; ++a)
+      if (!st.axes[a].reduce) stores *= static_cast<double>(st.axes[a].extent);
+    for (auto& l : sn.outer)
+      if (l.reduce) stores *= static_cast<double>(l.trips());
+    const bool vector_stores = !sn.vector_axis.empty() && !sn.vector_reduce &&
+                               std::abs(elements_between(output, axis_index(sn.vector_axis))) == 1;
+    return vector_stores ? stores / sn.lanes : stores;
+  }
+
+  //! Cycles to move the stage's unique bytes once, from the smallest level that holds them all:
+  //! the memory-side half of the stage's bound.
+  double data_cycles() const {
+    const double threads = std::max(1, t.threads), bytes = footprints[0];
+    if (bytes <= static_cast<double>(t.l2_bytes)) return bytes / (64 * threads);
+    if (bytes <= static_cast<double>(t.l3_bytes)) return bytes / (32 * threads);
+    return bytes / 8;
   }
 
   //! Elements of a use's buffer between two neighbouring points of `axis` (its row-major stride).
@@ -499,14 +645,22 @@ struct StageFeatures {
       double unique;
       std::array<float, kBufferFeatures> v;
       bool output;
+      std::array<float, kBufferLineFeatures> lines;
     };
     std::vector<Row> rows;  // the use touching the most bytes per buffer
     const int axis = innermost_axis();
+    const size_t l1 = depth_fitting(static_cast<double>(t.l1_bytes));
+    int tile_axis = -1;  // of the innermost tile loop that iterates
+    for (size_t i = sn.outer.size(); tile_axis < 0 && i-- > 0;)
+      if (sn.outer[i].trips() > 1) tile_axis = outer_axis[i];
     for (const Use* use : uses) {
       const Use& u = *use;
       auto [bytes, lines] = extent_of(u, sn.outer.size());
       double unique = extent_of(u, 0).first;
-      Row r{u.name, unique, {}, u.buffer == sn.store};
+      Row r{u.name, unique, {}, u.buffer == sn.store, {}};
+      r.lines[kBufLineUseL1] = static_cast<float>(extent_of(u, l1).first / std::max(1.0, line_bytes_of(u, l1)));
+      r.lines[kBufOuterStride] =
+          static_cast<float>(log2p(std::abs(tile_axis >= 0 ? elements_between(u, tile_axis) : 0)));
       r.v[kBufBytes] = static_cast<float>(log2p(bytes));
       r.v[kBufLines] = static_cast<float>(log2p(lines));
       r.v[kBufUnique] = static_cast<float>(log2p(unique));
@@ -538,6 +692,7 @@ struct StageFeatures {
     for (size_t b = 0; b < rows.size() && b < static_cast<size_t>(kTopBuffers); ++b) {
       for (int k = 0; k < kBufferFeatures; ++k) f[kBuffers + b * kBufferFeatures + k] += rows[b].v[k];
       f[kBufferIsOutput + b] += rows[b].output ? 1 : 0;
+      for (int k = 0; k < kBufferLineFeatures; ++k) f[kBufferLines + b * kBufferLineFeatures + k] += rows[b].lines[k];
     }
   }
 };
@@ -552,7 +707,8 @@ std::size_t feature_count() { return kCount; }
 
 namespace {
 //! The versions this build's rows begin with, oldest first: each appended to the one before.
-constexpr std::pair<int, std::size_t> kPrefixVersions[] = {{3, kScatterStores}, {kFeatureVersion, kCount}};
+constexpr std::pair<int, std::size_t> kPrefixVersions[] = {
+    {3, kScatterStores}, {4, kRoofLines}, {kFeatureVersion, kCount}};
 }  // namespace
 
 std::size_t feature_count(int version) {
@@ -568,7 +724,7 @@ int feature_version_of(std::size_t count) {
 }
 
 Features extract_features(const ir::Workload& w, const ir::LoopNest& nest, const ir::TargetTraits& t) {
-  static_assert(kCount == 72, "update kDocs and kFeatureVersion with the features");
+  static_assert(kCount == 85, "update kDocs and kFeatureVersion with the features");
   Features out;
   out.stages.reserve(std::max<size_t>(1, nest.stages.size()));
   for (auto& sn : nest.stages) {

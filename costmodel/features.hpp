@@ -18,9 +18,12 @@ namespace tiletune::costmodel {
 //! estimates (compute, memory traffic into each cache level) relative to the stage's ideal.
 //! 4: appended how the SIMD axis meets memory (outputs stored lane by lane, reads fed from
 //! panels or strided rows) and which of the top buffers is the stored one.
+//! 5: appended memory counted in whole cache lines: the roofline's traffic in lines, the share
+//! of the bytes of the lines brought in that are used (per stage and per top buffer), and each
+//! top buffer's stride along the innermost tile loop.
 //! A version that only appends keeps the models of the one before: each reads the prefix of
 //! every row that it was trained on (feature_count(version)).
-inline constexpr int kFeatureVersion = 4;
+inline constexpr int kFeatureVersion = 5;
 
 //! Names of the features, one line of documentation each, in vector order.
 const std::vector<std::pair<std::string, std::string>>& feature_docs();

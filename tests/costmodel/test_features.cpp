@@ -41,6 +41,9 @@ TEST_CASE("features: one documented feature per slot, each named once") {
   CHECK(costmodel::feature_count(3) == 66);
   CHECK(costmodel::feature_count(3) < costmodel::feature_count());
   CHECK(costmodel::feature_version_of(66) == 3);
+  CHECK(costmodel::feature_count(4) == 72);
+  CHECK(costmodel::feature_version_of(72) == 4);
+  CHECK(costmodel::feature_count(4) < costmodel::feature_count());
   CHECK(costmodel::feature_version_of(costmodel::feature_count()) == costmodel::kFeatureVersion);
   for (int old : {0, 1, 2, costmodel::kFeatureVersion + 1}) CHECK(costmodel::feature_count(old) == 0);
   CHECK(costmodel::feature_version_of(31) == 0);
@@ -196,4 +199,66 @@ TEST_CASE("features: per buffer, the largest first, its stride along the innermo
   CHECK(at("intensity_curve_3") > 0);
   auto naive = costmodel::featurize(w, ir::naive_schedule(w), kAvx512).pooled();
   CHECK(naive != f);
+}
+
+TEST_CASE("features: memory in whole cache lines (version 5)") {
+  // Y = X transposed, 512 KiB each. Walking a column of Y (d, the SIMD axis, is Y's strided
+  // dimension) uses 4 bytes of each 64-byte line of Y it stores; a 16 x 16 block uses all of them.
+  auto w = ir::bind(ir::parse_op("op tr(X: f32[N, D]) -> Y: f32[D, N] {\n  Y[d, n] = X[n, d]\n}"),
+                    ir::parse_sizes("N=512,D=256"));
+  auto column = features_of(w, ir::Schedule::from_json(
+                                   R"({"version":1,"stages":[{"stage":"Y","tile":{"d":[256],"n":[1]},)"
+                                   R"("order":["n.0","d.0"],"vectorize":"d"}]})"));
+  auto blocked = features_of(w, ir::Schedule::from_json(
+                                    R"({"version":1,"stages":[{"stage":"Y","tile":{"d":[16],"n":[16]},)"
+                                    R"("order":["n.0","d.0"],"vectorize":"d"}]})"));
+  // The micro-kernel of the column reads a row of X (1 KiB, whole lines) and stores 256 lanes of
+  // Y 2 KiB apart, one line each: 2 KiB used of 17 KiB brought.
+  CHECK(feature(column, "line_use_reg") == doctest::Approx(2.0 / 17));
+  CHECK(feature(blocked, "line_use_reg") == doctest::Approx(1.0));
+  // The whole stage (1 MiB) does not fit L1; inside one trip of n.0 it does (17 KiB of lines).
+  CHECK(feature(column, "line_use_l1") == doctest::Approx(2.0 / 17));
+  CHECK(feature(column, "line_use_l2") == doctest::Approx(1.0));  // both buffers whole: 1 MiB fits L2
+  // Per buffer (X and Y are as large: X is buffer 0, Y buffer 1).
+  CHECK(feature(column, "buffer0_line_use_l1") == doctest::Approx(1.0));
+  CHECK(feature(column, "buffer1_line_use_l1") == doctest::Approx(1.0 / 16));
+  CHECK(feature(blocked, "buffer1_line_use_l1") == doctest::Approx(1.0));
+  // Along n, the innermost tile loop that iterates: X steps a row (256 elements), Y one element.
+  CHECK(feature(column, "buffer0_outer_stride_log") == doctest::Approx(std::log2(257.0)));
+  CHECK(feature(column, "buffer1_outer_stride_log") == doctest::Approx(1.0));
+  // Counted in bytes, the two move alike; counted in whole lines, the column moves more.
+  CHECK(feature(column, "roof_memory_log") == doctest::Approx(feature(blocked, "roof_memory_log")));
+  CHECK(feature(column, "roof_lines_log") > feature(blocked, "roof_lines_log") + 0.5f);
+}
+
+TEST_CASE("features: gathered rows count their lanes; the bound moves the data once (version 5)") {
+  // A stride-2 window vectorized along its output gathers its input's rows lane by lane.
+  auto conv = library_workload("depthwise_conv2d_s2p1", "N=1,C=8,H=20,W=36,R=3,S=3");
+  auto rows = features_of(conv, ir::Schedule::from_json(
+                                    R"({"version":1,"stages":[{"stage":"O","tile":{"n":[1],"c":[1],"y":[1],"x":[16],)"
+                                    R"("r":[3],"s":[3]},"order":["n.0","c.0","y.0","x.0","r.0","s.0"],"vectorize":"x"}]})"));
+  CHECK(feature(rows, "load_issue_per_update") > feature(rows, "loads_per_update"));
+  auto w = library_workload("matmul", "M=64,N=128,K=32");
+  auto tiled = features_of(w, ir::Schedule::from_json(
+                                  R"({"version":1,"stages":[{"stage":"C","tile":{"m":[6],"n":[64],"k":[32]},)"
+                                  R"("order":["m.0","n.0","k.0"],"vectorize":"n"}]})"));
+  CHECK(feature(tiled, "load_issue_per_update") == doctest::Approx(feature(tiled, "loads_per_update")));
+  for (auto* f : {&rows, &tiled}) {
+    CHECK(feature(*f, "roof_bound_log") >= feature(*f, "roof_issue_log"));
+    CHECK(feature(*f, "roof_bound_log") >= feature(*f, "roof_lines_log"));
+  }
+  // A copy has no flops: its bound is moving its bytes, so the same schedule shape at twice
+  // the size stays near the same estimate instead of growing with it.
+  auto copy = [](const std::string& sizes) {
+    auto cw = ir::bind(ir::parse_op("op cp(X: f32[N, D]) -> Y: f32[N, D] {\n  Y[n, d] = X[n, d]\n}"),
+                       ir::parse_sizes(sizes));
+    return costmodel::featurize(cw, ir::Schedule::from_json(
+                                        R"({"version":1,"stages":[{"stage":"Y","tile":{"n":[1],"d":[64]},)"
+                                        R"("order":["n.0","d.0"],"vectorize":"d","parallel":1}]})"),
+                                kAvx512)
+        .pooled();
+  };
+  auto small = copy("N=256,D=1024"), large = copy("N=512,D=1024");
+  CHECK(feature(large, "roof_bound_log") == doctest::Approx(feature(small, "roof_bound_log")).epsilon(0.05));
+  CHECK(feature(large, "roof_total_log") > feature(small, "roof_total_log") + 0.5f);
 }
