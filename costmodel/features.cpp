@@ -336,15 +336,21 @@ struct StageFeatures {
   }
 
   //! Bytes and cache lines of one use inside the first `depth` tile loops.
+  //! Points of dimension d of a use that the first `depth` tile loops' box spans, before the
+  //! clamp to the buffer's shape.
+  std::int64_t range_in(const Use& u, size_t d, size_t depth) const {
+    const std::int64_t* sp = &span[depth * axes];
+    std::int64_t range = 1;
+    for (std::uint32_t i = d == 0 ? 0 : u.ends[d - 1]; i < u.ends[d]; ++i)
+      range += std::abs(u.terms[i].coeff) * (sp[u.terms[i].axis] - 1);
+    return range;
+  }
+
   std::pair<double, double> extent_of(const Use& u, size_t depth) const {
     const auto& shape = w.buffers[u.buffer].shape;
-    const std::int64_t* sp = &span[depth * axes];
     double bytes = u.element, lines = 1;
-    std::uint32_t i = 0;
     for (size_t d = 0; d < u.ends.size(); ++d) {
-      std::int64_t range = 1;
-      for (; i < u.ends[d]; ++i) range += std::abs(u.terms[i].coeff) * (sp[u.terms[i].axis] - 1);
-      double r = static_cast<double>(std::min(range, shape[d]));
+      double r = static_cast<double>(std::min(range_in(u, d, depth), shape[d]));
       bytes *= r;
       lines *= d + 1 < u.ends.size() ? r : std::ceil(r * u.element / ir::kCacheLineBytes);
     }
@@ -356,13 +362,10 @@ struct StageFeatures {
   //! box covers them whole), each run rounded up to whole lines.
   double line_bytes_of(const Use& u, size_t depth) const {
     const auto& shape = w.buffers[u.buffer].shape;
-    const std::int64_t* sp = &span[depth * axes];
     double run = u.element, runs = 1;
     bool contiguous = true;
     for (size_t d = u.ends.size(); d-- > 0;) {
-      std::int64_t range = 1;
-      for (std::uint32_t i = d == 0 ? 0 : u.ends[d - 1]; i < u.ends[d]; ++i)
-        range += std::abs(u.terms[i].coeff) * (sp[u.terms[i].axis] - 1);
+      const std::int64_t range = range_in(u, d, depth);
       const double r = static_cast<double>(std::min(range, shape[d]));
       if (contiguous) {
         run *= r;
@@ -501,13 +504,7 @@ struct StageFeatures {
         break;
       }
     f[kReductionPosition] += static_cast<float>(first_reduce / n);
-    double reduce_blocks = 1;
-    for (auto& l : sn.outer)
-      if (l.reduce) reduce_blocks *= static_cast<double>(l.trips());
-    double outputs = 1;
-    for (auto& a : st.axes)
-      if (!a.reduce) outputs *= static_cast<double>(a.extent);
-    f[kOutputStores] += log2p(outputs * reduce_blocks);
+    f[kOutputStores] += log2p(output_stores());
     for (int k = 0; k < kIntensityCurveSteps; ++k) {
       size_t depth = sn.outer.size() * static_cast<size_t>(k) / (kIntensityCurveSteps - 1);
       f[kIntensityCurve + k] += static_cast<float>(points_in(depth) * ops_per_point / std::max(4.0, footprint(depth)));
@@ -582,18 +579,28 @@ struct StageFeatures {
     return !u.ends.empty() && std::abs(coeff(u, u.ends.size() - 1, v)) >= 2;
   }
 
-  //! Store instructions the stage issues: each output point once per reduction block outside
-  //! the register tile, a vector per `lanes` points where the SIMD axis is the output's
-  //! contiguous one, else one by one (stored lane by lane, or a vectorized reduction's result).
-  double store_issue() const {
+  //! Stores of output points: each once per reduction block outside the register tile.
+  double output_stores() const {
     double stores = 1;
     for (size_t a = 0; a < axes; ++a)
       if (!st.axes[a].reduce) stores *= static_cast<double>(st.axes[a].extent);
     for (auto& l : sn.outer)
       if (l.reduce) stores *= static_cast<double>(l.trips());
-    const bool vector_stores = !sn.vector_axis.empty() && !sn.vector_reduce &&
-                               std::abs(elements_between(output, axis_index(sn.vector_axis))) == 1;
-    return vector_stores ? stores / sn.lanes : stores;
+    return stores;
+  }
+
+  //! Elements between the output's neighbouring lanes along a spatial SIMD axis; 0 if the SIMD
+  //! axis is a reduction axis or there is none.
+  double output_lane_stride() const {
+    if (sn.vector_axis.empty() || sn.vector_reduce) return 0;
+    return std::abs(elements_between(output, axis_index(sn.vector_axis)));
+  }
+
+  //! Store instructions the stage issues: a vector per `lanes` output stores where the SIMD axis
+  //! is the output's contiguous one, else one by one (stored lane by lane, or a vectorized
+  //! reduction's result).
+  double store_issue() const {
+    return output_lane_stride() == 1 ? output_stores() / sn.lanes : output_stores();
   }
 
   //! Cycles to move the stage's unique bytes once, from the smallest level that holds them all:
@@ -619,10 +626,7 @@ struct StageFeatures {
   //! How the SIMD axis meets memory, as the code generators classify it (ir/schedule.hpp).
   void add_vector_access(std::vector<float>& f) const {
     if (sn.vector_axis.empty()) return;
-    if (!sn.vector_reduce) {
-      const double stride = std::abs(elements_between(output, axis_index(sn.vector_axis)));
-      if (stride != 1) f[kScatterStores] += static_cast<float>(log2p(stride));
-    }
+    if (const double stride = output_lane_stride(); stride != 1) f[kScatterStores] += static_cast<float>(log2p(stride));
     // panel_reads is strided_reads less strided_row_reads: two scans of the body, not three.
     const std::size_t strided = ir::strided_reads(sn.body, sn.vector_axis).size(),
                       rows = ir::strided_row_reads(sn.body, sn.vector_axis).size();
