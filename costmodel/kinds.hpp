@@ -10,11 +10,16 @@ namespace tiletune::costmodel {
 std::unique_ptr<CostModel> make_xgb_model(std::uint64_t seed);
 std::unique_ptr<CostModel> make_nn_model(std::uint64_t seed);
 
-//! Rounds the xgb model adds to a pretrained one per fine-tuning. Few: a search fine-tunes on
-//! its first handful of records, and 40 rounds fit them at the base's expense (model eval
-//! --transfer on corpus v2, 8 records measured: held-out ops 0.839 and sizes 0.862 with 40
-//! rounds, 0.849 and 0.876 with 10; with 16 measured 10 rounds rank as well or better).
+//! Rounds the xgb model adds to a pretrained one per fine-tuning: kXgbFineTuneRounds for each
+//! kXgbFineTuneStep samples it is fine-tuned on (rounded up), at most a fresh model's rounds.
+//! Few on a search's first handful of records, which more rounds fit at the base's expense
+//! (model eval --transfer on corpus v2, 8 records measured: held-out ops 0.839 and sizes 0.862
+//! with 40 rounds, 0.849 and 0.876 with 10); more as its records grow, so that they can overrule
+//! the base where it is wrong (24 measured: 0.871 and 0.889 with 10 rounds, 0.874 and 0.896 with
+//! 30; on the search bench, the shipped model's searches stalled where cold starts went on).
 inline constexpr int kXgbFineTuneRounds = 10;
+inline constexpr std::size_t kXgbFineTuneStep = 8;
+int xgb_fine_tune_rounds(std::size_t samples);
 
 //! Samples in group order with their labels (costmodel/ranking.hpp relative_speed): what both
 //! models train on.

@@ -194,7 +194,7 @@ class XgbModel final : public CostModel {
     check(XGBoosterBoostedRounds(booster_, &done), ErrorKind::Internal, "reading the rounds");
     trees_.reset();  // until the new trees are laid out: a failure midway leaves XGBoost to score them
     // New trees fit what the base's trees get wrong on these samples.
-    boost(m, g, done, kXgbFineTuneRounds);
+    boost(m, g, done, xgb_fine_tune_rounds(samples.size()));
     compile_trees(payload());
   }
 
@@ -332,5 +332,10 @@ class XgbModel final : public CostModel {
 }  // namespace
 
 std::unique_ptr<CostModel> make_xgb_model(std::uint64_t seed) { return std::make_unique<XgbModel>(seed); }
+
+int xgb_fine_tune_rounds(std::size_t samples) {
+  const std::size_t steps = std::max<std::size_t>(1, (samples + kXgbFineTuneStep - 1) / kXgbFineTuneStep);
+  return static_cast<int>(std::min<std::size_t>(steps * kXgbFineTuneRounds, kRounds));
+}
 
 }  // namespace tiletune::costmodel

@@ -272,6 +272,20 @@ TEST_CASE("models: fine-tuning a trained model on a few samples keeps what it le
   }
 }
 
+TEST_CASE("xgb: fine-tuning adds rounds as the samples grow, up to a fresh model's") {
+  using costmodel::kXgbFineTuneRounds, costmodel::kXgbFineTuneStep, costmodel::xgb_fine_tune_rounds;
+  CHECK(xgb_fine_tune_rounds(0) == kXgbFineTuneRounds);
+  CHECK(xgb_fine_tune_rounds(1) == kXgbFineTuneRounds);
+  CHECK(xgb_fine_tune_rounds(kXgbFineTuneStep) == kXgbFineTuneRounds);
+  CHECK(xgb_fine_tune_rounds(kXgbFineTuneStep + 1) == 2 * kXgbFineTuneRounds);
+  CHECK(xgb_fine_tune_rounds(3 * kXgbFineTuneStep) == 3 * kXgbFineTuneRounds);
+  // A large prior fine-tunes as many rounds as training afresh, and no more.
+  const int most = xgb_fine_tune_rounds(100000);
+  CHECK(most == xgb_fine_tune_rounds(1000000));
+  CHECK(most > 3 * kXgbFineTuneRounds);
+  // The trees a fine-tuning adds are these rounds: tests/costmodel/test_tree_walk.cpp.
+}
+
 TEST_CASE("online model from a pretrained base: fine-tunes the base again on everything seen") {
   auto data = synthetic(3, 60, 21);
   auto base = costmodel::make_model("xgb", 1);

@@ -105,8 +105,10 @@ TEST_CASE("compiled trees score every row as XGBoost does, bit for bit: missing 
     for (std::size_t i = 0; i < 50; ++i)
       x.push_back({{costmodel::FeatureRow(rows.begin() + i * width, rows.begin() + (i + 1) * width)}});
     CHECK(same_bits(m->predict(x), xgboost_scores(ubj, rows, width)));
-    m->fine_tune(samples_with_gaps(1, 40, 2));  // more trees, then the same checks
-    CHECK(CompleteTrees::from_ubjson(m->payload())->trees() == trees->trees() + costmodel::kXgbFineTuneRounds);
+    const auto more = samples_with_gaps(1, 40, 2);
+    m->fine_tune(more);  // more trees, then the same checks
+    CHECK(CompleteTrees::from_ubjson(m->payload())->trees() ==
+          trees->trees() + costmodel::xgb_fine_tune_rounds(more.size()));
   }
 }
 

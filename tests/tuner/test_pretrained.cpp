@@ -35,9 +35,10 @@ TEST_CASE("pretrained: a model is shipped for this machine kind, of a feature ve
         REQUIRE(m);
         CHECK(m->trained());
         CHECK(costmodel::feature_count(meta.feature_version) == m->width());
-        // The AVX-512 corpus is collected where the models are trained: its models follow
-        // each feature version. The AVX2 ones may lag behind, read through the prefix.
-        if (name.find("simd16") != std::string::npos) CHECK(meta.feature_version == costmodel::kFeatureVersion);
+        // The AVX-512 corpus is collected where the models are trained: its models are of
+        // version 4 or later, each the version that searched best on the search bench (README:
+        // the xgb reads version 4's prefix). The AVX2 ones may lag further behind.
+        if (name.find("simd16") != std::string::npos) CHECK(meta.feature_version >= 4);
         CHECK(meta.records >= 1000);
       }
   }
@@ -129,7 +130,7 @@ TEST_CASE("pretrained: a model of an earlier feature version reads the prefix of
       CHECK(back.feature_version == meta.feature_version);
       CHECK(again->predict(x) == m->predict(x));
     }
-  CHECK(older == 2);  // cpu-simd8's xgb and nn are of version 3
+  CHECK(older == 3);  // cpu-simd8's xgb and nn are of version 3, cpu-simd16's xgb of version 4
 }
 
 TEST_CASE("pretrained: a search with a base model proposes what it predicts fast from its first batch") {
