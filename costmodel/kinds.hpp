@@ -16,7 +16,7 @@ std::unique_ptr<CostModel> make_nn_model(std::uint64_t seed);
 //! (model eval --transfer on corpus v2, 8 records measured: held-out ops 0.839 and sizes 0.862
 //! with 40 rounds, 0.849 and 0.876 with 10); more as its records grow, so that they can overrule
 //! the base where it is wrong (24 measured: 0.871 and 0.889 with 10 rounds, 0.874 and 0.896 with
-//! 30; on the search bench, the shipped model's searches stalled where cold starts went on).
+//! 30). A search's prior records count too: with thousands, it fine-tunes as long as it would train.
 inline constexpr int kXgbFineTuneRounds = 10;
 inline constexpr std::size_t kXgbFineTuneStep = 8;
 int xgb_fine_tune_rounds(std::size_t samples);
