@@ -4,6 +4,27 @@
 
 namespace tiletune::costmodel::layout {
 
+constexpr int kIntensityCurveSteps = 4;
+constexpr int kTopBuffers = 3;
+//! Per buffer access (after Ansor's per-store buffer features): offsets within a buffer's block.
+enum BufferFeature {
+  kBufBytes,       // log2 bytes of it one micro-kernel call touches
+  kBufLines,       // log2 cache lines of it one micro-kernel call touches
+  kBufUnique,      // log2 bytes of it the whole stage touches
+  kBufReuseType,   // 0 none, 1 across a tile loop, 2 within the register tile
+  kBufReuseDist,   // log2 bytes touched between two uses (the reuse loop's body)
+  kBufReuseCount,  // log2 trips of the reuse loop
+  kBufStride,      // log2(1 + |elements between neighbours of the innermost loop|)
+  kBufPacked,      // 1 if copied into panels first
+  kBufferFeatures
+};
+//! Per buffer, appended by version 5.
+enum BufferLineFeature {
+  kBufLineUseL1,    // bytes of it used over the bytes of the cache lines it brings, in the L1 block
+  kBufOuterStride,  // log2(1 + |elements between neighbours of the innermost tile loop|)
+  kBufferLineFeatures
+};
+
 enum Feature {
   kFlops,
   kPoints,
@@ -41,18 +62,18 @@ enum Feature {
   kLoopTrips,
   kFootprintCurve,
   kIntensityCurve,  // kIntensityCurveSteps features
-  kRoofCompute = kIntensityCurve + 4,
+  kRoofCompute = kIntensityCurve + kIntensityCurveSteps,
   kRoofMemory,
   kRoofTotal,
   kBuffers,  // kTopBuffers x kBufferFeatures, the largest buffer first
   // Version 4 appends (a version-3 model reads the prefix it was trained on):
-  kScatterStores = kBuffers + 3 * 8,
+  kScatterStores = kBuffers + kTopBuffers * kBufferFeatures,
   kPanelReads,
   kRowReads,
   kBufferIsOutput,  // kTopBuffers features: which of the top buffers the stage stores
   // Version 5 appends: memory in whole cache lines (strided and transposed accesses waste them),
   // gathers and scatters lane by lane, against an ideal that moves the data once.
-  kRoofLines = kBufferIsOutput + 3,
+  kRoofLines = kBufferIsOutput + kTopBuffers,
   kLineUseReg,
   kLineUseL1,
   kLineUseL2,
@@ -60,31 +81,8 @@ enum Feature {
   kRoofIssue,
   kRoofBound,
   kBufferLines,  // kTopBuffers x kBufferLineFeatures, the buffers of kBuffers in their order
-  kCount = kBufferLines + 3 * 2
+  kCount = kBufferLines + kTopBuffers * kBufferLineFeatures
 };
-
-constexpr int kIntensityCurveSteps = 4;
-constexpr int kTopBuffers = 3;
-//! Per buffer access (after Ansor's per-store buffer features): offsets within a buffer's block.
-enum BufferFeature {
-  kBufBytes,       // log2 bytes of it one micro-kernel call touches
-  kBufLines,       // log2 cache lines of it one micro-kernel call touches
-  kBufUnique,      // log2 bytes of it the whole stage touches
-  kBufReuseType,   // 0 none, 1 across a tile loop, 2 within the register tile
-  kBufReuseDist,   // log2 bytes touched between two uses (the reuse loop's body)
-  kBufReuseCount,  // log2 trips of the reuse loop
-  kBufStride,      // log2(1 + |elements between neighbours of the innermost loop|)
-  kBufPacked,      // 1 if copied into panels first
-  kBufferFeatures
-};
-static_assert(kBufferFeatures == 8, "kCount assumes 8 features per buffer");
-//! Per buffer, appended by version 5.
-enum BufferLineFeature {
-  kBufLineUseL1,    // bytes of it used over the bytes of the cache lines it brings, in the L1 block
-  kBufOuterStride,  // log2(1 + |elements between neighbours of the innermost tile loop|)
-  kBufferLineFeatures
-};
-static_assert(kBufferLineFeatures == 2, "kCount assumes 2 line features per buffer");
 
 static_assert(kCount == 85, "name the features in feature_docs.cpp and raise kFeatureVersion with them");
 

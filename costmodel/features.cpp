@@ -326,6 +326,19 @@ struct StageFeatures {
     f[kLineUseL2] += static_cast<float>(line_use(depth_fitting(static_cast<double>(t.l2_bytes))));
   }
 
+  //! The cache levels data moves into, innermost first: each one's capacity, and the bytes per
+  //! cycle it receives from the level beyond (per core; memory's, shared by all cores).
+  struct Level {
+    double capacity;
+    double bandwidth;
+    bool shared;
+  };
+  std::array<Level, 3> levels() const {
+    return {{{static_cast<double>(t.l1_bytes), 64, false},
+             {static_cast<double>(t.l2_bytes), 32, false},
+             {static_cast<double>(t.l3_bytes), 8, true}}};
+  }
+
   //! Estimated cycles moving data into L1, L2 and L3: per level, the executions of the largest
   //! block whose footprint (by `fps`, bytes per tile depth) fits it, times those bytes, over
   //! the level's bandwidth in bytes per cycle and core (L2 to L1 64, L3 to L2 32, memory to L3
@@ -333,17 +346,16 @@ struct StageFeatures {
   double memory_cycles(const std::vector<double>& fps, double active) const {
     const double total_points = points_in(0);
     double memory = 0;
-    const std::pair<std::int64_t, double> levels[] = {{t.l1_bytes, 64}, {t.l2_bytes, 32}, {t.l3_bytes, 8}};
-    for (auto [capacity, bandwidth] : levels) {
+    for (auto [capacity, bandwidth, shared] : levels()) {
       double traffic = total_points * 4;  // nothing fits: every point streams in
       for (size_t depth = 0; depth < depths; ++depth) {
         double fp = fps[depth];
-        if (fp <= static_cast<double>(capacity)) {
+        if (fp <= capacity) {
           traffic = total_points / points_in(depth) * fp;
           break;
         }
       }
-      memory += traffic / bandwidth / (bandwidth == 8 ? 1 : active);
+      memory += traffic / (bandwidth * (shared ? 1 : active));
     }
     return memory;
   }
@@ -416,9 +428,10 @@ struct StageFeatures {
   //! the memory-side half of the stage's bound.
   double data_cycles() const {
     const double threads = std::max(1, t.threads), bytes = footprints[0];
-    if (bytes <= static_cast<double>(t.l2_bytes)) return bytes / (64 * threads);
-    if (bytes <= static_cast<double>(t.l3_bytes)) return bytes / (32 * threads);
-    return bytes / 8;
+    const auto lv = levels();
+    std::size_t into = 0;  // the level the data moves into from the one that holds it
+    while (into + 1 < lv.size() && bytes > lv[into + 1].capacity) ++into;
+    return bytes / (lv[into].bandwidth * (lv[into].shared ? 1 : threads));
   }
 
   //! Elements of a use's buffer between two neighbouring points of `axis` (its row-major stride).
