@@ -12,9 +12,11 @@
 // - model-guided search runs for `--trials`, once with the model shipped for this machine kind
 //   (fine-tuned as the op's records arrive: a fresh install), once cold (no model, no records:
 //   it learns from this op's records alone), each with the seed configs off and on;
-// - the goal is 95 % of the best latency measured for the op by anything above. Where no pool
-//   config reaches it, random's median is bounded from below (random_median_bound), so that a
-//   censored median still gives an upper bound on how many of random's trials a model needs.
+// - the goal is 95 % of the best latency measured for the op on this database: by anything
+//   above, and by earlier runs on it (so that runs of two versions of a search on one database
+//   are held to the same goal, whichever ran first). Where no pool config reaches it, random's
+//   median is bounded from below (random_median_bound), so that a censored median still gives
+//   an upper bound on how many of random's trials a model needs.
 // Every distinct config is measured once and reused by every run that proposes it again (the
 // database is the memo): strategies are compared on the same measurements, and a rerun
 // measures nothing new.
@@ -97,6 +99,12 @@ class MemoMeasurer {
     return out;
   }
   std::size_t known() const { return latency_.size(); }
+  //! The fastest latency measured for the workload by any run on this database.
+  double best_known() const {
+    double best = INFINITY;
+    for (auto& [key, l] : latency_) best = std::min(best, l);
+    return best;
+  }
 
  private:
   const ir::Workload& w_;
@@ -295,9 +303,7 @@ int main(int argc, char** argv) {
                     << cell(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), "%.0f")
                     << " s)\n";
         }
-      double best = *std::min_element(pool_latency.begin(), pool_latency.end());
-      for (auto& [key, cs] : curves)
-        for (auto& curve : cs) best = std::min(best, curve.back());
+      const double best = measure.best_known();
       const double goal = best / 0.95;
       int hits = static_cast<int>(std::count_if(pool_latency.begin(), pool_latency.end(), [&](double l) { return l <= goal; }));
       std::vector<std::string> row = {c.name, c.sizes, cell(best * 1e3, "%.4f"),
