@@ -98,7 +98,6 @@ class MemoMeasurer {
     for (auto& c : configs) out.push_back(latency_.at(c.key()));
     return out;
   }
-  std::size_t known() const { return latency_.size(); }
   //! The fastest latency measured for the workload by any run on this database.
   double best_known() const {
     double best = INFINITY;
