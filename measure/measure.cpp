@@ -264,7 +264,6 @@ struct Measurer::Impl {
     reply.message = "worker " + p.describe();
     if (p.output.size() >= max_output)
       reply.message += ": its output was cut at " + std::to_string(max_output) + " bytes";
-    if (p.exit_code == 127) reply.message += ": cannot run " + runner;
     std::string tail = p.output.size() > 1000 ? p.output.substr(p.output.size() - 1000) : p.output;
     if (!tail.empty()) reply.message += ": " + tail;
     return reply;
@@ -401,13 +400,19 @@ std::vector<MeasureResult> Measurer::measure(const std::vector<ir::Schedule>& ba
     if (reference_s >= options_.timeout_s) {
       job.result.times_s = {reference_s};
     } else if (job.result.ok()) {
-      // Whatever goes wrong with one candidate is its result; the batch goes on.
+      // Whatever goes wrong with one candidate is its result; the batch goes on. A worker that
+      // cannot start (run_process's Error(Io)) fails every candidate alike: an error of the
+      // machine's, which would otherwise be stored as every candidate's failure.
       try {
         RunReply r = impl_->run(job, RunRequest::Mode::Measure, options_, options_.timeout_s, job.result.run_s,
                                 best_s_ > 0 ? kFarSlower * best_s_ : 0);
         job.result.times_s = r.times_s;
         job.result.error_class = r.error_class;
         job.result.error_message = r.message;
+      } catch (const Error& e) {
+        if (e.kind() == ErrorKind::Io) throw;
+        job.result.error_class = error_class::kRuntime;
+        job.result.error_message = std::string("measuring failed: ") + e.what();
       } catch (const std::exception& e) {
         job.result.error_class = error_class::kRuntime;
         job.result.error_message = std::string("measuring failed: ") + e.what();

@@ -30,6 +30,14 @@ std::string ProcessResult::describe() const {
 ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s, size_t max_output, int niceness) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) throw_error(ErrorKind::Io, std::string("pipe: ") + std::strerror(errno));
+  // The child reports a failed exec here (its errno); a successful exec closes the pipe empty.
+  int exec_status[2];
+  if (pipe2(exec_status, O_CLOEXEC) != 0) {
+    const int err = errno;
+    close(fds[0]);
+    close(fds[1]);
+    throw_error(ErrorKind::Io, std::string("pipe: ") + std::strerror(err));
+  }
   // Everything the child needs is prepared before fork: a child of a threaded process may
   // only make async-signal-safe calls (no malloc) until exec.
   std::vector<char*> args;
@@ -39,9 +47,9 @@ ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s
   const pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) {
-    close(fds[0]);
-    close(fds[1]);
-    throw_error(ErrorKind::Io, std::string("fork: ") + std::strerror(errno));
+    const int err = errno;
+    for (int fd : {fds[0], fds[1], exec_status[0], exec_status[1]}) close(fd);
+    throw_error(ErrorKind::Io, std::string("fork: ") + std::strerror(err));
   }
   if (pid == 0) {
     // The child dies with the thread that waits for it, so a killed daemon or CLI leaves no
@@ -61,13 +69,27 @@ ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s
     int devnull = open("/dev/null", O_RDONLY);
     if (devnull >= 0) dup2(devnull, STDIN_FILENO);
     execvp(args[0], args.data());
-    const char msg[] = "cannot run the program: exec failed\n";
-    ssize_t ignored = write(STDERR_FILENO, msg, sizeof msg - 1);
+    const int err = errno;
+    ssize_t ignored = write(exec_status[1], &err, sizeof err);
     (void)ignored;
     _exit(127);
   }
   setpgid(pid, pid);  // also from the parent, so the group exists before any kill below
   close(fds[1]);
+  close(exec_status[1]);
+  // A program that cannot start is the caller's environment at fault (a missing or unexecutable
+  // file), not a result of the program: an error, where exit code 127 would read as one.
+  int exec_errno = 0;
+  ssize_t got_status;
+  while ((got_status = read(exec_status[0], &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR) {
+  }
+  close(exec_status[0]);
+  if (got_status == static_cast<ssize_t>(sizeof exec_errno)) {
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    throw_error(ErrorKind::Io, "cannot run " + argv[0] + ": " + std::strerror(exec_errno));
+  }
   ProcessResult r;
   auto deadline = start + std::chrono::duration<double>(timeout_s);
   char buf[4096];

@@ -17,7 +17,8 @@ struct ProcessResult {
 };
 
 //! Runs argv[0] (searched in PATH) in its own process group, no shell involved. On timeout
-//! the whole group is killed with SIGKILL. Throws Error(Io) only if the process cannot start.
+//! the whole group is killed with SIGKILL. Throws Error(Io) only if the process cannot start:
+//! no pipe or fork, or no program to exec ("cannot run PATH: No such file or directory").
 //! `niceness` > 0 lowers the child's CPU priority and runs it under SCHED_IDLE (builds:
 //! throughput work that must not delay a daemon's answers or a measurement).
 inline constexpr size_t kDefaultMaxOutput = size_t{1} << 20;

@@ -318,16 +318,53 @@ TEST_CASE("measure: a naive kernel slower than the timeout is timed by its refer
   CHECK(results[1].error_class == "timeout");
 }
 
-TEST_CASE("measure: a missing worker executable is a runtime error, not a crash of the tuner") {
+TEST_CASE("run_process: a program that cannot start is an I/O error, not an exit code") {
+  ErrorKind kind{};
+  const std::string message = test::error_of([] { run_process({"/nonexistent/program", "x"}, 5); }, &kind);
+  CHECK(kind == ErrorKind::Io);
+  CHECK(message.find("cannot run /nonexistent/program: No such file or directory") != std::string::npos);
+  auto r = run_process({"sh", "-c", "exit 127"}, 5);  // a program's own 127 stays its result
+  CHECK(r.exit_code == 127);
+}
+
+TEST_CASE("measure: a worker that cannot start fails the measuring, not the candidates") {
   auto w = library_workload("matmul", "M=4,N=4,K=4");
   auto be = codegen::make_backend("cpu");
   auto o = quick_options();
   TempDir dir;
   o.cache_dir = dir.file("cache");  // a fresh cache, so the reference must run through the worker
+  const std::string good_runner = o.runner_path;
   o.runner_path = "/nonexistent/tiletune-runner";
-  measure::Measurer m(*be, w, o);
-  CHECK(tiletune::test::error_of([&] { m.measure({ir::naive_schedule(w)}); }).find("reference kernel failed") !=
-        std::string::npos);
+  ErrorKind kind{};
+  std::string message = test::error_of([&] { measure::Measurer(*be, w, o).measure({ir::naive_schedule(w)}); }, &kind);
+  CHECK(kind == ErrorKind::Io);
+  CHECK(message.find("cannot run /nonexistent/tiletune-runner") != std::string::npos);
+
+  // With the reference already in the cache, only the candidates' runs need the worker: each
+  // would have been stored as a runtime error of its config (how 10,358 configs of a benchmark's
+  // database came to be marked failed when its binary was copied away from the runner).
+  o.runner_path = good_runner;
+  auto naive = ir::naive_schedule(w);
+  REQUIRE(measure::Measurer(*be, w, o).measure({naive})[0].ok());
+  o.runner_path = "/nonexistent/tiletune-runner";
+  auto other = naive;
+  other.stages[0].unroll = 2;
+  message = test::error_of([&] { measure::Measurer(*be, w, o).measure({other}); }, &kind);
+  CHECK(kind == ErrorKind::Io);
+  CHECK(message.find("cannot run /nonexistent/tiletune-runner") != std::string::npos);
+  message = test::error_of([&] { measure::Measurer(*be, w, o).side_by_side({naive, other}); }, &kind);
+  CHECK(kind == ErrorKind::Io);
+
+  // Tuning stops with the error and stores no record of a config it could not run.
+  auto store = db::open_sqlite_store(dir.file("t.db"));
+  tuner::TuneOptions to;
+  to.trials = 4;
+  to.batch_size = 4;
+  to.strategy = "random";
+  to.measure = o;
+  message = test::error_of([&] { tuner::tune(w, *be, *store, to); }, &kind);
+  CHECK(kind == ErrorKind::Io);
+  CHECK(store->history(w.key, be->target().key).empty());
 }
 
 TEST_CASE("measure: a worker whose output outgrows what is kept says so") {
