@@ -93,8 +93,9 @@ class EvolutionarySearch : public SearchStrategy {
 
 //! Model-guided evolution (after Ansor): a large population evolves for a few generations on
 //! the cost model's predictions, starting from the fastest measured configs and fresh samples;
-//! the best-predicted unmeasured configs are measured, plus an ε share of random ones so that
-//! the model keeps seeing what it believes is bad. Every result retrains the model once enough
+//! the best-predicted unmeasured configs are measured, the best of each blocking before a second
+//! of any one (spread_over_blockings), plus an ε share of random ones so that the model keeps
+//! seeing what it believes is bad. Every result retrains the model once enough
 //! new ones have come.
 class ModelGuidedSearch : public SearchStrategy {
  public:
@@ -107,14 +108,16 @@ class ModelGuidedSearch : public SearchStrategy {
   std::vector<ir::Schedule> propose(int n, const std::set<std::string>& measured) override {
     if (!model_.trained()) return distinct(n, measured, [&] { return space_.sample(rng_); });
     int explore = static_cast<int>(std::lround(n * kEpsilon));
-    std::vector<Scored> population = evolve();
+    std::vector<Scored> population = evolve();  // best-predicted first
+    std::vector<ir::Schedule> ranked;
+    for (auto& c : population) {
+      if (!measured.count(c.config.key())) ranked.push_back(std::move(c.config));
+    }
     std::vector<ir::Schedule> out;
     std::set<std::string> taken;
-    for (auto& c : population) {
+    for (std::size_t i : spread_over_blockings(ranked)) {
       if (static_cast<int>(out.size()) >= n - explore) break;
-      std::string key = c.config.key();
-      if (measured.count(key) || !taken.insert(key).second) continue;
-      out.push_back(c.config);
+      if (taken.insert(ranked[i].key()).second) out.push_back(ranked[i]);
     }
     std::set<std::string> excluded = measured;
     excluded.insert(taken.begin(), taken.end());
@@ -141,7 +144,8 @@ class ModelGuidedSearch : public SearchStrategy {
  private:
   static costmodel::OnlineModel online(std::unique_ptr<costmodel::CostModel> fresh, SearchContext c) {
     if (c.pretrained) return costmodel::OnlineModel(std::move(c.pretrained), std::move(c.prior));
-    if (c.base) return costmodel::OnlineModel(costmodel::OnlineModel::FromBase{}, std::move(c.base), std::move(c.prior));
+    if (c.base)
+      return costmodel::OnlineModel(costmodel::OnlineModel::FromBase{}, std::move(c.base), std::move(c.prior));
     return costmodel::OnlineModel(std::move(fresh), std::move(c.prior));
   }
 
@@ -209,6 +213,23 @@ class ModelGuidedSearch : public SearchStrategy {
 };
 
 }  // namespace
+
+std::string blocking_of(ir::Schedule s) {
+  for (auto& stage : s.stages) {
+    stage.order.clear();
+    stage.unroll = stage.prefetch = stage.parallel = 0;
+  }
+  return s.key();
+}
+
+std::vector<std::size_t> spread_over_blockings(const std::vector<ir::Schedule>& ranked) {
+  std::vector<std::size_t> first, rest;
+  std::set<std::string> seen;
+  for (std::size_t i = 0; i < ranked.size(); ++i)
+    (seen.insert(blocking_of(ranked[i])).second ? first : rest).push_back(i);
+  first.insert(first.end(), rest.begin(), rest.end());
+  return first;
+}
 
 std::vector<std::string> search_names() { return {"random", "evolutionary", "xgb", "nn"}; }
 

@@ -38,6 +38,15 @@ struct SearchContext {
 std::unique_ptr<SearchStrategy> make_search(const std::string& name, const Space& space, std::uint64_t seed,
                                             SearchContext context = {});
 std::vector<std::string> search_names();
+
+//! A config's blocking: its tiles, SIMD axis, packing, inlining and fusion, without the knobs
+//! that only order, unroll, prefetch or parallelize the same loops (a key, as Schedule::key).
+std::string blocking_of(ir::Schedule s);
+//! The order in which a model-guided search measures configs ranked best-predicted first: the
+//! first of each blocking, then the others in their rank. After a few batches a model's
+//! favourites are one blocking in many loop orders and unrolls; a batch of them finds little
+//! beyond that blocking (README, Cost models: picks spread over blockings).
+std::vector<std::size_t> spread_over_blockings(const std::vector<ir::Schedule>& ranked);
 //! The cost model kind a strategy uses; "" for none.
 std::string model_of_strategy(const std::string& name);
 

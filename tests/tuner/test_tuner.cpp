@@ -115,6 +115,32 @@ TEST_CASE("search: model-guided proposals beat random ones once the model has se
   CHECK(run("nn") < random);
 }
 
+TEST_CASE("search: a batch's picks take each blocking's best-ranked config before a second of any blocking") {
+  auto w = library_workload("matmul", "M=96,N=96,K=96");
+  tuner::Space space(w, kAvx512);
+  tuner::Rng rng(5);
+  ir::Schedule a = space.sample(rng);
+  a.stages[0].tile = {{"m", {8}}, {"n", {32}}, {"k", {4}}};
+  a.stages[0].vectorize = "n";
+  a.stages[0].order = {"m.0", "n.0", "k.0"};
+  a.stages[0].unroll = 2;
+  a.stages[0].parallel = 1;
+  ir::Schedule a_reordered = a, a_unrolled = a, b = a, c = a;
+  a_reordered.stages[0].order = {"n.0", "m.0", "k.0"};
+  a_reordered.stages[0].parallel = 2;
+  a_unrolled.stages[0].unroll = 8;
+  a_unrolled.stages[0].prefetch = 2;
+  b.stages[0].tile["m"] = {4};  // another register tile
+  c.stages[0].vectorize = "";   // the same tiles in scalars
+  CHECK(tuner::blocking_of(a) == tuner::blocking_of(a_reordered));
+  CHECK(tuner::blocking_of(a) == tuner::blocking_of(a_unrolled));
+  CHECK(tuner::blocking_of(a) != tuner::blocking_of(b));
+  CHECK(tuner::blocking_of(a) != tuner::blocking_of(c));
+  // Ranked best first: a's blocking three times, then b and c.
+  CHECK(tuner::spread_over_blockings({a, a_reordered, a_unrolled, b, c}) == std::vector<std::size_t>{0, 3, 4, 1, 2});
+  CHECK(tuner::spread_over_blockings({}).empty());
+}
+
 TEST_CASE("tune: model-guided strategies learn from other workloads' records and survive a bad saved model") {
   TempDir dir;
   auto be = codegen::make_backend("cpu");
