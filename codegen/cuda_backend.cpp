@@ -292,7 +292,11 @@ class CudaBackend : public WorkGroupBackend {
       t.max_group_size = std::min(info.max_threads, 1024);
       t.local_bytes = info.shared;
     }
-    ProcessResult version = run_process({nvcc_, "--version"}, 60);
+    ProcessResult version;  // not ok() where nvcc cannot run: a target described without it
+    try {
+      version = run_process({nvcc_, "--version"}, 60);
+    } catch (const Error&) {
+    }
     std::string nvcc_id = version.ok() ? version.output.substr(version.output.rfind("Build ") == std::string::npos
                                                                    ? 0
                                                                    : version.output.rfind("Build "))

@@ -249,6 +249,20 @@ TEST_CASE(
   CHECK(fs::file_size(made[0]) > 1000);
 }
 
+TEST_CASE("cpu kernels: a compiler that cannot run still describes the target; building says it cannot run") {
+  TempDir dir;
+  codegen::BackendOptions options;
+  options.compiler = "/nonexistent/g++";
+  auto be = codegen::make_backend("cpu", options);
+  CHECK(!be->target().key.empty());  // the version probe found no compiler: "(version unknown)"
+  const std::string source = dir.file("k.cpp");
+  std::ofstream(source) << "int x;\n";
+  ErrorKind kind{};
+  CHECK(test::error_of([&] { be->build(source, dir.file("k.so")); }, &kind).find("cannot run /nonexistent/g++") !=
+        std::string::npos);
+  CHECK(kind == ErrorKind::Io);
+}
+
 TEST_CASE("cpu kernels: a compiler that cannot precompile the headers still builds every kernel, parsing them itself") {
   namespace fs = std::filesystem;
   TempDir dir;
