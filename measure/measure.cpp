@@ -117,6 +117,9 @@ struct Job {
   std::string source;
   std::string artifact;
   MeasureResult result;
+  //! Why it could not be built where that is the machine's fault, not the candidate's (an
+  //! Error(Io): the compiler cannot run, the cache cannot be written); build_all throws it.
+  std::string machine_error;
 };
 
 }  // namespace
@@ -178,9 +181,12 @@ struct Measurer::Impl {
     std::vector<std::thread> threads;
     for (int t = 0; t < std::max(1, parallel); ++t) threads.emplace_back(worker);
     for (auto& t : threads) t.join();
+    for (auto* group : groups)
+      if (!group->front()->machine_error.empty()) throw_error(ErrorKind::Io, group->front()->machine_error);
   }
 
-  //! Compiles one candidate unless its artifact is cached; a failure becomes its result.
+  //! Compiles one candidate unless its artifact is cached; a failure becomes its result, except
+  //! the machine's (Job::machine_error).
   void build_one(Job& job) {
     std::string base = job.artifact.substr(0, job.artifact.size() - 3);
     std::string tmp = base + ".tmp." + unique_suffix() + ".so";
@@ -193,6 +199,9 @@ struct Measurer::Impl {
       write_file_atomically(source_path, job.source);
       log = backend.build(source_path, tmp);
       if (log.empty()) fs::rename(tmp, job.artifact);
+    } catch (const Error& e) {
+      if (e.kind() == ErrorKind::Io) job.machine_error = std::string("cannot build kernels: ") + e.what();
+      log = std::string("building failed: ") + e.what();
     } catch (const std::exception& e) {
       log = std::string("building failed: ") + e.what();
     }

@@ -367,6 +367,29 @@ TEST_CASE("measure: a worker that cannot start fails the measuring, not the cand
   CHECK(store->history(w.key, be->target().key).empty());
 }
 
+TEST_CASE("measure: a compiler that cannot run fails the measuring, not the candidates") {
+  namespace fs = std::filesystem;
+  auto w = library_workload("matmul", "M=4,N=4,K=4");
+  TempDir dir;
+  const std::string compiler = dir.file("g++");  // g++ until it is removed
+  std::ofstream(compiler) << "#!/bin/sh\nexec g++ \"$@\"\n";
+  fs::permissions(compiler, fs::perms::owner_all);
+  codegen::BackendOptions bo;
+  bo.compiler = compiler;
+  auto be = codegen::make_backend("cpu", bo);
+  auto o = quick_options();
+  o.cache_dir = dir.file("cache");
+  auto naive = ir::naive_schedule(w);
+  REQUIRE(measure::Measurer(*be, w, o).measure({naive})[0].ok());  // the reference is cached
+  fs::remove(compiler);
+  auto other = naive;
+  other.stages[0].unroll = 2;
+  ErrorKind kind{};
+  const std::string message = test::error_of([&] { measure::Measurer(*be, w, o).measure({other}); }, &kind);
+  CHECK(kind == ErrorKind::Io);
+  CHECK(message.find("cannot run " + compiler) != std::string::npos);
+}
+
 TEST_CASE("measure: a worker whose output outgrows what is kept says so") {
   auto w = library_workload("matmul", "M=4,N=4,K=4");
   auto be = codegen::make_backend("cpu");
