@@ -123,14 +123,10 @@ class CpuBackend : public Backend {
                                   : (has(cpu, "sse4_2") || has(cpu, "asimd")) ? 4
                                                                               : 1;
     target_.traits.vector_registers = has(cpu, "avx512f") ? 32 : has(cpu, "asimd") ? 32 : 16;
-    std::string compiler_id;
-    try {
-      ProcessResult version = run_process({compiler_, "--version"}, 30);
-      if (version.ok()) compiler_id = version.output.substr(0, version.output.find('\n'));
-    } catch (const Error&) {
-      // No compiler to run: the target is still described; its builds say what is missing.
-    }
-    if (compiler_id.empty()) compiler_id = compiler_ + " (version unknown)";
+    // No compiler to run: the target is still described; its builds say what is missing.
+    ProcessResult version = probe_process({compiler_, "--version"}, 30);
+    std::string compiler_id = version.output.substr(0, version.output.find('\n'));
+    if (!version.ok() || compiler_id.empty()) compiler_id = compiler_ + " (version unknown)";
     compiler_id_ = compiler_id;
     // Cache sizes as the C library reads them (CPUID), where the system reports them.
     auto cache = [](int name, std::int64_t fallback) {

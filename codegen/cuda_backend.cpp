@@ -292,11 +292,7 @@ class CudaBackend : public WorkGroupBackend {
       t.max_group_size = std::min(info.max_threads, 1024);
       t.local_bytes = info.shared;
     }
-    ProcessResult version;  // not ok() where nvcc cannot run: a target described without it
-    try {
-      version = run_process({nvcc_, "--version"}, 60);
-    } catch (const Error&) {
-    }
+    ProcessResult version = probe_process({nvcc_, "--version"}, 60);  // not ok() where nvcc cannot run
     std::string nvcc_id = version.ok() ? version.output.substr(version.output.rfind("Build ") == std::string::npos
                                                                    ? 0
                                                                    : version.output.rfind("Build "))

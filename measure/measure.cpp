@@ -111,6 +111,13 @@ bool integer_only(const ir::Workload& w) {
 }
 
 //! A candidate on its way through build and run.
+//! Whether an error while building or running a candidate is the machine's, not the
+//! candidate's: an Error(Io) (the compiler or the worker cannot run, a file cannot be written).
+bool machine_fault(const std::exception& e) {
+  const auto* error = dynamic_cast<const Error*>(&e);
+  return error && error->kind() == ErrorKind::Io;
+}
+
 struct Job {
   ir::Schedule schedule;
   ir::LoopNest nest;
@@ -199,10 +206,8 @@ struct Measurer::Impl {
       write_file_atomically(source_path, job.source);
       log = backend.build(source_path, tmp);
       if (log.empty()) fs::rename(tmp, job.artifact);
-    } catch (const Error& e) {
-      if (e.kind() == ErrorKind::Io) job.machine_error = std::string("cannot build kernels: ") + e.what();
-      log = std::string("building failed: ") + e.what();
     } catch (const std::exception& e) {
+      if (machine_fault(e)) job.machine_error = std::string("cannot build kernels: ") + e.what();
       log = std::string("building failed: ") + e.what();
     }
     job.result.build_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -410,19 +415,16 @@ std::vector<MeasureResult> Measurer::measure(const std::vector<ir::Schedule>& ba
       job.result.times_s = {reference_s};
     } else if (job.result.ok()) {
       // Whatever goes wrong with one candidate is its result; the batch goes on. A worker that
-      // cannot start (run_process's Error(Io)) fails every candidate alike: an error of the
-      // machine's, which would otherwise be stored as every candidate's failure.
+      // cannot start fails every candidate alike (machine_fault): an error, which would
+      // otherwise be stored as every candidate's failure.
       try {
         RunReply r = impl_->run(job, RunRequest::Mode::Measure, options_, options_.timeout_s, job.result.run_s,
                                 best_s_ > 0 ? kFarSlower * best_s_ : 0);
         job.result.times_s = r.times_s;
         job.result.error_class = r.error_class;
         job.result.error_message = r.message;
-      } catch (const Error& e) {
-        if (e.kind() == ErrorKind::Io) throw;
-        job.result.error_class = error_class::kRuntime;
-        job.result.error_message = std::string("measuring failed: ") + e.what();
       } catch (const std::exception& e) {
+        if (machine_fault(e)) throw;
         job.result.error_class = error_class::kRuntime;
         job.result.error_message = std::string("measuring failed: ") + e.what();
       }

@@ -137,6 +137,14 @@ ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s
   return r;
 }
 
+ProcessResult probe_process(const std::vector<std::string>& argv, double timeout_s) {
+  try {
+    return run_process(argv, timeout_s);
+  } catch (const Error&) {
+    return {};
+  }
+}
+
 std::string executable_dir() {
   char buf[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);

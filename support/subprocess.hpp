@@ -22,8 +22,12 @@ struct ProcessResult {
 //! `niceness` > 0 lowers the child's CPU priority and runs it under SCHED_IDLE (builds:
 //! throughput work that must not delay a daemon's answers or a measurement).
 inline constexpr size_t kDefaultMaxOutput = size_t{1} << 20;
-ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s,
-                          size_t max_output = kDefaultMaxOutput, int niceness = 0);
+ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s, size_t max_output = kDefaultMaxOutput,
+                          int niceness = 0);
+
+//! run_process for a probe whose absence is an answer (`cc --version`): a program that cannot
+//! start gives a result that is not ok(), not an error.
+ProcessResult probe_process(const std::vector<std::string>& argv, double timeout_s);
 
 //! Path of the running executable's folder (from /proc/self/exe).
 std::string executable_dir();

@@ -109,15 +109,20 @@ class ModelGuidedSearch : public SearchStrategy {
     if (!model_.trained()) return distinct(n, measured, [&] { return space_.sample(rng_); });
     int explore = static_cast<int>(std::lround(n * kEpsilon));
     std::vector<Scored> population = evolve();  // best-predicted first
-    std::vector<ir::Schedule> ranked;
+    std::vector<ir::Schedule> ranked;           // distinct keys (evolve)
+    std::vector<std::string> keys;
     for (auto& c : population) {
-      if (!measured.count(c.config.key())) ranked.push_back(std::move(c.config));
+      std::string key = c.config.key();
+      if (measured.count(key)) continue;
+      ranked.push_back(std::move(c.config));
+      keys.push_back(std::move(key));
     }
     std::vector<ir::Schedule> out;
     std::set<std::string> taken;
     for (std::size_t i : spread_over_blockings(ranked)) {
       if (static_cast<int>(out.size()) >= n - explore) break;
-      if (taken.insert(ranked[i].key()).second) out.push_back(ranked[i]);
+      taken.insert(keys[i]);
+      out.push_back(ranked[i]);
     }
     std::set<std::string> excluded = measured;
     excluded.insert(taken.begin(), taken.end());
