@@ -30,7 +30,8 @@ int run_corpus(const CommonOptions& c, const tuner::TuneOptions& t, const Corpus
   for (auto& p : recipe.phases)
     records += (records.empty() ? "" : ", then ") + std::to_string(p.trials) + " (" + std::to_string(p.guided) + " guided)";
   std::cout << "corpus " << recipe.name << " v" << recipe.version << ": " << cases.size() << " workloads of "
-            << ops_seen.size() << " ops, records each: " << records << "\n";
+            << ops_seen.size() << " ops, records each: " << records << ", labels timed side by side in "
+            << recipe.label_sessions << (recipe.label_sessions == 1 ? " session" : " sessions") << "\n";
   if (o.list) {
     for (auto& cs : cases) std::cout << cs.op_name << "  " << cs.sizes << "  " << cs.source << "\n";
     return kOk;
@@ -41,7 +42,7 @@ int run_corpus(const CommonOptions& c, const tuner::TuneOptions& t, const Corpus
   int measured = 0, failed = 0;
   std::size_t end = o.limit > 0 ? std::min(cases.size(), static_cast<std::size_t>(o.limit)) : cases.size();
   // Brings workload i to the phase's records, then labels them; prints its line.
-  auto collect = [&](std::size_t i, const tuner::CorpusPhase& phase, const std::string& tag) {
+  auto collect = [&](std::size_t i, const tuner::CorpusPhase& phase, int label_sessions, const std::string& tag) {
     const auto& cs = cases[i];
     int got = 0, got_failed = 0;
     std::optional<db::Record> best;
@@ -64,7 +65,8 @@ int run_corpus(const CommonOptions& c, const tuner::TuneOptions& t, const Corpus
     // Labels timed in turns, all of the workload's records together (a rerun relabels a
     // workload cut short, or a corpus collected before labels were).
     std::vector<std::string> notes;
-    int relabelled = tuner::label_side_by_side(cs.workload, *backend, *store, tune_options(c, t, nullptr), notes);
+    int relabelled =
+        tuner::label_side_by_side(cs.workload, *backend, *store, tune_options(c, t, nullptr), label_sessions, notes);
     for (auto& n : notes) std::cerr << "tiletune: note: " << n << "\n";
     if (relabelled > 0) best = store->best(cs.workload.key, backend->target().key);
     measured += got;
@@ -83,7 +85,8 @@ int run_corpus(const CommonOptions& c, const tuner::TuneOptions& t, const Corpus
   const std::size_t phases = recipe.phases.size();
   for (std::size_t p = 0; p < phases; ++p) {
     std::string tag = phases > 1 ? "phase " + std::to_string(p + 1) + "/" + std::to_string(phases) + " " : "";
-    for (std::size_t i = 0; i < end; ++i) collect(i, recipe.phases[p], tag);
+    for (std::size_t i = 0; i < end; ++i)
+      collect(i, recipe.phases[p], p + 1 == phases ? recipe.label_sessions : 1, tag);
   }
   std::cout << "corpus " << recipe.name << ": " << end << " workloads, " << measured << " records measured ("
             << failed << " failed), database " << c.db << "  target " << backend->target().key << "\n";

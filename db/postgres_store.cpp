@@ -11,7 +11,6 @@
 #include "db/store.hpp"
 #include "db/store_url.hpp"
 #include "support/error.hpp"
-#include "support/stats.hpp"
 
 namespace tiletune::db {
 namespace {
@@ -219,7 +218,7 @@ class PostgresStore final : public Store {
     return write([&] {
       return exec("UPDATE records SET times_json = $1, median_s = $2, measure_params_json = $3 "
                   "WHERE id = $4 AND error_class IS NULL",
-                  Params(nlohmann::json(times_s).dump(), median_of(times_s), measure_params_json, id))
+                  Params(nlohmann::json(times_s).dump(), time_of(times_s, measure_params_json), measure_params_json, id))
                  .affected() > 0;
     });
   }

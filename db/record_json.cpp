@@ -1,8 +1,8 @@
 // Record <-> the exported JSON form (schemas/record.schema.json), Record::median_s, the check
 // every store applies to a record, and the stores' clock.
-#include <cmath>
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -30,9 +30,33 @@ void check_times(const std::vector<double>& times_s) {
     if (!(t > 0) || !std::isfinite(t)) throw_error(ErrorKind::InvalidInput, "retime: a time is not positive");
 }
 
+double time_of(const std::vector<double>& times_s, const std::string& measure_params_json) {
+  // Most records have one session: no parameters to parse.
+  if (measure_params_json.find(std::string("\"") + kSessionsParam + "\"") == std::string::npos)
+    return median_of(times_s);
+  const json params = json::parse(measure_params_json, nullptr, false);
+  const json* sessions = params.is_object() && params.contains(kSessionsParam) ? &params[kSessionsParam] : nullptr;
+  std::size_t total = 0;
+  bool counts = sessions && sessions->is_array() && !sessions->empty();
+  for (std::size_t i = 0; counts && i < sessions->size(); ++i) {
+    counts = (*sessions)[i].is_number_unsigned() && (*sessions)[i].get<std::size_t>() > 0;
+    if (counts) total += (*sessions)[i].get<std::size_t>();
+  }
+  // Counts that do not split these times (written by hand, or times cut since): all as one.
+  if (!counts || total != times_s.size()) return median_of(times_s);
+  double log_sum = 0;
+  auto at = times_s.begin();
+  for (const json& n : *sessions) {
+    const auto end = at + static_cast<std::ptrdiff_t>(n.get<std::size_t>());
+    log_sum += std::log(median_of(std::vector<double>(at, end)));
+    at = end;
+  }
+  return std::exp(log_sum / static_cast<double>(sessions->size()));
+}
+
 double Record::median_s() const {
   if (!ok() || times_s.empty()) return std::numeric_limits<double>::infinity();
-  return median_of(times_s);
+  return time_of(times_s, measure_params_json);
 }
 
 double Record::spread() const {

@@ -11,7 +11,6 @@
 #include "db/sqlite_statement.hpp"
 #include "db/store.hpp"
 #include "support/error.hpp"
-#include "support/stats.hpp"
 
 namespace tiletune::db {
 namespace {
@@ -203,7 +202,7 @@ class SqliteStore final : public Store {
     Statement(db(),
               "UPDATE records SET times_json = ?, median_s = ?, measure_params_json = ? "
               "WHERE id = ? AND error_class IS NULL")
-        .bind(nlohmann::json(times_s).dump(), median_of(times_s), measure_params_json, id)
+        .bind(nlohmann::json(times_s).dump(), time_of(times_s, measure_params_json), measure_params_json, id)
         .step();
     bool changed = sqlite3_changes(db()) > 0;
     tx.commit();

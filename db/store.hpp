@@ -46,11 +46,27 @@ struct Record {
   std::int64_t created_unix_ms = 0;
 
   bool ok() const { return error_class.empty(); }
-  //! Median of times_s; +infinity for a failure.
+  //! The record's time (time_of): the median of times_s, or where they come from several
+  //! side-by-side sessions the geometric mean of the sessions' medians; +infinity for a failure.
   double median_s() const;
   //! Interquartile range of times_s over their median; 0 with fewer than two repeats.
   double spread() const;
 };
+
+//! The measuring parameter (in Record::measure_params_json) that splits a record's times into
+//! the side-by-side sessions they came from: each session's count of times, in order.
+inline constexpr const char* kSessionsParam = "sessions";
+
+//! A record's time from its repeats and measuring parameters: Record::median_s, and what the
+//! stores keep and order by. Where the times come from several side-by-side sessions
+//! (kSessionsParam), the geometric mean of the sessions' medians: each session times all of a
+//! workload's records in turns, so it orders them under one condition of the machine, but a
+//! session on a slower machine shifts all of them alike (the median record of a workload by 1.04x
+//! between two sessions of the corpus, by 1.18x at the 90th percentile),
+//! and each one lays the kernels and their data out anew. The median of all times would fall
+//! into the gap between two sessions' times; the geometric mean keeps each session's order and
+//! takes a shift of all alike out of it. Otherwise the median of the times.
+double time_of(const std::vector<double>& times_s, const std::string& measure_params_json);
 
 //! Filters of RecordStore::records; empty strings match everything. Pages go by id: pass the
 //! last id seen as after_id.

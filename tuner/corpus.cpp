@@ -86,8 +86,8 @@ CorpusRecipe parse_recipe(const std::string& text, const std::string& where) {
     out = o[name].get<int>();
   };
   check_fields(j,
-               {"name", "version", "description", "seed", "trials", "guided", "phases", "max_flops", "library",
-                "generated", "onnx"},
+               {"name", "version", "description", "seed", "trials", "guided", "phases", "label_sessions", "max_flops",
+                "library", "generated", "onnx"},
                where, "");
   if (!j.contains("name") || !j["name"].is_string()) bad(where, "needs a string \"name\"");
   r.name = j["name"];
@@ -124,6 +124,7 @@ CorpusRecipe parse_recipe(const std::string& text, const std::string& where) {
   } else {
     r.phases.push_back(phase_of(j, "", false));
   }
+  int_field(j, "label_sessions", r.label_sessions, 1);
   if (j.contains("max_flops")) {
     if (!j["max_flops"].is_number() || j["max_flops"].get<double>() < 1000) bad(where, "\"max_flops\" must be >= 1000");
     r.max_flops = j["max_flops"];

@@ -33,6 +33,9 @@ struct CorpusRecipe {
   //! In order, each over all workloads before the next: a corpus grown from a smaller one is
   //! collected again the same way. A recipe's "trials" and "guided" are one phase.
   std::vector<CorpusPhase> phases;
+  //! Side-by-side sessions each workload's labels are timed in, once its last phase is
+  //! measured (tuner::label_side_by_side); earlier phases' labels take one.
+  int label_sessions = 1;
   double max_flops = 4e8;
   nlohmann::json json;  //!< the whole recipe: library entries, generated ops, ONNX models
 };

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <iostream>
@@ -156,25 +157,95 @@ std::unique_ptr<SearchStrategy> build_search(const ir::Workload& w, const codege
   return make_search(options.strategy, space, options.seed, std::move(context));
 }
 
+//! How many side-by-side sessions a record's times come from: its kSessionsParam's count, one
+//! where it was timed side by side with `rivals` records, else none.
+std::size_t sessions_of(const db::Record& r, std::size_t rivals) {
+  const nlohmann::json params = nlohmann::json::parse(r.measure_params_json, nullptr, false);
+  if (!params.is_object()) return 0;
+  const auto n = params.find("side_by_side");
+  if (n == params.end() || !n->is_number_unsigned() || n->get<std::size_t>() != rivals) return 0;
+  const auto sessions = params.find(db::kSessionsParam);
+  return sessions != params.end() && sessions->is_array() ? std::max<std::size_t>(1, sessions->size()) : 1;
+}
+
+//! One more side-by-side session of all of `records` (each timed in every session before):
+//! its times are added to each record's, and its count to their kSessionsParam. Returns the
+//! records timed; a record that fails now keeps its times, and `notes` says so.
+int add_session(const std::vector<db::Record>& records, measure::BatchMeasurer& measurer, db::RecordStore& store,
+                const TuneOptions& options, std::vector<std::string>& notes) {
+  std::vector<ir::Schedule> rivals;
+  std::vector<const db::Record*> timed;
+  for (const db::Record& r : records) {
+    try {
+      rivals.push_back(ir::Schedule::from_json(r.config_json));
+      timed.push_back(&r);
+    } catch (const Error&) {
+      // A config this version cannot read is not timed again.
+    }
+  }
+  if (rivals.size() < 2) return 0;
+  std::vector<measure::MeasureResult> results = measurer.side_by_side(rivals);
+  if (results.size() != rivals.size()) return 0;
+  int added = 0;
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const db::Record& r = *timed[i];
+    if (!results[i].ok()) {
+      notes.push_back("config " + r.config_key + " failed when timed again (" + results[i].error_class + ": " +
+                      results[i].error_message + "); its record keeps its sessions");
+      continue;
+    }
+    const nlohmann::json before = nlohmann::json::parse(r.measure_params_json, nullptr, false);
+    nlohmann::json counts = before.is_object() && before.contains(db::kSessionsParam)
+                                ? before[db::kSessionsParam]
+                                : nlohmann::json::array({r.times_s.size()});
+    counts.push_back(results[i].times_s.size());
+    nlohmann::json params = nlohmann::json::parse(measurer.params_json());
+    params["side_by_side"] = rivals.size();
+    params[db::kSessionsParam] = counts;
+    std::vector<double> times = r.times_s;
+    times.insert(times.end(), results[i].times_s.begin(), results[i].times_s.end());
+    db::retry_unavailable(
+        options.store_patience_s, [&] { return store.retime(r.id, times, params.dump()); },
+        [](const std::string& why) { std::cerr << "tiletune: " << why << "; retrying\n"; });
+    ++added;
+  }
+  return added;
+}
+
 }  // namespace
 
 int label_side_by_side(const ir::Workload& w, const codegen::Backend& backend, db::RecordStore& store,
-                       const TuneOptions& options, std::vector<std::string>& notes) {
+                       const TuneOptions& options, int sessions, std::vector<std::string>& notes) {
   const std::string target_key = backend.target().key;
-  std::vector<db::Record> correct =
-      store.top_k(w.key, target_key, static_cast<int>(store.count_records(w.key, target_key)));
-  // Done where every correct record was timed in the same turns as all the others.
-  bool done = true;
-  for (const db::Record& r : correct) {
-    nlohmann::json params = nlohmann::json::parse(r.measure_params_json, nullptr, false);
-    const nlohmann::json* n = params.is_object() && params.contains("side_by_side") ? &params["side_by_side"] : nullptr;
-    done = done && n && n->is_number_unsigned() && n->get<std::size_t>() == correct.size();
-  }
-  if (done || correct.size() < 2) return 0;
+  auto correct_records = [&] {
+    return store.top_k(w.key, target_key, static_cast<int>(store.count_records(w.key, target_key)));
+  };
+  std::vector<db::Record> correct = correct_records();
+  if (correct.size() < 2) return 0;
+  // Sessions so far: none unless every correct record was timed in the same turns as all the
+  // others; then the most any record has (one that failed in a later session has fewer).
+  const bool together = std::all_of(correct.begin(), correct.end(),
+                                    [&](const db::Record& r) { return sessions_of(r, correct.size()) > 0; });
+  std::size_t done = 0;
+  if (together)
+    for (const db::Record& r : correct) done = std::max(done, sessions_of(r, correct.size()));
+  if (done >= static_cast<std::size_t>(std::max(sessions, 1))) return 0;
   measure::Measurer measurer(backend, w, options.measure);
-  TuneOptions all = options;
-  all.finalists = static_cast<int>(correct.size());
-  return retime_finalists(w, target_key, measurer, store, all, notes);
+  int timed = 0;
+  if (done == 0) {
+    TuneOptions all = options;
+    all.finalists = static_cast<int>(correct.size());
+    timed = retime_finalists(w, target_key, measurer, store, all, notes);
+    correct = correct_records();
+    done = 1;
+  }
+  for (; done < static_cast<std::size_t>(sessions); ++done) {
+    const int added = add_session(correct, measurer, store, options, notes);
+    if (added == 0) break;
+    timed += added;
+    correct = correct_records();
+  }
+  return timed;
 }
 
 TuneSummary tune(const ir::Workload& w, const codegen::Backend& backend, db::RecordStore& store,

@@ -92,9 +92,12 @@ int retime_finalists(const ir::Workload& w, const std::string& target_key, measu
 //! (retime_finalists over all of them), unless each already was with all the others. Labels
 //! taken one after another agree with a second such measurement on 0.74 of their pairs, labels
 //! taken in turns on 0.95 (10 corpus workloads, 16 records each). A rerun relabels a workload
-//! whose timing was cut short, and a corpus collected before. Returns the records timed again.
+//! whose timing was cut short, and a corpus collected before. Then, up to `sessions` sessions,
+//! all of them are timed in turns again, each session's times added to the records' with their
+//! count (db::kSessionsParam), so that a record's time is over several sessions (db::time_of):
+//! a rerun with more sessions adds only those. Returns how many times records were timed.
 int label_side_by_side(const ir::Workload& w, const codegen::Backend& backend, db::RecordStore& store,
-                       const TuneOptions& options, std::vector<std::string>& notes);
+                       const TuneOptions& options, int sessions, std::vector<std::string>& notes);
 
 //! Measures given configs and stores each result (already measured configs are measured again
 //! and keep their first record). Returns the records in the order of the configs.

@@ -113,6 +113,14 @@ void check_contract(RecordStore& store) {
   CHECK(test::error_of([&] { store.retime(c, {0.1, -1}, "{}"); }, &kind).find("not positive") != std::string::npos);
   CHECK(test::error_of([&] { store.retime(c, {NAN}, "{}"); }, &kind).find("not positive") != std::string::npos);
   CHECK(store.best(kWorkload.key, kTarget.key)->id == a);
+  // Times from two side-by-side sessions rank by the geometric mean of the sessions' medians
+  // (sqrt(0.011 * 0.05) = 0.0235, before a's 0.025), not by the median of all six (0.026).
+  CHECK(store.retime(c, {0.01, 0.012, 0.011, 0.04, 0.06, 0.05}, R"({"side_by_side":2,"sessions":[3,3]})"));
+  REQUIRE(store.best(kWorkload.key, kTarget.key)->id == c);
+  CHECK(store.best(kWorkload.key, kTarget.key)->median_s() == doctest::Approx(std::sqrt(0.011 * 0.05)));
+  CHECK(store.top_k(kWorkload.key, kTarget.key, 2)[1].id == a);
+  CHECK(store.retime(c, {0.05}, "{}"));
+  CHECK(store.best(kWorkload.key, kTarget.key)->id == a);
   CHECK(store.history(kWorkload.key, kTarget.key)[1].error_class == "timeout");
   CHECK(store.integrity_check() == "ok");
 }

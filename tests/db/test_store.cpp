@@ -379,6 +379,22 @@ TEST_CASE("record json: round trip of a success and a failure") {
   CHECK((record_to_json(bad))["result"]["median_s"].is_null());
 }
 
+TEST_CASE("record time: the median of its times, or the geometric mean of its sessions' medians") {
+  CHECK(time_of({0.3, 0.1, 0.2}, R"({"min_seconds":0.1})") == doctest::Approx(0.2));
+  CHECK(time_of({0.3, 0.1, 0.2}, "") == doctest::Approx(0.2));
+  // Sessions of 2, 3 and 1 times: medians 0.15, 0.4, 0.1; their geometric mean 0.1817.
+  const std::vector<double> times = {0.1, 0.2, 0.4, 0.5, 0.3, 0.1};
+  CHECK(time_of(times, R"({"side_by_side":2,"sessions":[2,3,1]})") == doctest::Approx(std::cbrt(0.15 * 0.4 * 0.1)));
+  // Counts that do not split the times, or are not counts: the median of all of them.
+  for (const char* params : {R"({"sessions":[2,3]})", R"({"sessions":[2,3,2]})", R"({"sessions":[2,"3",1]})",
+                             R"({"sessions":[0,5,1]})", R"({"sessions":[]})", R"({"sessions":6})", "not json"})
+    CHECK_MESSAGE(time_of(times, params) == doctest::Approx(0.25), params);
+  Record r = success(1, times);
+  r.measure_params_json = R"({"sessions":[2,3,1]})";
+  CHECK(r.median_s() == doctest::Approx(std::cbrt(0.15 * 0.4 * 0.1)));
+  CHECK(record_to_json(r)["result"]["median_s"].get<double>() == doctest::Approx(r.median_s()));
+}
+
 TEST_CASE("record json: malformed input is refused with what is wrong") {
   json good = (record_to_json(success(1, {0.1})));
   auto refuse = [](const std::string& text, const std::string& expected) {

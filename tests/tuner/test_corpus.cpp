@@ -2,13 +2,17 @@
 #include <doctest/doctest.h>
 #include <sqlite3.h>
 
+#include <cmath>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "costmodel/features.hpp"
+#include "db/store.hpp"
 #include "helpers.hpp"
 #include "ir/parse.hpp"
 #include "ops/library.hpp"
+#include "support/stats.hpp"
 #include "support/subprocess.hpp"
 #include "tuner/corpus.hpp"
 #include "tuner/random_ops.hpp"
@@ -105,6 +109,10 @@ TEST_CASE("corpus: a malformed recipe is refused naming the field; a missing ONN
             .find("size M") != std::string::npos);
   CHECK(refused(R"({"name": "x", "library": [{"op": "matmul"}]})").find("\"count\"") != std::string::npos);
   CHECK(refused(R"({"name": "x", "generated": 3})").find("\"generated\"") != std::string::npos);
+  CHECK(tuner::parse_recipe(R"({"name": "x"})", "r.json").label_sessions == 1);
+  CHECK(tuner::parse_recipe(R"({"name": "x", "label_sessions": 3})", "r.json").label_sessions == 3);
+  CHECK(refused(R"({"name": "x", "label_sessions": 0})").find("\"label_sessions\" must be an integer >= 1") !=
+        std::string::npos);
   auto recipe = tuner::parse_recipe(R"({"name": "x", "onnx": {"dir": "/nonexistent", "models": ["m"]}})", "r.json");
   std::vector<std::string> notes;
   CHECK(tuner::corpus_cases(recipe, &notes).empty());
@@ -117,7 +125,7 @@ TEST_CASE("corpus: a malformed recipe is refused naming the field; a missing ONN
   CHECK(error_of([&] { tuner::corpus_cases(huge, nullptr); }).find("max_flops") != std::string::npos);
 }
 
-TEST_CASE("cli: corpus lists, measures phase by phase and resumes where it stopped") {
+TEST_CASE("cli: corpus lists, measures phase by phase, resumes where it stopped and adds label sessions") {
   test::TempDir dir;
   std::string recipe = dir.file("r.json"), db = dir.file("c.db");
   // Two phases: every workload to 2 records (1 guided), then every workload to 3 (1 more guided).
@@ -193,6 +201,46 @@ TEST_CASE("cli: corpus lists, measures phase by phase and resumes where it stopp
   CHECK(mended.output.find("3 workloads, 0 records measured") != std::string::npos);
   CHECK(sql("SELECT COUNT(*) FROM records WHERE json_valid(measure_params_json) = 0") == 0);
   CHECK(sql(unlabelled) == 0);
+  // A recipe that asks for labels over two sessions: a rerun measures nothing new and times
+  // each workload's records once more, in turns, after its last phase; the records keep both
+  // sessions' times with their counts, and their time is the sessions' geometric mean.
+  std::ofstream(recipe)
+      << R"({"name": "tiny", "seed": 3, "phases": [{"trials": 2, "guided": 1}, {"trials": 3, "guided": 1}],
+    "label_sessions": 2, "max_flops": 2e6,
+    "library": [{"op": "matmul", "count": 1, "sizes": {"M": [8, 32], "N": [8, 32], "K": [8, 32]}}],
+    "generated": {"count": 2}})";
+  const std::int64_t times_before = sql("SELECT SUM(json_array_length(times_json)) FROM records");
+  auto sessions = run({});
+  CHECK_MESSAGE(sessions.exit_code == 0, sessions.output);
+  CHECK(sessions.output.find("labels timed side by side in 2 sessions") != std::string::npos);
+  CHECK(sessions.output.find("3 workloads, 0 records measured") != std::string::npos);
+  const auto last_phase = sessions.output.find("phase 2/2");
+  REQUIRE(last_phase != std::string::npos);
+  CHECK(sessions.output.substr(0, last_phase).find(" 3 timed side by side") == std::string::npos);  // phase 1: done
+  CHECK(sessions.output.find("3 timed side by side", last_phase) != std::string::npos);
+  const std::string two_sessions =
+      "SELECT COUNT(*) FROM records WHERE median_s IS NOT NULL AND "
+      "json_array_length(json_extract(measure_params_json, '$.sessions')) = 2 AND "
+      "json_extract(measure_params_json, '$.sessions[0]') + json_extract(measure_params_json, '$.sessions[1]') = "
+      "json_array_length(times_json)";
+  CHECK(sql(two_sessions) == sql("SELECT COUNT(*) FROM records WHERE median_s IS NOT NULL"));
+  CHECK(sql("SELECT SUM(json_array_length(times_json)) FROM records") > times_before);
+  CHECK(sql(unlabelled) == 0);
+  // The stored time is the geometric mean of the sessions' medians, as the record reads it.
+  auto store = db::open_store(db);
+  for (auto& w : store->workloads())
+    for (auto& r : store->top_k(w.key, "", 3)) {
+      const auto first =
+          static_cast<std::ptrdiff_t>(nlohmann::json::parse(r.measure_params_json)["sessions"][0].get<std::size_t>());
+      const double expected = std::sqrt(median_of({r.times_s.begin(), r.times_s.begin() + first}) *
+                                        median_of({r.times_s.begin() + first, r.times_s.end()}));
+      CHECK(r.median_s() == doctest::Approx(expected));
+    }
+  auto again = run({});
+  CHECK_MESSAGE(again.exit_code == 0, again.output);
+  CHECK(again.output.find(" 3 timed side by side") == std::string::npos);
+  CHECK(again.output.find(" 6 timed side by side") == std::string::npos);
+
   auto bad = run({"--limit", "-1"});
   CHECK(bad.exit_code == 2);
 }
