@@ -32,8 +32,8 @@ void check_times(const std::vector<double>& times_s) {
 
 double time_of(const std::vector<double>& times_s, const std::string& measure_params_json) {
   // Most records have one session: no parameters to parse.
-  if (measure_params_json.find(std::string("\"") + kSessionsParam + "\"") == std::string::npos)
-    return median_of(times_s);
+  static const std::string quoted_key = std::string("\"") + kSessionsParam + "\"";
+  if (measure_params_json.find(quoted_key) == std::string::npos) return median_of(times_s);
   const json params = json::parse(measure_params_json, nullptr, false);
   const json* sessions = params.is_object() && params.contains(kSessionsParam) ? &params[kSessionsParam] : nullptr;
   std::size_t total = 0;

@@ -110,7 +110,6 @@ bool integer_only(const ir::Workload& w) {
   return w.computes_in(ir::DType::I32);
 }
 
-//! A candidate on its way through build and run.
 //! Whether an error while building or running a candidate is the machine's, not the
 //! candidate's: an Error(Io) (the compiler or the worker cannot run, a file cannot be written).
 bool machine_fault(const std::exception& e) {
@@ -118,6 +117,7 @@ bool machine_fault(const std::exception& e) {
   return error && error->kind() == ErrorKind::Io;
 }
 
+//! A candidate on its way through build and run.
 struct Job {
   ir::Schedule schedule;
   ir::LoopNest nest;

@@ -77,6 +77,22 @@ std::vector<db::Record> measure_and_store(const ir::Workload& w, const codegen::
 namespace {
 //! Side-by-side rounds of retime_finalists: the first, and one for records it leaves faster.
 constexpr int kFinalistRounds = 2;
+//! The measuring parameter of records timed in turns: with how many records.
+constexpr const char* kSideBySideParam = "side_by_side";
+
+//! Stores a record's new times and parameters, waiting out a store that is briefly unavailable.
+void store_retime(db::RecordStore& store, const TuneOptions& options, std::int64_t id, const std::vector<double>& times,
+                  const std::string& params) {
+  db::retry_unavailable(
+      options.store_patience_s, [&] { return store.retime(id, times, params); },
+      [](const std::string& why) { std::cerr << "tiletune: " << why << "; retrying\n"; });
+}
+
+//! The note on a record whose config failed when timed again: the record keeps what it had.
+std::string failed_again(const db::Record& r, const measure::MeasureResult& result) {
+  return "config " + r.config_key + " failed when timed again (" + result.error_class + ": " + result.error_message +
+         "); its record stands";
+}
 }  // namespace
 
 int retime_finalists(const ir::Workload& w, const std::string& target_key, measure::BatchMeasurer& measurer,
@@ -109,18 +125,15 @@ int retime_finalists(const ir::Workload& w, const std::string& target_key, measu
     if (rivals.size() < 2 || (round > 0 && rivals.size() == before)) break;
     std::vector<measure::MeasureResult> results = measurer.side_by_side(rivals);
     if (results.size() != rivals.size()) break;
-    params_json["side_by_side"] = rivals.size();
+    params_json[kSideBySideParam] = rivals.size();
     const std::string params = params_json.dump();
     retimed = 0;
     for (size_t i = 0; i < results.size(); ++i) {
       if (!results[i].ok()) {
-        notes.push_back("config " + finalists[i].config_key + " failed when timed again (" + results[i].error_class +
-                        ": " + results[i].error_message + "); its record stands");
+        notes.push_back(failed_again(finalists[i], results[i]));
         continue;
       }
-      db::retry_unavailable(
-          options.store_patience_s, [&] { return store.retime(finalists[i].id, results[i].times_s, params); },
-          [](const std::string& why) { std::cerr << "tiletune: " << why << "; retrying\n"; });
+      store_retime(store, options, finalists[i].id, results[i].times_s, params);
       ++retimed;
     }
   }
@@ -162,7 +175,7 @@ std::unique_ptr<SearchStrategy> build_search(const ir::Workload& w, const codege
 std::size_t sessions_of(const db::Record& r, std::size_t rivals) {
   const nlohmann::json params = nlohmann::json::parse(r.measure_params_json, nullptr, false);
   if (!params.is_object()) return 0;
-  const auto n = params.find("side_by_side");
+  const auto n = params.find(kSideBySideParam);
   if (n == params.end() || !n->is_number_unsigned() || n->get<std::size_t>() != rivals) return 0;
   const auto sessions = params.find(db::kSessionsParam);
   return sessions != params.end() && sessions->is_array() ? std::max<std::size_t>(1, sessions->size()) : 1;
@@ -190,8 +203,7 @@ int add_session(const std::vector<db::Record>& records, measure::BatchMeasurer& 
   for (std::size_t i = 0; i < results.size(); ++i) {
     const db::Record& r = *timed[i];
     if (!results[i].ok()) {
-      notes.push_back("config " + r.config_key + " failed when timed again (" + results[i].error_class + ": " +
-                      results[i].error_message + "); its record keeps its sessions");
+      notes.push_back(failed_again(r, results[i]));
       continue;
     }
     const nlohmann::json before = nlohmann::json::parse(r.measure_params_json, nullptr, false);
@@ -200,13 +212,11 @@ int add_session(const std::vector<db::Record>& records, measure::BatchMeasurer& 
                                 : nlohmann::json::array({r.times_s.size()});
     counts.push_back(results[i].times_s.size());
     nlohmann::json params = nlohmann::json::parse(measurer.params_json());
-    params["side_by_side"] = rivals.size();
+    params[kSideBySideParam] = rivals.size();
     params[db::kSessionsParam] = counts;
     std::vector<double> times = r.times_s;
     times.insert(times.end(), results[i].times_s.begin(), results[i].times_s.end());
-    db::retry_unavailable(
-        options.store_patience_s, [&] { return store.retime(r.id, times, params.dump()); },
-        [](const std::string& why) { std::cerr << "tiletune: " << why << "; retrying\n"; });
+    store_retime(store, options, r.id, times, params.dump());
     ++added;
   }
   return added;
@@ -224,11 +234,9 @@ int label_side_by_side(const ir::Workload& w, const codegen::Backend& backend, d
   if (correct.size() < 2) return 0;
   // Sessions so far: none unless every correct record was timed in the same turns as all the
   // others; then the most any record has (one that failed in a later session has fewer).
-  const bool together = std::all_of(correct.begin(), correct.end(),
-                                    [&](const db::Record& r) { return sessions_of(r, correct.size()) > 0; });
-  std::size_t done = 0;
-  if (together)
-    for (const db::Record& r : correct) done = std::max(done, sessions_of(r, correct.size()));
+  std::vector<std::size_t> had;
+  for (const db::Record& r : correct) had.push_back(sessions_of(r, correct.size()));
+  std::size_t done = *std::min_element(had.begin(), had.end()) == 0 ? 0 : *std::max_element(had.begin(), had.end());
   if (done >= static_cast<std::size_t>(std::max(sessions, 1))) return 0;
   measure::Measurer measurer(backend, w, options.measure);
   int timed = 0;
