@@ -92,6 +92,14 @@ const std::vector<std::pair<std::string, std::string>> kDocsV5 = {
      "the larger of its ideal compute and moving its unique bytes once from the level that holds them"},
 };
 
+//! Appended by version 6, after the per-buffer line block.
+const std::vector<std::pair<std::string, std::string>> kDocsV6 = {
+    {"parallel_work",
+     "the threads' mean share of the stage's points over the largest share, with each parallel loop's last, partial "
+     "tile counted at its size and the iterations dealt out as the static schedule does (1/threads when serial)"},
+    {"roof_work_log", "roof_bound_log with the threads busy in proportion to parallel_work instead of the loop's trips"},
+};
+
 //! The per-buffer features' names: buffer i of the stage, the largest first.
 std::vector<std::pair<std::string, std::string>> all_docs() {
   auto docs = kDocs;
@@ -122,6 +130,7 @@ std::vector<std::pair<std::string, std::string>> all_docs() {
     docs.push_back({"buffer" + std::to_string(b) + "_outer_stride_log",
                     "log2(1 + |elements between the neighbours of the innermost tile loop that iterates|)" + which});
   }
+  docs.insert(docs.end(), kDocsV6.begin(), kDocsV6.end());
   return docs;
 }
 
@@ -136,7 +145,7 @@ std::size_t feature_count() { return kCount; }
 namespace {
 //! The versions this build's rows begin with, oldest first: each appended to the one before.
 constexpr std::pair<int, std::size_t> kPrefixVersions[] = {
-    {3, kScatterStores}, {4, kRoofLines}, {kFeatureVersion, kCount}};
+    {3, kScatterStores}, {4, kRoofLines}, {5, kParallelWork}, {kFeatureVersion, kCount}};
 }  // namespace
 
 std::size_t feature_count(int version) {

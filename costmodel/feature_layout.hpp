@@ -81,9 +81,12 @@ enum Feature {
   kRoofIssue,
   kRoofBound,
   kBufferLines,  // kTopBuffers x kBufferLineFeatures, the buffers of kBuffers in their order
-  kCount = kBufferLines + kTopBuffers * kBufferLineFeatures
+  // Version 6 appends the threads' shares of the work, counted with the last, partial tiles.
+  kParallelWork = kBufferLines + kTopBuffers * kBufferLineFeatures,
+  kRoofWork,
+  kCount
 };
 
-static_assert(kCount == 85, "name the features in feature_docs.cpp and raise kFeatureVersion with them");
+static_assert(kCount == 87, "name the features in feature_docs.cpp and raise kFeatureVersion with them");
 
 }  // namespace tiletune::costmodel::layout

@@ -259,6 +259,8 @@ struct StageFeatures {
       trips_by_depth += static_cast<double>(i + 1) * log2p(static_cast<double>(sn.outer[i].trips()));
     }
     f[kParallelLoops] += static_cast<float>(parallel_loops);
+    const double work = parallel_work(threads);
+    f[kParallelWork] += static_cast<float>(work);
     f[kLoopTrips] += static_cast<float>(trips_by_depth / std::max<size_t>(1, sn.outer.size()));
     double full = 1;
     for (auto& l : sn.reg) full *= static_cast<double>(l.extent / l.block * l.block) / static_cast<double>(l.extent);
@@ -320,7 +322,7 @@ struct StageFeatures {
     }
     add_buffer_features(f);
     add_vector_access(f);
-    add_roofline(f, flops, any_parallel ? par : 1, packed_bytes);
+    add_roofline(f, flops, any_parallel ? par : 1, packed_bytes, threads * work);
     f[kLineUseReg] += static_cast<float>(line_use(depths - 1));
     f[kLineUseL1] += static_cast<float>(line_use(depth_fitting(static_cast<double>(t.l1_bytes))));
     f[kLineUseL2] += static_cast<float>(line_use(depth_fitting(static_cast<double>(t.l2_bytes))));
@@ -361,7 +363,9 @@ struct StageFeatures {
   }
 
   //! The roofline estimates, relative to the stage's ideal so that they compare across ops.
-  void add_roofline(std::vector<float>& f, double flops, double par, double packed_bytes) const {
+  //! `par`: the parallel loops' trips; `busy`: threads' worth of work the busiest thread has to
+  //! itself (threads × parallel_work).
+  void add_roofline(std::vector<float>& f, double flops, double par, double packed_bytes, double busy) const {
     const double threads = std::max(1, t.threads), lanes_max = std::max(1, t.vector_lanes);
     const double ideal = std::max(1.0, flops / (2 * lanes_max * threads));
     const double active = std::clamp(par, 1.0, threads);  // threads with work
@@ -387,6 +391,65 @@ struct StageFeatures {
     f[kRoofLines] += static_cast<float>(std::log2(std::max(1.0, lines) / bound));
     f[kRoofIssue] += static_cast<float>(std::log2(std::max(1.0, issue) / bound));
     f[kRoofBound] += static_cast<float>(std::log2((std::max(issue, lines) + pack + 1) / bound));
+    // Version 6: the busiest thread's cycles, where the loop's trips alone count a partial
+    // last tile as a whole one.
+    const double spread = active / std::max(1.0, busy);
+    f[kRoofWork] += static_cast<float>(std::log2((std::max(issue, lines) * spread + pack + 1) / bound));
+  }
+
+  //! The threads' mean share of the stage's points over the largest share (1: an even split,
+  //! 1/threads: serial). The parallel loops' iterations, collapsed, are dealt out in contiguous
+  //! runs as OpenMP's static schedule does, each weighing its tiles' points, where a loop's last
+  //! tile holds only what is left of its block: 73 rows in tiles of 72 are two iterations, and
+  //! the thread with the 1-row one idles, which the trips alone (kParallelBalance) call even.
+  double parallel_work(int threads) const {
+    struct Tiles {
+      std::int64_t trips, step, points;  // points: the block, the last tile's what is left
+    };
+    std::vector<Tiles> loops;  // the parallel ones, outermost first
+    if (nest.fuse_rows > 0) {
+      loops.push_back({(nest.rows + nest.fuse_rows - 1) / nest.fuse_rows, nest.fuse_rows, nest.rows});
+    } else {
+      for (auto& l : sn.outer)
+        if (l.parallel) loops.push_back({l.trips(), l.step, l.block});
+    }
+    if (loops.empty()) return 1.0 / threads;
+    double total = 1, count = 1;
+    for (auto& l : loops) {
+      total *= static_cast<double>(l.points);
+      count *= static_cast<double>(l.trips);
+    }
+    if (count > 1e15) return 1;  // more iterations than any split leaves uneven
+    const auto n = static_cast<std::int64_t>(count);
+    // The points of the iterations before the i-th, in the collapsed order (the last loop
+    // fastest): per loop, its whole steps before its digit, times the points of the outer
+    // loops' current tiles and of the inner loops' whole blocks.
+    std::vector<std::int64_t> digit(loops.size());
+    auto before = [&](std::int64_t i) {
+      if (i >= n) return total;
+      for (size_t k = loops.size(); k-- > 0;) {
+        digit[k] = i % loops[k].trips;
+        i /= loops[k].trips;
+      }
+      double outer = 1, sum = 0;
+      for (size_t k = 0; k < loops.size(); ++k) {
+        double inner = 1;
+        for (size_t m = k + 1; m < loops.size(); ++m) inner *= static_cast<double>(loops[m].points);
+        sum += outer * static_cast<double>(digit[k] * loops[k].step) * inner;
+        const bool last = digit[k] == loops[k].trips - 1;
+        outer *= static_cast<double>(last ? loops[k].points - loops[k].step * (loops[k].trips - 1) : loops[k].step);
+      }
+      return sum;
+    };
+    // Thread t runs the t-th of `threads` runs, the first n % threads of them one longer.
+    const std::int64_t q = n / threads, r = n % threads;
+    double largest = 0;
+    for (std::int64_t t = 0, begin = 0; t < threads; ++t) {
+      const std::int64_t end = begin + q + (t < r ? 1 : 0);
+      largest = std::max(largest, before(end) - before(begin));
+      begin = end;
+    }
+    return total / threads / std::max(1.0, largest);
   }
 
   //! Whether the micro-kernel loads a read's vectors lane by lane: a strided window's row, read

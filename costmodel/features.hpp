@@ -21,9 +21,11 @@ namespace tiletune::costmodel {
 //! 5: appended memory counted in whole cache lines: the roofline's traffic in lines, the share
 //! of the bytes of the lines brought in that are used (per stage and per top buffer), and each
 //! top buffer's stride along the innermost tile loop.
+//! 6: appended the threads' shares of the work with the parallel loops' partial last tiles
+//! counted at their size, and the roofline estimate of the busiest thread.
 //! A version that only appends keeps the models of the one before: each reads the prefix of
 //! every row that it was trained on (feature_count(version)).
-inline constexpr int kFeatureVersion = 5;
+inline constexpr int kFeatureVersion = 6;
 
 //! Names of the features, one line of documentation each, in vector order.
 const std::vector<std::pair<std::string, std::string>>& feature_docs();

@@ -44,6 +44,9 @@ TEST_CASE("features: one documented feature per slot, each named once") {
   CHECK(costmodel::feature_count(4) == 72);
   CHECK(costmodel::feature_version_of(72) == 4);
   CHECK(costmodel::feature_count(4) < costmodel::feature_count());
+  CHECK(costmodel::feature_count(5) == 85);
+  CHECK(costmodel::feature_version_of(85) == 5);
+  CHECK(costmodel::feature_count(5) < costmodel::feature_count());
   CHECK(costmodel::feature_version_of(costmodel::feature_count()) == costmodel::kFeatureVersion);
   for (int old : {0, 1, 2, costmodel::kFeatureVersion + 1}) CHECK(costmodel::feature_count(old) == 0);
   CHECK(costmodel::feature_version_of(31) == 0);
@@ -261,4 +264,34 @@ TEST_CASE("features: gathered rows count their lanes; the bound moves the data o
   auto small = copy("N=256,D=1024"), large = copy("N=512,D=1024");
   CHECK(feature(large, "roof_bound_log") == doctest::Approx(feature(small, "roof_bound_log")).epsilon(0.05));
   CHECK(feature(large, "roof_total_log") > feature(small, "roof_total_log") + 0.5f);
+}
+
+TEST_CASE("features: the threads' shares of the work, partial tiles counted at their size (version 6)") {
+  // 73 rows in parallel tiles of 72 are two iterations, one per thread: even by their count, but
+  // one thread has 72 rows and the other 1. In tiles of 40 (40 and 33 rows): nearly even.
+  auto w = library_workload("matmul", "M=73,N=64,K=32");
+  auto rows_in = [&](int tile, int parallel) {
+    return features_of(w, ir::Schedule::from_json(
+                              R"({"version":1,"stages":[{"stage":"C","tile":{"m":[)" + std::to_string(tile) +
+                              R"(,8],"n":[16],"k":[32]},"order":["m.0","n.0","k.0","m.1"],"vectorize":"n",)"
+                              R"("parallel":)" + std::to_string(parallel) + "}]}"));
+  };
+  auto uneven = rows_in(72, 1), even = rows_in(40, 1), serial = rows_in(40, 0);
+  CHECK(feature(uneven, "parallel_balance") == doctest::Approx(1.0));
+  CHECK(feature(uneven, "parallel_work") == doctest::Approx(73.0 / 2 / 72));
+  CHECK(feature(even, "parallel_work") == doctest::Approx(73.0 / 2 / 40));
+  CHECK(feature(serial, "parallel_work") == doctest::Approx(0.5));
+  // The busiest thread's cycles: the uneven split takes about as long as running serially.
+  CHECK(feature(uneven, "roof_work_log") > feature(uneven, "roof_bound_log") + 0.9f);
+  CHECK(feature(even, "roof_work_log") > feature(even, "roof_bound_log"));
+  CHECK(feature(even, "roof_work_log") < feature(even, "roof_bound_log") + 0.2f);
+  CHECK(feature(serial, "roof_work_log") == doctest::Approx(feature(serial, "roof_bound_log")));
+  // Collapsed loops are dealt out in one run per thread, the last loop fastest: rows in tiles
+  // of 32, 32 and 9 by columns in tiles of 32, 32 and 8; the first thread runs five of the nine
+  // iterations, (0,0) (0,1) (0,2) (1,0) (1,1), 4,352 of the 5,256 points.
+  auto both = features_of(library_workload("matmul", "M=73,N=72,K=32"),
+                          ir::Schedule::from_json(
+                              R"({"version":1,"stages":[{"stage":"C","tile":{"m":[32,8],"n":[32,16],"k":[32]},)"
+                              R"("order":["m.0","n.0","k.0","m.1","n.1"],"vectorize":"n","parallel":2}]})"));
+  CHECK(feature(both, "parallel_work") == doctest::Approx(5256.0 / 2 / 4352));
 }
