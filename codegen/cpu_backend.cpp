@@ -25,7 +25,7 @@ namespace {
 
 //! Bumped whenever the emitted code changes meaning or speed: records of another version
 //! belong to another target.
-constexpr const char* kCodegenVersion = "cpu-14";
+constexpr const char* kCodegenVersion = "cpu-15";
 //! Kernel builds run at a lower CPU priority: they are throughput work, and on a few cores they
 //! otherwise delay the daemon's answers and the measurements running beside them.
 constexpr int kBuildNiceness = 10;

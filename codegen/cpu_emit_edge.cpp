@@ -13,8 +13,9 @@ void Emitter::edge_tile(int depth, Mode mode) {
   // axis what is left of it. Every register base is a multiple of the block (tile sizes divide
   // the one above), so what is left is the constant extent % block, and the tile cut there is
   // one more register tile of that many points: an attention score's 128 rows in tiles of 12
-  // end in a tile of 8 rows, not 8 tiles of one. Row blocks of fused stages start anywhere:
-  // their points go one at a time.
+  // end in a tile of 8 rows, not 8 tiles of one. Row blocks of fused stages (fuse_rows) are
+  // multiples of each stage's outer tile of the row axis (check_fuse_rows), so their register
+  // bases are multiples of the block too.
   std::vector<const Loop*> axes;
   const Loop* vector_loop = nullptr;
   for (auto& l : sn_->reg) {
@@ -47,14 +48,7 @@ void Emitter::edge_tile(int depth, Mode mode) {
       return out;
     };
     const std::int64_t left = l.extent % l.block;
-    if (nest_.fuse_rows > 0 && left != 0) {
-      const std::string& v = var(l.axis, l.level);
-      line(d, "for (std::int64_t " + v + " = " + parent + "; " + v + " < " + block_end(parent, l.block, l.extent) +
-                  "; ++" + v + ") {");
-      for (auto& p : pts) p[l.axis] = {v, 0};
-      cut(d + 1, i + 1, pts, true);
-      line(d, "}");
-    } else if (left == 0) {
+    if (left == 0) {
       cut(d, i + 1, spread(l.block), any_cut);
     } else if (!any_cut && !cut_after(i)) {
       cut(d, i + 1, spread(left), true);  // the only axis that can be cut, and this is an edge tile

@@ -544,6 +544,41 @@ TEST_CASE("cpu kernels: a register tile cut along a row axis is one tile of the 
   }
 }
 
+TEST_CASE("cpu kernels: in row blocks (fuse_rows), a register tile cut along the rows is one tile of the rows left") {
+  auto be = cpu();
+  const auto& traits = be->target().traits;
+  if (traits.vector_lanes < 2) TT_SKIP("the CPU has no SIMD lanes to vectorize with");
+  TempDir dir;
+  // As above, in one loop over blocks of R rows with the epilogue fused: the last block holds
+  // L = 2R/3 rows, and N = 2 * lanes + 3 cuts every tile along n, so every tile is an edge tile.
+  // Row blocks start at multiples of R, so the L rows are one register tile that broadcasts rows
+  // 0 to L - 1 of A, as the R-row tile does; one row at a time (4x slower on a matmul_bias_relu
+  // of M=67, N=19), only row 0 would be broadcast there.
+  const int rows = std::min(12, (traits.vector_registers - 4) / 2), left = rows * 2 / 3;
+  auto w = library_workload("matmul_bias_relu",
+                            "M=" + std::to_string(rows + left) + ",N=" + std::to_string(2 * traits.vector_lanes + 3) +
+                                ",K=5");
+  auto s = ir::Schedule::from_json(
+      R"({"version":1,"fuse_rows":12,"stages":[{"stage":"acc","tile":{"m":[12],"n":[32],"k":[5]},)"
+      R"("order":["m.0","n.0","k.0"],"vectorize":"n","unroll":0,"parallel":0,"fuse_epilogue":true},{"stage":"C"}]})");
+  s.fuse_rows = rows;
+  s.stages[0].tile["m"] = {rows};
+  s.stages[0].tile["n"] = {2 * traits.vector_lanes};
+  REQUIRE(ir::check_schedule(w, s, traits) == "");
+  std::string src = be->emit(w, ir::lower(w, s, traits), s.to_json());
+  REQUIRE(src.find("tt_row_") != std::string::npos);
+  auto count = [&](int row) {
+    const std::string what = "tt_A_" + std::to_string(row) + "_ =";
+    int k = 0;
+    for (auto at = src.find(what); at != std::string::npos; at = src.find(what, at + 1)) ++k;
+    return k;
+  };
+  REQUIRE(count(left) > 0);
+  CHECK(count(left - 1) == 2 * count(left));
+  Tensors ref = run_in_process(*be, w, ir::naive_schedule(w), dir);
+  check_close(run_in_process(*be, w, s, dir)[3], std::vector<double>(ref[3].begin(), ref[3].end()), 1e-5);
+}
+
 TEST_CASE("cpu kernels: packed inputs with tails match the naive schedule") {
   auto be = cpu();
   int lanes = be->target().traits.vector_lanes;
