@@ -53,6 +53,21 @@ std::vector<double> matmul_reference(const std::vector<float>& A, const std::vec
 
 std::unique_ptr<codegen::Backend> cpu() { return codegen::make_backend("cpu"); }
 
+//! Rows R of a register tile of two vectors a row (12 with 32 registers, 6 with AVX2's 16: within
+//! the registers less 4) and the rows L = 2R/3 that M = R + L leaves to a tile cut at the end.
+std::pair<int, int> row_tile_and_left(const ir::TargetTraits& t) {
+  const int rows = std::min(12, (t.vector_registers - 4) / 2);
+  return {rows, rows * 2 / 3};
+}
+
+//! How many register tiles of the emitted source broadcast row `row` of A.
+int broadcasts_of_row(const std::string& src, int row) {
+  const std::string what = "tt_A_" + std::to_string(row) + "_ =";
+  int k = 0;
+  for (auto at = src.find(what); at != std::string::npos; at = src.find(what, at + 1)) ++k;
+  return k;
+}
+
 }  // namespace
 
 TEST_CASE("cpu kernels: naive matmul and conv2d compute what the language says") {
@@ -508,7 +523,7 @@ TEST_CASE("cpu kernels: a hand-written tiled, vectorized, parallel schedule with
   check_close(run_in_process(*be, w, s, dir)[2], want, 1e-4);
 }
 
-TEST_CASE("cpu kernels: a register tile cut along a row axis is one tile of the rows left, tails included") {
+TEST_CASE("cpu kernels: a register tile cut along a row axis is one tile of the rows left, tails and row blocks included") {
   auto be = cpu();
   const auto& traits = be->target().traits;
   if (traits.vector_lanes < 2) TT_SKIP("the CPU has no SIMD lanes to vectorize with");
@@ -518,65 +533,38 @@ TEST_CASE("cpu kernels: a register tile cut along a row axis is one tile of the 
   // the R-row tile (its whole vectors, and where N = 2 * lanes + 3 cuts them, a loop of vectors
   // and a masked one) has a twin of L rows that broadcasts rows 0 to L - 1 of A too: row L - 1
   // twice as often as row L, which only R rows have. One row at a time, each would broadcast
-  // row 0 alone.
-  const int rows = std::min(12, (traits.vector_registers - 4) / 2), left = rows * 2 / 3;
+  // row 0 alone. The same in one loop over blocks of R rows (fuse_rows) with the epilogue fused:
+  // blocks start at multiples of R, so the last block's rows are one tile too (one row at a
+  // time, a matmul_bias_relu of M=67, N=19 ran 4x slower).
+  const auto [rows, left] = row_tile_and_left(traits);
   const std::string n = std::to_string(2 * traits.vector_lanes + 3);
-  for (int m : {rows + left, rows + 1}) {
-    CAPTURE(m);
-    auto w = library_workload("matmul", "M=" + std::to_string(m) + ",N=" + n + ",K=5");
-    auto s = ir::Schedule::from_json(
-        R"({"version":1,"stages":[{"stage":"C","tile":{"m":[12],"n":[32],"k":[5]},"order":["m.0","n.0","k.0"],)"
-        R"("vectorize":"n","unroll":0,"parallel":0}]})");
-    s.stages[0].tile["m"] = {rows};
-    s.stages[0].tile["n"] = {2 * traits.vector_lanes};
-    REQUIRE(ir::check_schedule(w, s, traits) == "");
-    std::string src = be->emit(w, ir::lower(w, s, traits), s.to_json());
-    auto count = [&](int row) {
-      const std::string what = "tt_A_" + std::to_string(row) + "_ =";
-      int k = 0;
-      for (auto at = src.find(what); at != std::string::npos; at = src.find(what, at + 1)) ++k;
-      return k;
-    };
-    REQUIRE(count(left) > 0);
-    CHECK(count(left - 1) == (m == rows + left ? 2 : 1) * count(left));
-    Tensors ref = run_in_process(*be, w, ir::naive_schedule(w), dir);
-    check_close(run_in_process(*be, w, s, dir)[2], std::vector<double>(ref[2].begin(), ref[2].end()), 1e-5);
-  }
-}
-
-TEST_CASE("cpu kernels: in row blocks (fuse_rows), a register tile cut along the rows is one tile of the rows left") {
-  auto be = cpu();
-  const auto& traits = be->target().traits;
-  if (traits.vector_lanes < 2) TT_SKIP("the CPU has no SIMD lanes to vectorize with");
-  TempDir dir;
-  // As above, in one loop over blocks of R rows with the epilogue fused: the last block holds
-  // L = 2R/3 rows, and N = 2 * lanes + 3 cuts every tile along n, so every tile is an edge tile.
-  // Row blocks start at multiples of R, so the L rows are one register tile that broadcasts rows
-  // 0 to L - 1 of A, as the R-row tile does; one row at a time (4x slower on a matmul_bias_relu
-  // of M=67, N=19), only row 0 would be broadcast there.
-  const int rows = std::min(12, (traits.vector_registers - 4) / 2), left = rows * 2 / 3;
-  auto w = library_workload("matmul_bias_relu",
-                            "M=" + std::to_string(rows + left) + ",N=" + std::to_string(2 * traits.vector_lanes + 3) +
-                                ",K=5");
-  auto s = ir::Schedule::from_json(
-      R"({"version":1,"fuse_rows":12,"stages":[{"stage":"acc","tile":{"m":[12],"n":[32],"k":[5]},)"
-      R"("order":["m.0","n.0","k.0"],"vectorize":"n","unroll":0,"parallel":0,"fuse_epilogue":true},{"stage":"C"}]})");
-  s.fuse_rows = rows;
-  s.stages[0].tile["m"] = {rows};
-  s.stages[0].tile["n"] = {2 * traits.vector_lanes};
-  REQUIRE(ir::check_schedule(w, s, traits) == "");
-  std::string src = be->emit(w, ir::lower(w, s, traits), s.to_json());
-  REQUIRE(src.find("tt_row_") != std::string::npos);
-  auto count = [&](int row) {
-    const std::string what = "tt_A_" + std::to_string(row) + "_ =";
-    int k = 0;
-    for (auto at = src.find(what); at != std::string::npos; at = src.find(what, at + 1)) ++k;
-    return k;
-  };
-  REQUIRE(count(left) > 0);
-  CHECK(count(left - 1) == 2 * count(left));
-  Tensors ref = run_in_process(*be, w, ir::naive_schedule(w), dir);
-  check_close(run_in_process(*be, w, s, dir)[3], std::vector<double>(ref[3].begin(), ref[3].end()), 1e-5);
+  for (bool row_blocks : {false, true})
+    for (int m : {rows + left, rows + 1}) {
+      CAPTURE(row_blocks);
+      CAPTURE(m);
+      auto w = library_workload(row_blocks ? "matmul_bias_relu" : "matmul",
+                                "M=" + std::to_string(m) + ",N=" + n + ",K=5");
+      auto s = ir::Schedule::from_json(
+          R"({"version":1,"stages":[{"stage":"C","tile":{"m":[12],"n":[32],"k":[5]},"order":["m.0","n.0","k.0"],)"
+          R"("vectorize":"n","unroll":0,"parallel":0}]})");
+      s.stages[0].tile["m"] = {rows};
+      s.stages[0].tile["n"] = {2 * traits.vector_lanes};
+      if (row_blocks) {
+        s.fuse_rows = rows;
+        s.stages[0].stage = "acc";
+        s.stages[0].fuse_epilogue = true;
+        s.stages.push_back(ir::StageSchedule());
+        s.stages[1].stage = "C";
+      }
+      REQUIRE(ir::check_schedule(w, s, traits) == "");
+      std::string src = be->emit(w, ir::lower(w, s, traits), s.to_json());
+      CHECK((src.find("tt_row_") != std::string::npos) == row_blocks);
+      REQUIRE(broadcasts_of_row(src, left) > 0);
+      CHECK(broadcasts_of_row(src, left - 1) == (m == rows + left ? 2 : 1) * broadcasts_of_row(src, left));
+      const size_t out = row_blocks ? 3 : 2;  // the tensors are the inputs (A, B and bias), then C
+      Tensors ref = run_in_process(*be, w, ir::naive_schedule(w), dir);
+      check_close(run_in_process(*be, w, s, dir)[out], std::vector<double>(ref[out].begin(), ref[out].end()), 1e-5);
+    }
 }
 
 TEST_CASE("cpu kernels: packed inputs with tails match the naive schedule") {
