@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "costmodel/feature_layout.hpp"
+#include "costmodel/work_split.hpp"
 #include "ir/schedule.hpp"
 #include "support/error.hpp"
 #include "support/parallel.hpp"
@@ -237,17 +238,17 @@ struct StageFeatures {
     f[kReduceInner] += log2p(reduce_inner);
     f[kUnroll] += static_cast<float>(sn.unroll);
     f[kPrefetch] += static_cast<float>(sn.prefetch);
-    double par = 1;
-    bool any_parallel = false;
-    for (auto& l : sn.outer)
-      if (l.parallel) {
-        par *= static_cast<double>(l.trips());
-        any_parallel = true;
-      }
+    // The parallel loops: the stage's own, or the row blocks' loop around all stages.
+    std::vector<ParallelTiles> parallel;
     if (nest.fuse_rows > 0) {
-      par = std::ceil(double(nest.rows) / nest.fuse_rows);
-      any_parallel = true;
+      parallel.push_back({(nest.rows + nest.fuse_rows - 1) / nest.fuse_rows, nest.fuse_rows, nest.rows});
+    } else {
+      for (auto& l : sn.outer)
+        if (l.parallel) parallel.push_back({l.trips(), l.step, l.block});
     }
+    const bool any_parallel = !parallel.empty();
+    double par = 1;
+    for (auto& l : parallel) par *= static_cast<double>(l.trips);
     int threads = std::max(1, t.threads);
     f[kParallel] += any_parallel ? log2p(par) : 0;
     f[kParallelBalance] +=
@@ -259,7 +260,9 @@ struct StageFeatures {
       trips_by_depth += static_cast<double>(i + 1) * log2p(static_cast<double>(sn.outer[i].trips()));
     }
     f[kParallelLoops] += static_cast<float>(parallel_loops);
-    const double work = parallel_work(threads);
+    // The trips alone (parallel_balance) call 73 rows in parallel tiles of 72 even; by their
+    // points, one thread has 72 rows and the other 1.
+    const double work = even_share(parallel, threads);
     f[kParallelWork] += static_cast<float>(work);
     f[kLoopTrips] += static_cast<float>(trips_by_depth / std::max<size_t>(1, sn.outer.size()));
     double full = 1;
@@ -364,7 +367,7 @@ struct StageFeatures {
 
   //! The roofline estimates, relative to the stage's ideal so that they compare across ops.
   //! `par`: the parallel loops' trips; `busy`: threads' worth of work the busiest thread has to
-  //! itself (threads × parallel_work).
+  //! itself (threads × parallel_work, even_share).
   void add_roofline(std::vector<float>& f, double flops, double par, double packed_bytes, double busy) const {
     const double threads = std::max(1, t.threads), lanes_max = std::max(1, t.vector_lanes);
     const double ideal = std::max(1.0, flops / (2 * lanes_max * threads));
@@ -395,61 +398,6 @@ struct StageFeatures {
     // last tile as a whole one.
     const double spread = active / std::max(1.0, busy);
     f[kRoofWork] += static_cast<float>(std::log2((std::max(issue, lines) * spread + pack + 1) / bound));
-  }
-
-  //! The threads' mean share of the stage's points over the largest share (1: an even split,
-  //! 1/threads: serial). The parallel loops' iterations, collapsed, are dealt out in contiguous
-  //! runs as OpenMP's static schedule does, each weighing its tiles' points, where a loop's last
-  //! tile holds only what is left of its block: 73 rows in tiles of 72 are two iterations, and
-  //! the thread with the 1-row one idles, which the trips alone (kParallelBalance) call even.
-  double parallel_work(int threads) const {
-    struct Tiles {
-      std::int64_t trips, step, points;  // points: the block, the last tile's what is left
-    };
-    std::vector<Tiles> loops;  // the parallel ones, outermost first
-    if (nest.fuse_rows > 0) {
-      loops.push_back({(nest.rows + nest.fuse_rows - 1) / nest.fuse_rows, nest.fuse_rows, nest.rows});
-    } else {
-      for (auto& l : sn.outer)
-        if (l.parallel) loops.push_back({l.trips(), l.step, l.block});
-    }
-    if (loops.empty()) return 1.0 / threads;
-    double total = 1, count = 1;
-    for (auto& l : loops) {
-      total *= static_cast<double>(l.points);
-      count *= static_cast<double>(l.trips);
-    }
-    if (count > 1e15) return 1;  // more iterations than any split leaves uneven
-    const auto n = static_cast<std::int64_t>(count);
-    // The points of the iterations before the i-th, in the collapsed order (the last loop
-    // fastest): per loop, its whole steps before its digit, times the points of the outer
-    // loops' current tiles and of the inner loops' whole blocks.
-    std::vector<std::int64_t> digit(loops.size());
-    auto before = [&](std::int64_t i) {
-      if (i >= n) return total;
-      for (size_t k = loops.size(); k-- > 0;) {
-        digit[k] = i % loops[k].trips;
-        i /= loops[k].trips;
-      }
-      double outer = 1, sum = 0;
-      for (size_t k = 0; k < loops.size(); ++k) {
-        double inner = 1;
-        for (size_t m = k + 1; m < loops.size(); ++m) inner *= static_cast<double>(loops[m].points);
-        sum += outer * static_cast<double>(digit[k] * loops[k].step) * inner;
-        const bool last = digit[k] == loops[k].trips - 1;
-        outer *= static_cast<double>(last ? loops[k].points - loops[k].step * (loops[k].trips - 1) : loops[k].step);
-      }
-      return sum;
-    };
-    // Thread t runs the t-th of `threads` runs, the first n % threads of them one longer.
-    const std::int64_t q = n / threads, r = n % threads;
-    double largest = 0;
-    for (std::int64_t t = 0, begin = 0; t < threads; ++t) {
-      const std::int64_t end = begin + q + (t < r ? 1 : 0);
-      largest = std::max(largest, before(end) - before(begin));
-      begin = end;
-    }
-    return total / threads / std::max(1.0, largest);
   }
 
   //! Whether the micro-kernel loads a read's vectors lane by lane: a strided window's row, read

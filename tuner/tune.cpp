@@ -199,6 +199,8 @@ int add_session(const std::vector<db::Record>& records, measure::BatchMeasurer& 
   if (rivals.size() < 2) return 0;
   std::vector<measure::MeasureResult> results = measurer.side_by_side(rivals);
   if (results.size() != rivals.size()) return 0;
+  nlohmann::json params = nlohmann::json::parse(measurer.params_json());
+  params[kSideBySideParam] = rivals.size();
   int added = 0;
   for (std::size_t i = 0; i < results.size(); ++i) {
     const db::Record& r = *timed[i];
@@ -211,8 +213,6 @@ int add_session(const std::vector<db::Record>& records, measure::BatchMeasurer& 
                                 ? before[db::kSessionsParam]
                                 : nlohmann::json::array({r.times_s.size()});
     counts.push_back(results[i].times_s.size());
-    nlohmann::json params = nlohmann::json::parse(measurer.params_json());
-    params[kSideBySideParam] = rivals.size();
     params[db::kSessionsParam] = counts;
     std::vector<double> times = r.times_s;
     times.insert(times.end(), results[i].times_s.begin(), results[i].times_s.end());
