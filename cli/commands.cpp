@@ -312,7 +312,7 @@ int run_model_eval(const CommonOptions& c, const ModelEvalOptions& o) {
     given.emplace_back(path + " (" + model->kind() + ")", std::move(model));
   }
   std::vector<tuner::EvalRow> results;
-  if (given.empty()) results = tuner::evaluate_models(data, o.kinds, o.seed, o.transfer);
+  if (given.empty()) results = tuner::evaluate_models(data, o.kinds, o.seed, o.transfer, o.op_shares);
   for (auto& [name, model] : given)
     for (auto& row : tuner::evaluate_trained(data, *model, name, o.transfer, o.seed)) results.push_back(std::move(row));
   // One printed line per result and, with --by-op, per op of each result (worst ranked first):

@@ -101,6 +101,7 @@ struct ModelEvalOptions {
   bool shipped = false;                  //!< rank with the models shipped for the target's machine kind
   std::vector<std::string> model_files;  //!< rank with saved models (`model train --out`)
   std::vector<int> transfer;             //!< record counts of the transfer test (tuner::evaluate_models)
+  std::vector<double> op_shares;         //!< the learning curve over ops (tuner::evaluate_models)
   bool json = false;
   bool by_op = false;
 };
@@ -108,7 +109,8 @@ struct ModelEvalOptions {
 //! records; with `shipped`, how the models shipped for the target's machine kind rank them,
 //! untrained on them; with `model_files`, how each of those ranks them: a model from one corpus
 //! judged on another. With `transfer`, also how each serves an op once a few of its records are
-//! measured, fine-tuned or not, against a cold start.
+//! measured, fine-tuned or not, against a cold start; with `op_shares`, how each ranks held-out
+//! ops when trained on fewer of the others.
 int run_model_eval(const CommonOptions& c, const ModelEvalOptions& o);
 
 //! Prints what a database holds and its integrity check; Error(Database) when it fails.

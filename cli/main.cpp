@@ -255,6 +255,13 @@ int main(int argc, char** argv) {
                    "also rank each held-out op's records once K of them are measured: by the model as it is, "
                    "fine-tuned on the K, and trained on the K alone (cold); repeatable")
       ->check(CLI::Range(1, 1000000));
+  eval_cmd
+      ->add_option("--op-share", model.op_shares,
+                   "also rank the held-out ops with models trained on this share of the other ops (above 0, "
+                   "below 1; three draws, each three more models a fold): the learning curve over ops, whether "
+                   "more ops in the corpus would help; repeatable")
+      ->excludes("--shipped")
+      ->excludes("--model");
   std::string train_out;
   train_cmd->add_option("--out,-o", train_out, "also write the model to this file (one --kind)");
 

@@ -34,8 +34,12 @@ struct EvalRow {
 //! fold's model as it is ("KIND pretrained"), by that model fine-tuned on the K as a search
 //! fine-tunes the shipped model ("KIND fine-tuned"), and by a model trained on the K alone, a
 //! cold start's ("KIND cold"): splits "held-out sizes, K measured" and "held-out ops, K measured".
+//! With `op_shares` (each above 0 and below 1; Error(InvalidInput) otherwise), the learning
+//! curve over ops: each fold's held-out ops are also ranked by models trained on that share of
+//! the other ops (three draws of which, by a hash of the op's name), split "held-out ops, 50 %
+//! of the other ops": whether a corpus of more ops would rank ops it has not seen better.
 std::vector<EvalRow> evaluate_models(const Dataset& data, const std::vector<std::string>& kinds, std::uint64_t seed,
-                                     const std::vector<int>& transfer = {});
+                                     const std::vector<int>& transfer = {}, const std::vector<double>& op_shares = {});
 
 //! Ranks every workload of the dataset with an already trained model (the shipped one, on ops
 //! it never saw): split "as trained"; with `transfer`, also as evaluate_models does, with this

@@ -230,6 +230,11 @@ TEST_CASE("cli: model eval and train on a database; model-guided tuning uses the
   CHECK(transfer_rows == std::set<std::string>{"xgb cold", "xgb fine-tuned", "xgb pretrained"});
   CHECK(has(with({"model", "eval", "--kind", "xgb", "--transfer", "3"}), "faster than cold"));
   CHECK(with({"model", "eval", "--kind", "xgb", "--transfer", "0"}).exit_code == 2);
+  // The learning curve over ops: a row per share; a share of none or all of the ops is refused.
+  CHECK(has(with({"model", "eval", "--kind", "xgb", "--op-share", "0.5"}), "held-out ops, 50 % of the other ops"));
+  auto whole = with({"model", "eval", "--kind", "xgb", "--op-share", "1"});
+  CHECK(whole.exit_code == 2);
+  CHECK(has(whole, "above 0 and below 1, not 1"));
   auto train = with({"model", "train"});
   CHECK_MESSAGE(train.exit_code == 0, train.output);
   CHECK(has(train, "stored in"));

@@ -94,3 +94,46 @@ TEST_CASE("model eval's transfer test: a held-out workload's other records ranke
     CHECK(r->metrics.groups == 10);
   }
 }
+
+TEST_CASE("model eval's learning curve: held-out ops ranked by models trained on a share of the other ops") {
+  // Each op's candidates lie in a band along one feature, three ops wide, and latency is a wave
+  // along it: a held-out op's band is learnt from the neighbours' that overlap it, and fewer
+  // ops leave more of it uncovered. Two sizes an op, so that held-out sizes has folds too.
+  constexpr int kOps = 20, kSizes = 2, kPerWorkload = 12;
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<float> u(0, 1);
+  tuner::Dataset data;
+  for (int op = 0; op < kOps; ++op)
+    for (int size = 0; size < kSizes; ++size) {
+      const std::string name = "op" + std::to_string(op), key = name + "_" + std::to_string(size);
+      data.workloads[key] = {key, name, "", "{}", ""};
+      for (int i = 0; i < kPerWorkload; ++i) {
+        costmodel::FeatureRow row(costmodel::feature_count());
+        row[3] = (op + 3 * u(rng)) / kOps;
+        data.samples.push_back({{{row}}, key, (2 + std::sin(6.28 * 2 * row[3])) * (1 + size) * 1e-3});
+      }
+    }
+  const auto rows = tuner::evaluate_models(data, {"xgb"}, 1, {}, {0.25, 0.5, 0.5});
+  const auto *all = find(rows, "held-out ops", "xgb"), *half = find(rows, "held-out ops, 50 % of the other ops", "xgb"),
+             *quarter = find(rows, "held-out ops, 25 % of the other ops", "xgb");
+  REQUIRE(all);
+  REQUIRE(half);
+  REQUIRE(quarter);
+  for (auto* r : {half, quarter}) {
+    CHECK(r->folds == all->folds);
+    CHECK(r->metrics.groups == kOps * kSizes);  // the same held-out workloads, once however many draws
+    CHECK(r->metrics.samples == kOps * kSizes * kPerWorkload);
+  }
+  CHECK(all->metrics.pairwise_accuracy > half->metrics.pairwise_accuracy + 0.03);
+  CHECK(half->metrics.pairwise_accuracy > quarter->metrics.pairwise_accuracy + 0.03);
+  // One row a share (0.5 given twice is one), and none for held-out sizes, which train on the
+  // op's other sizes.
+  int curve_rows = 0;
+  for (auto& r : rows) curve_rows += r.split.find("% of the other ops") != std::string::npos;
+  CHECK(curve_rows == 2);
+  CHECK(find(rows, "held-out sizes", "xgb"));
+  // A share is of the ops: none, or all of them, is no curve.
+  for (double share : {0.0, 1.0, -0.5, 1.5})
+    CHECK_THROWS_WITH(tuner::evaluate_models(data, {"xgb"}, 1, {}, {share}),
+                      doctest::Contains("above 0 and below 1"));
+}
