@@ -10,6 +10,7 @@
 #include <set>
 
 #include "support/error.hpp"
+#include "support/hash.hpp"
 
 namespace tiletune::tuner {
 
@@ -25,13 +26,6 @@ struct Fold {
 //! several) lands in one of kFolds folds by a hash of its name; a fold's model trains on
 //! everything outside its test set. With fewer ops than folds, one op per fold.
 constexpr std::size_t kFolds = 5;
-
-//! A hash that is the same on every platform, so that folds are too.
-std::uint64_t fnv1a(const std::string& s) {
-  std::uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
 
 std::vector<Fold> folds_for(const Dataset& data, const std::string& split) {
   std::map<std::string, std::vector<std::string>> by_op;
@@ -50,7 +44,7 @@ std::vector<Fold> folds_for(const Dataset& data, const std::string& split) {
   std::vector<Fold> out(k);
   for (std::size_t i = 0; i < units.size(); ++i) {
     const auto& unit = units[i];
-    std::size_t f = units.size() <= kFolds ? i : fnv1a(sizes ? unit[0] : data.workloads.at(unit[0]).op_name) % k;
+    std::size_t f = units.size() <= kFolds ? i : fnv1a64(sizes ? unit[0] : data.workloads.at(unit[0]).op_name) % k;
     out[f].test.insert(unit.begin(), unit.end());
   }
   std::vector<Fold> kept;
@@ -113,19 +107,25 @@ costmodel::RankingMetrics combine_draws(const std::vector<costmodel::RankingMetr
 //! figure (a half of corpus v2's ops ranked its held-out ops at 0.818–0.839 in four draws).
 constexpr int kShareDraws = 3;
 
-//! Draw `draw` of a share of the ops in `train`: the first of them in the order of a hash of
-//! their names (the same on every platform, so a smaller share keeps a subset of a larger
-//! one's), at least one, and the samples of those ops.
-std::vector<costmodel::Sample> share_of_ops(const Dataset& data, const std::vector<costmodel::Sample>& train,
-                                            double share, int draw) {
+//! The ops of `train` in draw `draw`'s order: by a hash of their names, the same on every
+//! platform. A share keeps the first of them, so a smaller share keeps a subset of a larger one's.
+std::vector<std::string> ops_in_draw_order(const Dataset& data, const std::vector<costmodel::Sample>& train,
+                                           int draw) {
   std::set<std::string> ops;
   for (auto& s : train) ops.insert(data.workloads.at(s.group).op_name);
-  std::vector<std::pair<std::uint64_t, std::string>> order;
-  for (auto& op : ops) order.emplace_back(fnv1a(op + "#" + std::to_string(draw)), op);
-  std::sort(order.begin(), order.end());
-  order.resize(std::max<std::size_t>(1, std::lround(share * static_cast<double>(order.size()))));
-  std::set<std::string> kept;
-  for (auto& [hash, op] : order) kept.insert(op);
+  std::vector<std::pair<std::uint64_t, std::string>> hashed;
+  for (auto& op : ops) hashed.emplace_back(fnv1a64(op + "#" + std::to_string(draw)), op);
+  std::sort(hashed.begin(), hashed.end());
+  std::vector<std::string> order;
+  for (auto& [hash, op] : hashed) order.push_back(op);
+  return order;
+}
+
+//! The samples of `train` whose op is among the first `share` of `order` (at least one op).
+std::vector<costmodel::Sample> share_of_ops(const Dataset& data, const std::vector<costmodel::Sample>& train,
+                                            const std::vector<std::string>& order, double share) {
+  const auto n = std::max<std::size_t>(1, std::lround(share * static_cast<double>(order.size())));
+  const std::set<std::string> kept(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(n));
   std::vector<costmodel::Sample> out;
   for (auto& s : train)
     if (kept.count(data.workloads.at(s.group).op_name)) out.push_back(s);
@@ -263,15 +263,21 @@ std::vector<EvalRow> evaluate_models(const Dataset& data, const std::vector<std:
         parts[kind].push_back(test_on(test, score));
         test_by_op(data, test, score, op_parts[kind]);
         for (int k : transfer) test_transfer(test, *model, kind, k, seed, transfer_parts[k]);
-        // A held-out size trains on its own op's other sizes, which a share could drop: no curve.
-        if (split != "held-out ops") continue;
-        for (double share : shares)
-          for (int draw = 0; draw < kShareDraws; ++draw) {
-            auto subset_model = costmodel::make_model(kind, seed);
-            subset_model->fit(share_of_ops(data, train, share, draw));
-            share_parts[share][kind].push_back(test_on(test, subset_model->predict(test_x)));
-          }
       }
+      // The learning curve: each share's subset drawn once a fold, whatever the kinds. A held-out
+      // size trains on its own op's other sizes, which a share could drop: no curve there.
+      if (split == "held-out ops" && !shares.empty())
+        for (int draw = 0; draw < kShareDraws; ++draw) {
+          const std::vector<std::string> order = ops_in_draw_order(data, train, draw);
+          for (double share : shares) {
+            const std::vector<costmodel::Sample> subset = share_of_ops(data, train, order, share);
+            for (auto& kind : kinds) {
+              auto subset_model = costmodel::make_model(kind, seed);
+              subset_model->fit(subset);
+              share_parts[share][kind].push_back(test_on(test, subset_model->predict(test_x)));
+            }
+          }
+        }
       // A random ranker, averaged over draws so that its figure is its expectation.
       std::mt19937_64 rng(seed);
       constexpr int kRandomDraws = 20;
