@@ -42,7 +42,7 @@ using FeatureRow = std::vector<float>;
 //! Sum: each feature summed over the nests (the first models, the shipped ones among them).
 //! Max: each feature's largest over the nests, feature by feature, where a sum would mix
 //! meanings: most features are per-nest ratios or log2 scales (a sum of log2 flops is the log
-//! of a product). New xgb models pool by max: it ranks better (README, Cost models).
+//! of a product). New xgb models pool by max: it ranks better (docs/cost-models.md, recipes v1 and v2).
 enum class Pooling { Sum, Max };
 
 //! Features of one candidate: one row per loop nest it runs (a statement, with what is inlined

@@ -67,7 +67,7 @@ class Matrix {
 //   sitting, one database, the same fine-tuning and cold starts) the shipped model's first 16
 //   trials beat a cold start's on 2 of 5 ops, a model trained with every pair weighing one on
 //   5 of 5, and the best-ranked of 16,361 of the bench's records was 0.71 of the best's speed
-//   against 0.93 (README, Cost models).
+//   against 0.93 (docs/cost-models.md: three models in one sitting).
 // - eta 0.2 is the value TVM's XGBoost tuners settled on for schedule features. Depth 6 and 150
 //   rounds: on `tiletune model eval` (12 workloads, 1264 records) they rank as well as depth 8 and
 //   200 rounds (held-out pairwise 0.691 vs 0.689, top-5 0.89 vs 0.91) and predict 10,000

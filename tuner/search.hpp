@@ -45,7 +45,7 @@ std::string blocking_of(ir::Schedule s);
 //! The order in which a model-guided search measures configs ranked best-predicted first: the
 //! first of each blocking, then the others in their rank. After a few batches a model's
 //! favourites are one blocking in many loop orders and unrolls; a batch of them finds little
-//! beyond that blocking (README, Cost models: picks spread over blockings).
+//! beyond that blocking (docs/cost-models.md: a batch's picks spread over blockings).
 std::vector<std::size_t> spread_over_blockings(const std::vector<ir::Schedule>& ranked);
 //! The cost model kind a strategy uses; "" for none.
 std::string model_of_strategy(const std::string& name);
