@@ -27,10 +27,13 @@ struct Fold {
 //! everything outside its test set. With fewer ops than folds, one op per fold.
 constexpr std::size_t kFolds = 5;
 
+//! The two splits' names, which the learning curve's rows extend.
+const std::string kHeldOutSizes = "held-out sizes", kHeldOutOps = "held-out ops";
+
 std::vector<Fold> folds_for(const Dataset& data, const std::string& split) {
   std::map<std::string, std::vector<std::string>> by_op;
   for (auto& [key, row] : data.workloads) by_op[row.op_name].push_back(key);
-  const bool sizes = split == "held-out sizes";
+  const bool sizes = split == kHeldOutSizes;
   // The units a fold holds out: ops, or the workloads of ops with several sizes.
   std::vector<std::vector<std::string>> units;
   for (auto& [op, keys] : by_op) {
@@ -140,7 +143,7 @@ std::string shortest(double v) {
 }
 
 //! The learning curve's split name: "held-out ops, 50 % of the other ops".
-std::string share_split(double share) { return "held-out ops, " + shortest(share * 100) + " % of the other ops"; }
+std::string share_split(double share) { return kHeldOutOps + ", " + shortest(share * 100) + " % of the other ops"; }
 
 //! Draws of the measured records per workload in the transfer test: which k records a search
 //! measures first changes what fine-tuning learns, so one draw is noisy.
@@ -238,7 +241,7 @@ std::vector<EvalRow> evaluate_models(const Dataset& data, const std::vector<std:
                   "a share of the training ops must be above 0 and below 1, not " + shortest(share));
   std::set<double> shares(op_shares.begin(), op_shares.end());  // a share given twice is one curve point
   std::vector<EvalRow> out;
-  for (const std::string split : {"held-out sizes", "held-out ops"}) {
+  for (const std::string& split : {kHeldOutSizes, kHeldOutOps}) {
     auto folds = folds_for(data, split);
     Parts parts;
     std::map<std::string, Parts> op_parts;        // by kind
@@ -266,7 +269,7 @@ std::vector<EvalRow> evaluate_models(const Dataset& data, const std::vector<std:
       }
       // The learning curve: each share's subset drawn once a fold, whatever the kinds. A held-out
       // size trains on its own op's other sizes, which a share could drop: no curve there.
-      if (split == "held-out ops" && !shares.empty())
+      if (split == kHeldOutOps && !shares.empty())
         for (int draw = 0; draw < kShareDraws; ++draw) {
           const std::vector<std::string> order = ops_in_draw_order(data, train, draw);
           for (double share : shares) {
