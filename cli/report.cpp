@@ -54,7 +54,10 @@ int run_report(const CommonOptions& c, const std::string& out) {
   answers["/v1/dashboard"] = overview;
   for (auto& w : overview["workloads"]) {
     std::string keys = "workload=" + w["workload"].get<std::string>() + "&target=" + w["target"].get<std::string>();
-    answers["/v1/dashboard/workload?" + keys] = service.dashboard_workload({w["workload"], w["target"]});
+    server::dashboard::WorkloadQuery query;  // the daemon's defaults: no filters, the knobs that matter most
+    query.workload = w["workload"];
+    query.target = w["target"];
+    answers["/v1/dashboard/workload?" + keys] = service.dashboard_workload(query);
     try {
       answers["/v1/best?" + keys] = service.best(w["workload"], w["target"]);
     } catch (const Error&) {

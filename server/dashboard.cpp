@@ -396,10 +396,10 @@ json workload(db::Store& store, const WorkloadQuery& query) {
     std::string strategy = req.is_object() ? req.value("strategy", std::string("default")) : "default";
     if (j.done == 0) continue;  // never measured anything: claims no record
     lines.push_back({"job " + j.id.substr(0, 8) + " (" + strategy + ")", j.id, j.created_unix_ms,
-                     j.state == "running" ? now : j.updated_unix_ms});
+                     j.state == "running" ? now : j.updated_unix_ms, 0, {}});
   }
   std::sort(lines.begin(), lines.end(), [](const Line& a, const Line& b) { return a.from < b.from; });
-  Line outside{"without a job", "", 0, 0};
+  Line outside{"without a job", "", 0, 0, 0, {}};
   for (const Row* r : seen) {
     Line* line = &outside;
     for (auto& l : lines)
