@@ -55,6 +55,7 @@ struct StageFeatures {
   const size_t depths;  //!< tile depths 0 (the whole stage) .. sn.outer.size() (the micro-kernel)
   std::vector<const Expr*> accesses;
   std::vector<Use> reads;  //!< one per access, in the order of `accesses`
+  std::size_t body_reads = 0;  //!< the first of `reads` are the body's, the fused epilogue's follow
   Use output;              //!< the buffer the stage stores
   //! The buffers the stage reads (not its own accumulator) and the one it stores.
   std::vector<const Use*> uses;
@@ -70,6 +71,7 @@ struct StageFeatures {
     // Sized up front: this runs for every candidate the search ranks.
     accesses.reserve(8);
     collect_accesses(sn.body, accesses);
+    body_reads = accesses.size();
     if (sn.epilogue >= 0) collect_accesses(sn.epilogue_body, accesses);
     reads.reserve(accesses.size());
     uses.reserve(accesses.size() + 1);
@@ -460,10 +462,38 @@ struct StageFeatures {
   void add_vector_access(std::vector<float>& f) const {
     if (sn.vector_axis.empty()) return;
     if (const double stride = output_lane_stride(); stride != 1) f[kScatterStores] += static_cast<float>(log2p(stride));
-    // panel_reads is strided_reads less strided_row_reads: two scans of the body, not three.
-    const std::size_t strided = ir::strided_reads(sn.body, sn.vector_axis).size(),
-                      rows = ir::strided_row_reads(sn.body, sn.vector_axis).size();
-    f[kPanelReads] += static_cast<float>(strided - rows);
+    // ir::strided_reads and ir::strided_row_reads of the body, counted from its uses (the first
+    // body_reads of `reads`) instead of scanning its expressions by name: this runs for every
+    // candidate the search ranks. panel_reads is the strided tensors less the row ones.
+    const int v = axis_index(sn.vector_axis);
+    std::vector<const std::string*> strided;
+    for (std::size_t i = 0; i < body_reads; ++i) {
+      const Use& u = reads[i];
+      bool seen = false;
+      for (const std::string* name : strided) seen = seen || *name == *u.name;
+      if (seen) continue;
+      for (size_t d = 0; d < u.ends.size(); ++d) {
+        const std::int64_t c = coeff(u, d, v);
+        if (d + 1 < u.ends.size() ? c != 0 : (c != 0 && c != 1)) {
+          strided.push_back(u.name);
+          break;
+        }
+      }
+    }
+    std::size_t rows = 0;
+    for (const std::string* name : strided) {
+      bool along_rows = true;  // every read of it moves along the axis in its last dimension only, by 2 or more
+      for (std::size_t i = 0; i < body_reads; ++i) {
+        const Use& u = reads[i];
+        if (*u.name != *name) continue;
+        for (size_t d = 0; d < u.ends.size(); ++d) {
+          const std::int64_t c = coeff(u, d, v);
+          along_rows = along_rows && (d + 1 < u.ends.size() ? c == 0 : c == 0 || c >= 2);
+        }
+      }
+      rows += along_rows;
+    }
+    f[kPanelReads] += static_cast<float>(strided.size() - rows);
     f[kRowReads] += static_cast<float>(rows);
   }
 
