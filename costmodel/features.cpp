@@ -6,6 +6,7 @@
 
 #include "costmodel/feature_layout.hpp"
 #include "costmodel/work_split.hpp"
+#include "ir/read_strides.hpp"
 #include "ir/schedule.hpp"
 #include "support/error.hpp"
 #include "support/parallel.hpp"
@@ -462,9 +463,10 @@ struct StageFeatures {
   void add_vector_access(std::vector<float>& f) const {
     if (sn.vector_axis.empty()) return;
     if (const double stride = output_lane_stride(); stride != 1) f[kScatterStores] += static_cast<float>(log2p(stride));
-    // ir::strided_reads and ir::strided_row_reads of the body, counted from its uses (the first
-    // body_reads of `reads`) instead of scanning its expressions by name: this runs for every
-    // candidate the search ranks. panel_reads is the strided tensors less the row ones.
+    // ir::strided_reads and ir::strided_row_reads of the body by their rules (ir/read_strides.hpp),
+    // counted from its uses (the first body_reads of `reads`) instead of scanning its expressions
+    // by name: this runs for every candidate the search ranks. panel_reads is the strided
+    // tensors less the row ones.
     const int v = axis_index(sn.vector_axis);
     std::vector<const std::string*> strided;
     for (std::size_t i = 0; i < body_reads; ++i) {
@@ -472,24 +474,20 @@ struct StageFeatures {
       bool seen = false;
       for (const std::string* name : strided) seen = seen || *name == *u.name;
       if (seen) continue;
-      for (size_t d = 0; d < u.ends.size(); ++d) {
-        const std::int64_t c = coeff(u, d, v);
-        if (d + 1 < u.ends.size() ? c != 0 : (c != 0 && c != 1)) {
+      for (size_t d = 0; d < u.ends.size(); ++d)
+        if (ir::strided_dimension(coeff(u, d, v), d + 1 == u.ends.size())) {
           strided.push_back(u.name);
           break;
         }
-      }
     }
     std::size_t rows = 0;
     for (const std::string* name : strided) {
-      bool along_rows = true;  // every read of it moves along the axis in its last dimension only, by 2 or more
+      bool along_rows = true;
       for (std::size_t i = 0; i < body_reads; ++i) {
         const Use& u = reads[i];
         if (*u.name != *name) continue;
-        for (size_t d = 0; d < u.ends.size(); ++d) {
-          const std::int64_t c = coeff(u, d, v);
-          along_rows = along_rows && (d + 1 < u.ends.size() ? c == 0 : c == 0 || c >= 2);
-        }
+        for (size_t d = 0; d < u.ends.size(); ++d)
+          along_rows = along_rows && ir::row_dimension(coeff(u, d, v), d + 1 == u.ends.size());
       }
       rows += along_rows;
     }

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "ir/knobs.hpp"
+#include "ir/read_strides.hpp"
 #include "support/error.hpp"
 #include "support/hash.hpp"
 
@@ -165,8 +166,7 @@ std::vector<std::string> strided_reads(const Expr& body, const std::string& axis
   std::vector<std::string> out;
   for (const Expr* a : acc)
     for (size_t d = 0; d < a->indices.size(); ++d) {
-      std::int64_t c = a->indices[d].coeff_of(axis);
-      if ((d + 1 < a->indices.size() ? c != 0 : (c != 0 && c != 1)) &&
+      if (strided_dimension(a->indices[d].coeff_of(axis), d + 1 == a->indices.size()) &&
           std::find(out.begin(), out.end(), a->name) == out.end())
         out.push_back(a->name);
     }
@@ -183,10 +183,8 @@ std::vector<std::string> strided_row_reads(const Expr& body, const std::string& 
     bool rows = true;
     for (const Expr* a : acc) {
       if (a->name != tensor) continue;
-      for (size_t d = 0; d < a->indices.size(); ++d) {
-        std::int64_t c = a->indices[d].coeff_of(axis);
-        rows &= d + 1 < a->indices.size() ? c == 0 : c == 0 || c >= 2;
-      }
+      for (size_t d = 0; d < a->indices.size(); ++d)
+        rows &= row_dimension(a->indices[d].coeff_of(axis), d + 1 == a->indices.size());
     }
     if (rows) out.push_back(tensor);
   }
