@@ -464,35 +464,34 @@ struct StageFeatures {
     if (sn.vector_axis.empty()) return;
     if (const double stride = output_lane_stride(); stride != 1) f[kScatterStores] += static_cast<float>(log2p(stride));
     // ir::strided_reads and ir::strided_row_reads of the body by their rules (ir/read_strides.hpp),
-    // counted from its uses (the first body_reads of `reads`) instead of scanning its expressions
-    // by name: this runs for every candidate the search ranks. panel_reads is the strided
-    // tensors less the row ones.
+    // from its uses (the first body_reads of `reads`) instead of scanning its expressions by
+    // name: this runs for every candidate the search ranks. Per buffer read: whether a read of it
+    // is strided along the SIMD axis, and whether every read of it keeps to rows.
+    struct Read {
+      int buffer;
+      bool strided, rows;
+    };
+    std::vector<Read> by_buffer;
     const int v = axis_index(sn.vector_axis);
-    std::vector<const std::string*> strided;
     for (std::size_t i = 0; i < body_reads; ++i) {
       const Use& u = reads[i];
-      bool seen = false;
-      for (const std::string* name : strided) seen = seen || *name == *u.name;
-      if (seen) continue;
-      for (size_t d = 0; d < u.ends.size(); ++d)
-        if (ir::strided_dimension(coeff(u, d, v), d + 1 == u.ends.size())) {
-          strided.push_back(u.name);
-          break;
-        }
-    }
-    std::size_t rows = 0;
-    for (const std::string* name : strided) {
-      bool along_rows = true;
-      for (std::size_t i = 0; i < body_reads; ++i) {
-        const Use& u = reads[i];
-        if (*u.name != *name) continue;
-        for (size_t d = 0; d < u.ends.size(); ++d)
-          along_rows = along_rows && ir::row_dimension(coeff(u, d, v), d + 1 == u.ends.size());
+      auto it = std::find_if(by_buffer.begin(), by_buffer.end(), [&](const Read& r) { return r.buffer == u.buffer; });
+      if (it == by_buffer.end()) {
+        by_buffer.push_back({u.buffer, false, true});
+        it = by_buffer.end() - 1;
       }
-      rows += along_rows;
+      for (size_t d = 0; d < u.ends.size(); ++d) {
+        const std::int64_t c = coeff(u, d, v);
+        const bool last = d + 1 == u.ends.size();
+        it->strided = it->strided || ir::strided_dimension(c, last);
+        it->rows = it->rows && ir::row_dimension(c, last);
+      }
     }
-    f[kPanelReads] += static_cast<float>(strided.size() - rows);
-    f[kRowReads] += static_cast<float>(rows);
+    float panels = 0, rows = 0;  // panel_reads: the strided buffers less the row ones
+    for (const Read& r : by_buffer)
+      if (r.strided) (r.rows ? rows : panels) += 1;
+    f[kPanelReads] += panels;
+    f[kRowReads] += rows;
   }
 
   //! The axis of the micro-kernel's innermost loop: the SIMD axis, else the innermost

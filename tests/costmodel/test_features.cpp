@@ -87,6 +87,37 @@ TEST_CASE("features: how the SIMD axis meets memory, and which buffer is stored"
   CHECK(feature(rows, "scatter_stores_log") == 0);
 }
 
+TEST_CASE("features: panel and row reads are the code generators' (ir::strided_reads, strided_row_reads)") {
+  // The features count them from the reads they resolved to axes; the library's ops with
+  // sampled configs (strided windows, transposes, reductions along the SIMD axis) keep the
+  // two counts the same.
+  int vectorized = 0, strided = 0;
+  for (auto& name : ops::op_names()) {
+    CAPTURE(name);
+    auto w = test::library_test_workload(name);
+    tuner::Space space(w, kAvx512);
+    tuner::Rng rng(11);
+    for (int i = 0; i < 12; ++i) {
+      ir::Schedule s = space.sample(rng);
+      float panels = 0, rows = 0;
+      for (auto& sn : ir::lower(w, s, kAvx512).stages) {
+        if (sn.vector_axis.empty()) continue;
+        ++vectorized;
+        const auto all = ir::strided_reads(sn.body, sn.vector_axis).size(),
+                   row = ir::strided_row_reads(sn.body, sn.vector_axis).size();
+        panels += static_cast<float>(all - row);
+        rows += static_cast<float>(row);
+        strided += all > 0;
+      }
+      auto f = features_of(w, s);
+      CHECK(feature(f, "panel_reads") == panels);
+      CHECK(feature(f, "row_reads") == rows);
+    }
+  }
+  CHECK(vectorized > 100);
+  CHECK(strided > 10);
+}
+
 TEST_CASE("features: deterministic, finite, and changed by the schedule") {
   for (auto& name : ops::op_names()) {
     CAPTURE(name);
