@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <boost/container/small_vector.hpp>
 #include <cmath>
 
 #include "costmodel/feature_layout.hpp"
@@ -23,6 +24,12 @@ using ir::StageNest;
 
 double log2p(double x) { return std::log2(1.0 + std::max(0.0, x)); }
 
+//! The features' working lists, held inline up to the size of a typical stage: they are built
+//! for every candidate the search ranks, where a heap allocation each cost about a quarter of
+//! the time (callgrind). Larger stages spill to the heap.
+template <class T, std::size_t N = 8>
+using Small = boost::container::small_vector<T, N>;
+
 using ir::collect_accesses;
 using ir::count_ops;
 
@@ -37,8 +44,8 @@ struct Use {
   const std::string* name = nullptr;
   int buffer = -1;
   double element = 0;               //!< bytes
-  std::vector<Term> terms;          //!< all dimensions', in order
-  std::vector<std::uint32_t> ends;  //!< dimension d's terms end at terms[ends[d]]
+  Small<Term> terms;              //!< all dimensions', in order
+  Small<std::uint32_t> ends;      //!< dimension d's terms end at terms[ends[d]]
   bool depends(int axis) const {
     for (auto& term : terms)
       if (term.axis == axis) return true;
@@ -55,16 +62,16 @@ struct StageFeatures {
   const size_t axes;    //!< of the stage
   const size_t depths;  //!< tile depths 0 (the whole stage) .. sn.outer.size() (the micro-kernel)
   std::vector<const Expr*> accesses;
-  std::vector<Use> reads;  //!< one per access, in the order of `accesses`
+  Small<Use, 6> reads;  //!< one per access, in the order of `accesses`
   std::size_t body_reads = 0;  //!< the first of `reads` are the body's, the fused epilogue's follow
   Use output;              //!< the buffer the stage stores
   //! The buffers the stage reads (not its own accumulator) and the one it stores.
-  std::vector<const Use*> uses;
-  std::vector<int> outer_axis, reg_axis, reduce_axis;  //!< axis index of each loop of sn.outer, .reg, .reduce_inner
-  std::vector<std::int64_t> span;  //!< span of axis a inside the first d tile loops: span[d * axes + a]
-  std::vector<double> points;      //!< iteration points inside the first d tile loops
-  std::vector<double> footprints;  //!< bytes touched inside the first d tile loops
-  std::vector<double> line_footprints;  //!< bytes of the cache lines touched inside the first d tile loops
+  Small<const Use*> uses;
+  Small<int, 16> outer_axis, reg_axis, reduce_axis;  //!< axis index of each loop of sn.outer, .reg, .reduce_inner
+  Small<std::int64_t, 64> span;  //!< span of axis a inside the first d tile loops: span[d * axes + a]
+  Small<double, 16> points;      //!< iteration points inside the first d tile loops
+  Small<double, 16> footprints;  //!< bytes touched inside the first d tile loops
+  Small<double, 16> line_footprints;  //!< bytes of the cache lines touched inside the first d tile loops
   int ops_per_point;               //!< operations of the body per point, the combine included
 
   StageFeatures(const ir::Workload& w_, const ir::LoopNest& n, const StageNest& s, const ir::TargetTraits& t_)
@@ -102,7 +109,7 @@ struct StageFeatures {
       std::copy_n(span.begin() + (d - 1) * axes, axes, span.begin() + d * axes);
       span[d * axes + outer_axis[d - 1]] = sn.outer[d - 1].step;
     }
-    std::vector<double> per_buffer(w.buffers.size()), per_buffer_lines(w.buffers.size());
+    Small<double> per_buffer(w.buffers.size()), per_buffer_lines(w.buffers.size());
     for (size_t d = 0; d < depths; ++d) {
       double pts = 1;
       for (size_t a = 0; a < axes; ++a) pts *= static_cast<double>(span[d * axes + a]);
@@ -218,7 +225,7 @@ struct StageFeatures {
     f[kAccumulators] += static_cast<float>(acc);
     f[kRegisterPressure] += static_cast<float>(acc / std::max(1, t.vector_registers));
     // Loads per step: distinct (buffer, index) pairs at distinct register offsets.
-    std::vector<std::pair<const std::string*, double>> loads;
+    Small<std::pair<const std::string*, double>> loads;
     double load_issue = 0;  // the same loads, a gathered vector as its lanes
     for (const Use& u : reads) {
       double copies = 1;
@@ -242,7 +249,7 @@ struct StageFeatures {
     f[kUnroll] += static_cast<float>(sn.unroll);
     f[kPrefetch] += static_cast<float>(sn.prefetch);
     // The parallel loops: the stage's own, or the row blocks' loop around all stages.
-    std::vector<ParallelTiles> parallel;
+    ParallelLoops parallel;
     if (nest.fuse_rows > 0) {
       parallel.push_back({(nest.rows + nest.fuse_rows - 1) / nest.fuse_rows, nest.fuse_rows, nest.rows});
     } else {
@@ -351,7 +358,7 @@ struct StageFeatures {
   //! block whose footprint (by `fps`, bytes per tile depth) fits it, times those bytes, over
   //! the level's bandwidth in bytes per cycle and core (L2 to L1 64, L3 to L2 32, memory to L3
   //! 8 shared by all cores).
-  double memory_cycles(const std::vector<double>& fps, double active) const {
+  double memory_cycles(const Small<double, 16>& fps, double active) const {
     const double total_points = points_in(0);
     double memory = 0;
     for (auto [capacity, bandwidth, shared] : levels()) {
@@ -471,7 +478,7 @@ struct StageFeatures {
       int buffer;
       bool strided, rows;
     };
-    std::vector<Read> by_buffer;
+    Small<Read> by_buffer;
     const int v = axis_index(sn.vector_axis);
     for (std::size_t i = 0; i < body_reads; ++i) {
       const Use& u = reads[i];
@@ -511,7 +518,7 @@ struct StageFeatures {
       bool output;
       std::array<float, kBufferLineFeatures> lines;
     };
-    std::vector<Row> rows;  // the use touching the most bytes per buffer
+    Small<Row> rows;  // the use touching the most bytes per buffer
     const int axis = innermost_axis();
     const size_t l1 = depth_fitting(static_cast<double>(t.l1_bytes));
     int tile_axis = -1;  // of the innermost tile loop that iterates
@@ -550,9 +557,10 @@ struct StageFeatures {
       else if (r.v[kBufBytes] > it->v[kBufBytes])
         *it = r;
     }
-    // By name, then the largest first: ties keep the order of the names.
-    std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return *a.name < *b.name; });
-    std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.unique > b.unique; });
+    // The largest first, ties by name (each buffer has one row, so the order is total).
+    std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
+      return a.unique != b.unique ? a.unique > b.unique : *a.name < *b.name;
+    });
     for (size_t b = 0; b < rows.size() && b < static_cast<size_t>(kTopBuffers); ++b) {
       for (int k = 0; k < kBufferFeatures; ++k) f[kBuffers + b * kBufferFeatures + k] += rows[b].v[k];
       f[kBufferIsOutput + b] += rows[b].output ? 1 : 0;

@@ -4,11 +4,11 @@
 
 namespace tiletune::costmodel {
 
-double even_share(const std::vector<ParallelTiles>& loops, int threads) {
+double even_share(const ParallelLoops& loops, int threads) {
   threads = std::max(1, threads);
   if (loops.empty()) return 1.0 / threads;
   // inner[k]: the points of the loops inside loop k, their blocks whole.
-  std::vector<double> inner(loops.size() + 1, 1.0);
+  boost::container::small_vector<double, 8> inner(loops.size() + 1, 1.0);
   double count = 1;
   for (size_t k = loops.size(); k-- > 0;) {
     inner[k] = inner[k + 1] * static_cast<double>(loops[k].points);
@@ -19,7 +19,7 @@ double even_share(const std::vector<ParallelTiles>& loops, int threads) {
   const auto n = static_cast<std::int64_t>(count);
   // The points of the iterations before the i-th: per loop, its whole steps before its digit,
   // times the points of the outer loops' current tiles and of the inner loops' whole blocks.
-  std::vector<std::int64_t> digit(loops.size());
+  boost::container::small_vector<std::int64_t, 8> digit(loops.size());
   auto before = [&](std::int64_t i) {
     if (i >= n) return total;
     for (size_t k = loops.size(); k-- > 0;) {

@@ -130,6 +130,13 @@ const char* combine_token(Combine c);
 //! The value a reduction starts from: 0 for `+=` (and `=`), 1 for `*=`, -inf for `max=`, inf for `min=`.
 double combine_identity(Combine c);
 
+//! Calls `visit` with every tensor access in `e`, left to right: for the checks that run for
+//! every candidate the search ranks, without building a list.
+template <class Visit>
+void for_each_access(const Expr& e, Visit&& visit) {
+  if (e.kind == Expr::Kind::Access) visit(e);
+  for (auto& a : e.args) for_each_access(a, visit);
+}
 //! Appends every tensor access in `e` to `out`, left to right. Pointers are into `e`.
 void collect_accesses(const Expr& e, std::vector<const Expr*>& out);
 //! Whether some index of the tensor access `access` moves with `axis`.

@@ -161,31 +161,27 @@ int reader_count(const Workload& w, const std::string& tensor) {
 }  // namespace
 
 std::vector<std::string> strided_reads(const Expr& body, const std::string& axis) {
-  std::vector<const Expr*> acc;
-  collect_accesses(body, acc);
   std::vector<std::string> out;
-  for (const Expr* a : acc)
-    for (size_t d = 0; d < a->indices.size(); ++d) {
-      if (strided_dimension(a->indices[d].coeff_of(axis), d + 1 == a->indices.size()) &&
-          std::find(out.begin(), out.end(), a->name) == out.end())
-        out.push_back(a->name);
-    }
+  for_each_access(body, [&](const Expr& a) {
+    for (size_t d = 0; d < a.indices.size(); ++d)
+      if (strided_dimension(a.indices[d].coeff_of(axis), d + 1 == a.indices.size()) &&
+          std::find(out.begin(), out.end(), a.name) == out.end())
+        out.push_back(a.name);
+  });
   return out;
 }
 
 bool unit_stride_or_invariant(const Expr& body, const std::string& axis) { return strided_reads(body, axis).empty(); }
 
 std::vector<std::string> strided_row_reads(const Expr& body, const std::string& axis) {
-  std::vector<const Expr*> acc;
-  collect_accesses(body, acc);
   std::vector<std::string> out;
   for (auto& tensor : strided_reads(body, axis)) {
     bool rows = true;
-    for (const Expr* a : acc) {
-      if (a->name != tensor) continue;
-      for (size_t d = 0; d < a->indices.size(); ++d)
-        rows &= row_dimension(a->indices[d].coeff_of(axis), d + 1 == a->indices.size());
-    }
+    for_each_access(body, [&](const Expr& a) {
+      if (a.name != tensor) return;
+      for (size_t d = 0; d < a.indices.size(); ++d)
+        rows &= row_dimension(a.indices[d].coeff_of(axis), d + 1 == a.indices.size());
+    });
     if (rows) out.push_back(tensor);
   }
   return out;
@@ -201,19 +197,20 @@ std::vector<std::string> panel_reads(const Expr& body, const std::string& axis) 
 }
 
 std::string vector_panels_problem(const Expr& body, const std::string& tensor, const std::string& axis) {
-  std::vector<const Expr*> acc;
-  collect_accesses(body, acc);
-  for (const Expr* a : acc) {
-    if (a->name != tensor) continue;
+  std::string why;  // the first read's problem
+  for_each_access(body, [&](const Expr& a) {
+    if (!why.empty() || a.name != tensor) return;
     int along = 0;
-    for (auto& ix : a->indices) {
-      if (ix.plain_var().empty())
-        return "'" + tensor + "' is read at " + to_string(ix) + ", which panels cannot follow";
+    for (auto& ix : a.indices) {
+      if (ix.plain_var().empty()) {
+        why = "'" + tensor + "' is read at " + to_string(ix) + ", which panels cannot follow";
+        return;
+      }
       along += ix.plain_var() == axis;
     }
-    if (along != 1) return "'" + tensor + "' is read along '" + axis + "' in " + std::to_string(along) + " dimensions";
-  }
-  return "";
+    if (along != 1) why = "'" + tensor + "' is read along '" + axis + "' in " + std::to_string(along) + " dimensions";
+  });
+  return why;
 }
 
 std::vector<std::string> vectorizable_axes(const Workload& w, int stage) {

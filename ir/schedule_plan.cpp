@@ -43,10 +43,9 @@ std::string input_reads(const Workload& w, const std::string& tensor, const Expr
                         std::vector<const Expr*>& reads) {
   int b = w.buffer_index(tensor);
   if (b < 0 || w.buffers[b].role != Buffer::Role::Input) return "only inputs can be " + what + ", not '" + tensor + "'";
-  std::vector<const Expr*> all;
-  collect_accesses(body, all);
-  for (const Expr* a : all)
-    if (a->name == tensor) reads.push_back(a);
+  for_each_access(body, [&](const Expr& a) {
+    if (a.name == tensor) reads.push_back(&a);
+  });
   if (reads.empty()) return "'" + tensor + "' is not read by this stage";
   return "";
 }
@@ -127,10 +126,9 @@ std::string plan_pack(const Workload& w, const Schedule& s, int i, const std::st
   int b = w.buffer_index(tensor);
   if (ss.fuse_epilogue) {
     BodyView epilogue(w, s, w.stages[i + 1].rhs);
-    std::vector<const Expr*> epilogue_reads;
-    collect_accesses(*epilogue, epilogue_reads);
-    for (const Expr* a : epilogue_reads)
-      if (a->name == tensor) return "'" + tensor + "' is read by the fused epilogue too and cannot be packed";
+    bool read = false;
+    for_each_access(*epilogue, [&](const Expr& a) { read = read || a.name == tensor; });
+    if (read) return "'" + tensor + "' is read by the fused epilogue too and cannot be packed";
   }
   std::string vec = ss.vectorize;
   bool vec_reduce = false;
