@@ -41,6 +41,11 @@ struct Case {
   //! An input declared `const` in the library op's text (its weights, as oneDNN's are reordered
   //! once outside the timed calls); "" for the library op as it is.
   std::string weights;
+  // A constructor, so that the case lists leave the last fields out without a warning.
+  Case(std::string label_, std::string op_, std::string sizes_, double adams2019_, std::string text_ = "",
+       std::string weights_ = "")
+      : label(std::move(label_)), op(std::move(op_)), sizes(std::move(sizes_)), adams2019(adams2019_),
+        text(std::move(text_)), weights(std::move(weights_)) {}
 };
 
 //! The case's op: its text, or the library op's with Case::weights declared const.
