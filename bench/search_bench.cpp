@@ -165,7 +165,7 @@ void ranking_speed(const codegen::Backend& b, const costmodel::CostModel& model,
     for (auto& f : costmodel::featurize_all(w, configs, b.target().traits))
       if (f) x.push_back(std::move(*f));
     auto t1 = std::chrono::steady_clock::now();
-    auto scores = model.predict(x);
+    auto scores = model.rank(x);  // as a search ranks its candidates
     ranked = scores.size();
     auto t2 = std::chrono::steady_clock::now();
     feat.push_back(std::chrono::duration<double>(t1 - t0).count());
@@ -231,7 +231,7 @@ int main(int argc, char** argv) {
   app.add_option("--only", only, "run only ops whose name contains this");
   app.add_option("--db", db_path, "database of measurements (the memo; reused across runs)")->capture_default_str();
   app.add_option("--cache", cache, "kernel cache folder");
-  app.add_option("--model", model_path, "a saved xgb or nn model to use instead of the shipped one");
+  app.add_option("--model", model_path, "a saved cost model (model train --out) to use instead of the shipped xgb; its kind is the strategy");
   app.add_flag("--speed-only", speed_only, "only time the ranking of 10,000 candidates");
   int speed_reps = 5;
   app.add_option("--speed-reps", speed_reps, "timed rankings of 10,000 candidates (their median is printed)")

@@ -65,7 +65,7 @@ void add_tune(CLI::App* cmd, tuner::TuneOptions& t) {
   cmd->add_option("--trials,-n", t.trials, "measurements wanted per op, counting those in the database")
       ->check(CLI::Range(1, tuner::kMaxTrials))
       ->capture_default_str();
-  cmd->add_option("--strategy", t.strategy, "search strategy: random, evolutionary, or model-guided xgb or nn")
+  cmd->add_option("--strategy", t.strategy, "search strategy: random, evolutionary, or guided by a cost model of that kind")
       ->check(CLI::IsMember(tuner::search_names()))
       ->capture_default_str();
   cmd->add_option("--seed", t.seed, "random seed of the search")->capture_default_str();
@@ -233,7 +233,7 @@ int main(int argc, char** argv) {
       "eval", "print held-out ranking metrics (unseen sizes, unseen ops) against a random ranker");
   for (auto* cmd : {train_cmd, eval_cmd}) {
     add_common(cmd, common, false);
-    cmd->add_option("--kind", model.kinds, "model kinds: xgb, nn")
+    cmd->add_option("--kind", model.kinds, "cost model kinds (xgb-pairs: xgb, its first picks ordered again by a comparator)")
         ->check(CLI::IsMember(costmodel::model_kinds()))
         ->capture_default_str();
     cmd->add_option("--seed", model.seed, "seed of training")->capture_default_str();

@@ -4,11 +4,17 @@
 #include <memory>
 
 #include "costmodel/model.hpp"
+#include "support/error.hpp"
 
 namespace tiletune::costmodel {
 
 std::unique_ptr<CostModel> make_xgb_model(std::uint64_t seed);
 std::unique_ptr<CostModel> make_nn_model(std::uint64_t seed);
+//! "xgb-pairs" (costmodel/pair_model.cpp): an xgb ranker and a comparator of two candidates.
+std::unique_ptr<CostModel> make_pair_model(std::uint64_t seed);
+
+//! Error(kind) naming `what` and XGBoost's last error unless `rc` (an XGBoost C API result) is 0.
+void check_xgboost(int rc, ErrorKind kind, const std::string& what);
 
 //! Rounds the xgb model adds to a pretrained one per fine-tuning: kXgbFineTuneRounds for each
 //! kXgbFineTuneStep samples it is fine-tuned on (rounded up), at most a fresh model's rounds.

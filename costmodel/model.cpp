@@ -17,12 +17,15 @@ constexpr const char* kBlobFormat = "tiletune-model/1";
 [[noreturn]] void bad(const std::string& why) { throw_error(ErrorKind::InvalidInput, "cost model blob: " + why); }
 }  // namespace
 
-std::vector<std::string> model_kinds() { return {"xgb", "nn"}; }
+std::vector<std::string> model_kinds() { return {"xgb", "nn", "xgb-pairs"}; }
 
 std::unique_ptr<CostModel> make_model(const std::string& kind, std::uint64_t seed) {
   if (kind == "xgb") return make_xgb_model(seed);
   if (kind == "nn") return make_nn_model(seed);
-  throw_error(ErrorKind::InvalidInput, "unknown cost model '" + kind + "'; known: xgb, nn");
+  if (kind == "xgb-pairs") return make_pair_model(seed);
+  std::string known;
+  for (auto& k : model_kinds()) known += (known.empty() ? "" : ", ") + k;
+  throw_error(ErrorKind::InvalidInput, "unknown cost model '" + kind + "'; known: " + known);
 }
 
 Grouped group_samples(const std::vector<Sample>& samples) {

@@ -20,7 +20,8 @@ struct Sample {
 
 //! A learned ranker of candidates. Scores are comparable within one workload only: higher
 //! means faster. Implementations: "xgb" (gradient-boosted trees, XGBoost) and "nn" (an MLP
-//! over per-nest rows, sum-pooled, LibTorch). Library errors become tiletune::Error.
+//! over per-nest rows, sum-pooled, LibTorch) and "xgb-pairs" (xgb, its first picks ordered again
+//! by a comparator of two candidates). Library errors become tiletune::Error.
 class CostModel {
  public:
   virtual ~CostModel() = default;
@@ -37,6 +38,9 @@ class CostModel {
   virtual void fine_tune(const std::vector<Sample>& samples) = 0;
   //! One score per candidate; Error(Internal) if not trained.
   virtual std::vector<float> predict(const std::vector<Features>& x) const = 0;
+  //! Scores of candidates of one workload, which a model may compare with each other (xgb-pairs
+  //! orders predict's first picks again by comparing them in pairs); predict's by default.
+  virtual std::vector<float> rank(const std::vector<Features>& x) const { return predict(x); }
   //! The model's own bytes (no metadata: see save_model).
   virtual std::string payload() const = 0;
   virtual void load_payload(const std::string& bytes) = 0;
@@ -82,6 +86,7 @@ class OnlineModel {
   bool update(int min_new = 8);
   bool trained() const { return model_->trained(); }
   std::vector<float> predict(const std::vector<Features>& x) const { return model_->predict(x); }
+  std::vector<float> rank(const std::vector<Features>& x) const { return model_->rank(x); }
   const CostModel& model() const { return *model_; }
 
  private:

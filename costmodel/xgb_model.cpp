@@ -16,10 +16,6 @@ namespace tiletune::costmodel {
 
 namespace {
 
-void check(int rc, ErrorKind kind, const std::string& what) {
-  if (rc != 0) throw_error(kind, "XGBoost: " + what + ": " + XGBGetLastError());
-}
-
 //! The pooled rows of x[begin, end), their first `width` features, row-major: what XGBoost
 //! and CompleteTrees read.
 std::vector<float> dense(const std::vector<const Features*>& x, std::size_t begin, std::size_t end, Pooling how,
@@ -41,7 +37,7 @@ class Matrix {
  public:
   Matrix(const std::vector<const Features*>& rows, Pooling how, std::size_t width) {
     std::vector<float> data = dense(rows, 0, rows.size(), how, width);
-    check(XGDMatrixCreateFromMat(data.data(), rows.size(), width, NAN, &handle_), ErrorKind::Internal,
+    check_xgboost(XGDMatrixCreateFromMat(data.data(), rows.size(), width, NAN, &handle_), ErrorKind::Internal,
           "creating a matrix");
   }
   ~Matrix() {
@@ -179,8 +175,8 @@ class XgbModel final : public CostModel {
     pooling_ = kNewModelPooling;  // before anything can throw: a booster left half-trained reads max too
     width_ = feature_count();
     DMatrixHandle train[] = {m.get()};
-    check(XGBoosterCreate(train, 1, &booster_), ErrorKind::Internal, "creating a booster");
-    check(XGBoosterSetAttr(booster_, kPoolingAttr, kMaxPooling), ErrorKind::Internal, "setting the pooling");
+    check_xgboost(XGBoosterCreate(train, 1, &booster_), ErrorKind::Internal, "creating a booster");
+    check_xgboost(XGBoosterSetAttr(booster_, kPoolingAttr, kMaxPooling), ErrorKind::Internal, "setting the pooling");
     boost(m, g, 0, kRounds);
     compile_trees(payload());
   }
@@ -191,7 +187,7 @@ class XgbModel final : public CostModel {
     Grouped g = group_samples(samples);
     Matrix m = training_matrix(g, pooling_, width_);  // the base's trees read its pooling and width
     int done = 0;
-    check(XGBoosterBoostedRounds(booster_, &done), ErrorKind::Internal, "reading the rounds");
+    check_xgboost(XGBoosterBoostedRounds(booster_, &done), ErrorKind::Internal, "reading the rounds");
     trees_.reset();  // until the new trees are laid out: a failure midway leaves XGBoost to score them
     // New trees fit what the base's trees get wrong on these samples.
     boost(m, g, done, xgb_fine_tune_rounds(samples.size()));
@@ -241,13 +237,13 @@ class XgbModel final : public CostModel {
   std::string payload() const override {
     bst_ulong n = 0;
     const char* bytes = nullptr;
-    check(XGBoosterSaveModelToBuffer(booster_, R"({"format": "ubj"})", &n, &bytes), ErrorKind::Internal, "saving");
+    check_xgboost(XGBoosterSaveModelToBuffer(booster_, R"({"format": "ubj"})", &n, &bytes), ErrorKind::Internal, "saving");
     return std::string(bytes, n);
   }
 
   void load_payload(const std::string& bytes) override {
     reset();
-    check(XGBoosterCreate(nullptr, 0, &booster_), ErrorKind::Internal, "creating a booster");
+    check_xgboost(XGBoosterCreate(nullptr, 0, &booster_), ErrorKind::Internal, "creating a booster");
     int rc = XGBoosterLoadModelFromBuffer(booster_, bytes.data(), bytes.size());
     if (rc != 0) {
       std::string why = XGBGetLastError();
@@ -255,10 +251,10 @@ class XgbModel final : public CostModel {
       throw_error(ErrorKind::InvalidInput, "XGBoost rejected the model: " + why);
     }
     // A loaded model keeps no training parameters: it predicts on one thread too.
-    check(XGBoosterSetParam(booster_, "nthread", "1"), ErrorKind::Internal, "parameter nthread");
+    check_xgboost(XGBoosterSetParam(booster_, "nthread", "1"), ErrorKind::Internal, "parameter nthread");
     const char* pooling = nullptr;
     int found = 0;
-    check(XGBoosterGetAttr(booster_, kPoolingAttr, &pooling, &found), ErrorKind::Internal, "reading the pooling");
+    check_xgboost(XGBoosterGetAttr(booster_, kPoolingAttr, &pooling, &found), ErrorKind::Internal, "reading the pooling");
     if (found && std::string(pooling) != kMaxPooling) {
       const std::string name = pooling;
       reset();
@@ -268,7 +264,7 @@ class XgbModel final : public CostModel {
     // A model of an earlier feature version reads the prefix of each row it was trained on.
     bst_ulong features = 0;
     try {
-      check(XGBoosterGetNumFeature(booster_, &features), ErrorKind::InvalidInput, "reading the features");
+      check_xgboost(XGBoosterGetNumFeature(booster_, &features), ErrorKind::InvalidInput, "reading the features");
       check_payload_width(features, "xgb");
     } catch (const Error&) {
       reset();
@@ -284,8 +280,8 @@ class XgbModel final : public CostModel {
     std::vector<const Features*> rows;
     for (auto* s : g.samples) rows.push_back(&s->x);
     Matrix m(rows, how, width);
-    check(XGDMatrixSetFloatInfo(m.get(), "label", g.labels.data(), g.labels.size()), ErrorKind::Internal, "labels");
-    check(XGDMatrixSetUIntInfo(m.get(), "group", g.group_sizes.data(), g.group_sizes.size()), ErrorKind::Internal,
+    check_xgboost(XGDMatrixSetFloatInfo(m.get(), "label", g.labels.data(), g.labels.size()), ErrorKind::Internal, "labels");
+    check_xgboost(XGDMatrixSetUIntInfo(m.get(), "group", g.group_sizes.data(), g.group_sizes.size()), ErrorKind::Internal,
           "groups");
     return m;
   }
@@ -294,18 +290,18 @@ class XgbModel final : public CostModel {
   //! time, since a loaded model keeps its trees but not its training parameters.
   void boost(const Matrix& m, const Grouped& g, int first, int rounds) {
     for (auto& [k, v] : kParams)
-      check(XGBoosterSetParam(booster_, k, v), ErrorKind::Internal, std::string("parameter ") + k);
-    check(XGBoosterSetParam(booster_, "seed", std::to_string(seed_ % 2147483647).c_str()), ErrorKind::Internal, "seed");
+      check_xgboost(XGBoosterSetParam(booster_, k, v), ErrorKind::Internal, std::string("parameter ") + k);
+    check_xgboost(XGBoosterSetParam(booster_, "seed", std::to_string(seed_ % 2147483647).c_str()), ErrorKind::Internal, "seed");
     const PairLoss loss(g, seed_);
     std::vector<float> grad, hess;
     for (int i = first; i < first + rounds; ++i) {
       bst_ulong n = 0;
       const float* score = nullptr;
-      check(XGBoosterPredict(booster_, m.get(), 0, 0, /*training=*/1, &n, &score), ErrorKind::Internal,
+      check_xgboost(XGBoosterPredict(booster_, m.get(), 0, 0, /*training=*/1, &n, &score), ErrorKind::Internal,
             "scoring round " + std::to_string(i));
       if (n != g.labels.size()) throw_error(ErrorKind::Internal, "XGBoost: scores of the wrong shape while training");
       loss.gradients(score, grad, hess);
-      check(XGBoosterBoostOneIter(booster_, m.get(), grad.data(), hess.data(), n), ErrorKind::Internal,
+      check_xgboost(XGBoosterBoostOneIter(booster_, m.get(), grad.data(), hess.data(), n), ErrorKind::Internal,
             "training round " + std::to_string(i));
     }
   }
@@ -330,6 +326,10 @@ class XgbModel final : public CostModel {
 };
 
 }  // namespace
+
+void check_xgboost(int rc, ErrorKind kind, const std::string& what) {
+  if (rc != 0) throw_error(kind, "XGBoost: " + what + ": " + XGBGetLastError());
+}
 
 std::unique_ptr<CostModel> make_xgb_model(std::uint64_t seed) { return std::make_unique<XgbModel>(seed); }
 

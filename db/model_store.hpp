@@ -9,7 +9,7 @@ namespace tiletune::db {
 
 //! A trained cost model of one kind for one target, with what it was trained on.
 struct ModelRow {
-  std::string kind;  //!< "xgb", "nn"
+  std::string kind;  //!< a cost model kind: "xgb", "nn", "xgb-pairs"
   std::string target_key;
   int feature_version = 0;
   std::int64_t records = 0;  //!< training records

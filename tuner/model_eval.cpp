@@ -69,6 +69,22 @@ costmodel::RankingMetrics test_on(const std::vector<const costmodel::Sample*>& t
   return costmodel::evaluate_ranking(group, latency, score);
 }
 
+//! The model's scores of `test` (whose features `x` holds, in order), each workload's candidates
+//! ranked together (CostModel::rank), as a search ranks its own.
+std::vector<float> rank_by_workload(const costmodel::CostModel& model, const std::vector<const costmodel::Sample*>& test,
+                                    const std::vector<costmodel::Features>& x) {
+  std::map<std::string, std::vector<std::size_t>> of_workload;
+  for (std::size_t i = 0; i < test.size(); ++i) of_workload[test[i]->group].push_back(i);
+  std::vector<float> score(test.size());
+  for (auto& [key, at] : of_workload) {
+    std::vector<costmodel::Features> own;
+    for (std::size_t i : at) own.push_back(x[i]);
+    const std::vector<float> s = model.rank(own);
+    for (std::size_t k = 0; k < at.size(); ++k) score[at[k]] = s[k];
+  }
+  return score;
+}
+
 //! Metrics of each op's workloads among `test`, for EvalRow::by_op: added to `parts`.
 void test_by_op(const Dataset& data, const std::vector<const costmodel::Sample*>& test, const std::vector<float>& score,
                 std::map<std::string, std::vector<costmodel::RankingMetrics>>& parts) {
@@ -199,11 +215,11 @@ void test_transfer(const std::vector<const costmodel::Sample*>& test, const cost
       tuned->fine_tune(seen);
       auto cold = costmodel::make_model(kind, seed);
       cold->fit(seen);
-      const std::vector<float> cold_score = cold->predict(x);
+      const std::vector<float> cold_score = cold->rank(x);
       const double cold_best = best_after(measured, rest, cold_score);
       parts[name + " cold"].metrics.push_back(test_on(rest, cold_score));
       for (auto& [model, score] :
-           {std::pair{name + " pretrained", base.predict(x)}, std::pair{name + " fine-tuned", tuned->predict(x)}}) {
+           {std::pair{name + " pretrained", base.rank(x)}, std::pair{name + " fine-tuned", tuned->rank(x)}}) {
         TransferPart& part = parts[model];
         part.metrics.push_back(test_on(rest, score));
         if (rest.size() <= static_cast<std::size_t>(k)) continue;  // both pick every record left
@@ -262,7 +278,7 @@ std::vector<EvalRow> evaluate_models(const Dataset& data, const std::vector<std:
       for (auto& kind : kinds) {
         auto model = costmodel::make_model(kind, seed);
         model->fit(train);
-        std::vector<float> score = model->predict(test_x);
+        std::vector<float> score = rank_by_workload(*model, test, test_x);
         parts[kind].push_back(test_on(test, score));
         test_by_op(data, test, score, op_parts[kind]);
         for (int k : transfer) test_transfer(test, *model, kind, k, seed, transfer_parts[k]);
@@ -277,7 +293,7 @@ std::vector<EvalRow> evaluate_models(const Dataset& data, const std::vector<std:
             for (auto& kind : kinds) {
               auto subset_model = costmodel::make_model(kind, seed);
               subset_model->fit(subset);
-              share_parts[share][kind].push_back(test_on(test, subset_model->predict(test_x)));
+              share_parts[share][kind].push_back(test_on(test, rank_by_workload(*subset_model, test, test_x)));
             }
           }
         }
@@ -311,7 +327,7 @@ std::vector<EvalRow> evaluate_trained(const Dataset& data, const costmodel::Cost
     x.push_back(s.x);
   }
   if (all.empty()) throw_error(ErrorKind::InvalidInput, "no records to rank: tune some ops first");
-  std::vector<float> score = model.predict(x);
+  std::vector<float> score = rank_by_workload(model, all, x);
   Parts op_parts;
   test_by_op(data, all, score, op_parts);
   std::vector<EvalRow> out = {{name, "as trained", 0, test_on(all, score), combine_by_op(op_parts)}};

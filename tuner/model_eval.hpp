@@ -12,7 +12,7 @@ namespace tiletune::tuner {
 
 //! Held-out evaluation of one ranker on one kind of split.
 struct EvalRow {
-  std::string model;  //!< "xgb", "nn", "random"
+  std::string model;  //!< a cost model kind, or "random"
   std::string split;  //!< "held-out sizes" | "held-out ops"
   int folds = 0;
   costmodel::RankingMetrics metrics;  //!< averaged over the test workloads of every fold

@@ -174,7 +174,7 @@ class ModelGuidedSearch : public SearchStrategy {
       x.push_back(std::move(*features[i]));
       kept.push_back(std::move(members[i]));
     }
-    auto s = model_.predict(x);
+    auto s = model_.rank(x);  // all of one workload
     for (size_t i = 0; i < kept.size(); ++i) kept[i].score = s[i];
     members = std::move(kept);
   }
@@ -236,9 +236,16 @@ std::vector<std::size_t> spread_over_blockings(const std::vector<ir::Schedule>& 
   return first;
 }
 
-std::vector<std::string> search_names() { return {"random", "evolutionary", "xgb", "nn"}; }
+std::vector<std::string> search_names() {
+  std::vector<std::string> names = {"random", "evolutionary"};
+  for (auto& kind : costmodel::model_kinds()) names.push_back(kind);  // a model-guided search each
+  return names;
+}
 
-std::string model_of_strategy(const std::string& name) { return name == "xgb" || name == "nn" ? name : ""; }
+std::string model_of_strategy(const std::string& name) {
+  const auto kinds = costmodel::model_kinds();
+  return std::find(kinds.begin(), kinds.end(), name) != kinds.end() ? name : "";
+}
 
 std::unique_ptr<SearchStrategy> make_search(const std::string& name, const Space& space, std::uint64_t seed,
                                             SearchContext context) {

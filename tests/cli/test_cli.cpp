@@ -109,7 +109,7 @@ TEST_CASE("cli: bad input gets a clear message and the documented exit code") {
   CHECK(has(bad_config, "config:"));
   auto bad_strategy = tiletune_cmd({"tune", "matmul", "--sizes", "M=4,N=4,K=4", "--db", db, "--strategy", "magic"});
   CHECK(bad_strategy.exit_code == 2);
-  CHECK(has(bad_strategy, "--strategy: magic not in {random,evolutionary,xgb,nn}"));
+  CHECK(has(bad_strategy, "--strategy: magic not in {random,evolutionary,xgb,nn,xgb-pairs}"));
   std::string suite = dir.file("suite.json");
   std::ofstream(suite) << "{\"cases\": [{\"op\": 3}]}";
   auto bad_suite = tiletune_cmd({"suite", suite, "--db", db});

@@ -1,7 +1,10 @@
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <random>
+#include <set>
 
 #include <nlohmann/json.hpp>
 #include <xgboost/c_api.h>
@@ -308,4 +311,70 @@ TEST_CASE("online model from a pretrained base: fine-tunes the base again on eve
   CHECK(error_of([] {
           costmodel::OnlineModel bad(costmodel::OnlineModel::FromBase{}, costmodel::make_model("nn"), {});
         }).find("trained") != std::string::npos);
+}
+
+TEST_CASE("xgb-pairs: the comparator orders the ranker's first picks of a workload again; saved and loaded alike") {
+  auto train = synthetic(4, 150, 1), one = synthetic(1, 100, 2);
+  auto m = costmodel::make_model("xgb-pairs", 7);
+  m->fit(train);
+  std::vector<Features> x;
+  std::vector<double> latency;
+  for (auto& s : one) {
+    x.push_back(s.x);
+    latency.push_back(s.latency_s);
+  }
+  const std::vector<float> predicted = m->predict(x), ranked = m->rank(x);
+  // predict is the xgb ranker's own.
+  auto xgb = costmodel::make_model("xgb", 7);
+  xgb->fit(train);
+  CHECK(xgb->predict(x) == predicted);
+  // The ranker's 32 first picks stay first, the others keep its scores.
+  std::vector<std::size_t> by_predicted(x.size()), by_rank(x.size());
+  std::iota(by_predicted.begin(), by_predicted.end(), 0);
+  by_rank = by_predicted;
+  std::sort(by_predicted.begin(), by_predicted.end(), [&](auto a, auto b) { return predicted[a] > predicted[b]; });
+  std::sort(by_rank.begin(), by_rank.end(), [&](auto a, auto b) { return ranked[a] > ranked[b]; });
+  const float top = *std::max_element(predicted.begin(), predicted.end());
+  std::set<std::size_t> first(by_predicted.begin(), by_predicted.begin() + 32);
+  CHECK(std::set<std::size_t>(by_rank.begin(), by_rank.begin() + 32) == first);
+  for (std::size_t i = 0; i < x.size(); ++i) CHECK((first.count(i) ? ranked[i] > top : ranked[i] == predicted[i]));
+  // Among them, the comparator's order is the measured one as a rule.
+  std::vector<std::string> group(32, "w");
+  std::vector<double> first_latency;
+  std::vector<float> first_score;
+  for (std::size_t i : first) {
+    first_latency.push_back(latency[i]);
+    first_score.push_back(ranked[i]);
+  }
+  CHECK(costmodel::evaluate_ranking(group, first_latency, first_score).pairwise_accuracy > 0.75);
+  // Saved and loaded, it ranks alike; a broken payload is a clear error.
+  auto loaded = costmodel::load_model(costmodel::save_model(*m, {"xgb-pairs", "t", costmodel::kFeatureVersion, 600, "{}"}));
+  CHECK(loaded->rank(x) == ranked);
+  auto fresh = costmodel::make_model("xgb-pairs");
+  ErrorKind k{};
+  CHECK(error_of([&] { fresh->load_payload("garbage"); }, &k).find("xgb-pairs/1") != std::string::npos);
+  CHECK(k == ErrorKind::InvalidInput);
+  const std::string payload = m->payload();
+  CHECK(error_of([&] { fresh->load_payload(payload.substr(0, 40)); }).find("cut short") != std::string::npos);
+  CHECK(error_of([&] { fresh->load_payload(payload.substr(0, payload.size() - 10)); }).find("rejected") !=
+        std::string::npos);
+  CHECK(m->rank({x[0]}) == m->predict({x[0]}));
+}
+
+TEST_CASE("xgb-pairs: records with nothing to compare rank as the ranker does, until fine-tuning brings pairs") {
+  // One record per workload: no pair of one workload to learn from.
+  std::vector<Sample> single;
+  for (auto& s : synthetic(1, 40, 5)) single.push_back({s.x, s.group + std::to_string(single.size()), s.latency_s});
+  auto m = costmodel::make_model("xgb-pairs", 3);
+  m->fit(single);
+  CHECK(m->trained());
+  std::vector<Features> x;
+  for (auto& s : synthetic(1, 40, 6)) x.push_back(s.x);
+  CHECK(m->rank(x) == m->predict(x));
+  auto loaded = costmodel::load_model(costmodel::save_model(*m, {"xgb-pairs", "t", costmodel::kFeatureVersion, 40, "{}"}));
+  CHECK(loaded->rank(x) == m->predict(x));
+  loaded->fine_tune(synthetic(2, 30, 7));
+  const auto predicted = loaded->predict(x), ranked = loaded->rank(x);
+  const float top = *std::max_element(predicted.begin(), predicted.end());
+  CHECK(std::count_if(ranked.begin(), ranked.end(), [&](float s) { return s > top; }) == 32);
 }

@@ -43,9 +43,11 @@ TEST_CASE("pretrained: a model is shipped for this machine kind, of a feature ve
       }
   }
   // Models ship for AVX2 (8 lanes) and AVX-512 (16): a machine of either kind finds its own.
+  // xgb-pairs ships none yet: its comparator has been trained on one machine's corpus only, and
+  // a search with it starts cold (README: cost models).
   const std::vector<std::string> shipped_kinds = {"cpu-simd8", "cpu-simd16"};
   for (auto& shipped : shipped_kinds)
-    for (auto& k : costmodel::model_kinds())
+    for (const std::string k : {"xgb", "nn"})
       CHECK_MESSAGE(std::count(names.begin(), names.end(), tuner::shipped_model_name(k, shipped)) == 1,
                     k << "-" << shipped);
   if (std::count(shipped_kinds.begin(), shipped_kinds.end(), kind))
