@@ -97,6 +97,14 @@ Filled fill_file(const std::string& path, int n) {
   return fill(*store, n);
 }
 
+//! A query of a workload's records on a target, every other field its default.
+server::dashboard::WorkloadQuery query(const std::string& workload, const std::string& target) {
+  server::dashboard::WorkloadQuery q;
+  q.workload = workload;
+  q.target = target;
+  return q;
+}
+
 }  // namespace
 
 TEST_CASE("dashboard: a workload's line, points, top configs, knobs and heatmap follow its records") {
@@ -105,7 +113,7 @@ TEST_CASE("dashboard: a workload's line, points, top configs, knobs and heatmap 
   Filled f = fill(*store, 300);
   REQUIRE(f.records == 300);
 
-  server::dashboard::WorkloadQuery q{f.workload, f.target};
+  server::dashboard::WorkloadQuery q = query(f.workload, f.target);
   json d = server::dashboard::workload(*store, q);
   CHECK(d["records"] == 300);
   CHECK(d["shown"] == 300);
@@ -180,9 +188,9 @@ TEST_CASE("dashboard: a workload's line, points, top configs, knobs and heatmap 
     CHECK(fastest == doctest::Approx(f.best_s));
   }
   SUBCASE("bad requests") {
-    CHECK_THROWS_WITH_AS(server::dashboard::workload(*store, {"nope", f.target}), doctest::Contains("no workload 'nope'"),
+    CHECK_THROWS_WITH_AS(server::dashboard::workload(*store, query("nope", f.target)), doctest::Contains("no workload 'nope'"),
                          Error);
-    CHECK_THROWS_WITH_AS(server::dashboard::workload(*store, {f.workload, "nope"}), doctest::Contains("no target 'nope'"),
+    CHECK_THROWS_WITH_AS(server::dashboard::workload(*store, query(f.workload, "nope")), doctest::Contains("no target 'nope'"),
                          Error);
     q.x = "C.unroll";
     q.y = "no.such.knob";
@@ -380,7 +388,7 @@ TEST_CASE("dashboard: the best-so-far line splits by the job that measured each 
   };
   job("aaaaaaaaaaaaaaaa", "random", 0, 99);
   job("bbbbbbbbbbbbbbbb", "xgb", 100, 199);
-  json d = server::dashboard::workload(*store, {f.workload, f.target});
+  json d = server::dashboard::workload(*store, query(f.workload, f.target));
   REQUIRE(d["lines"].size() == 3);
   CHECK(d["lines"][0]["label"] == "job aaaaaaaa (random)");
   CHECK(d["lines"][1]["label"] == "job bbbbbbbb (xgb)");
@@ -401,7 +409,7 @@ TEST_CASE("dashboard: the best-so-far line splits by the job that measured each 
   test::TempDir other;
   auto plain = db::open_store(other.file("p.db"));
   Filled g = fill(*plain, 20);
-  CHECK(server::dashboard::workload(*plain, {g.workload, g.target})["lines"].empty());
+  CHECK(server::dashboard::workload(*plain, query(g.workload, g.target))["lines"].empty());
 }
 
 TEST_CASE("dashboard: warming the largest workloads ahead changes no answer, and stops when told") {
@@ -412,11 +420,11 @@ TEST_CASE("dashboard: warming the largest workloads ahead changes no answer, and
   server::dashboard::warm(*store, stop, 1);  // told to stop: returns at once
   stop = false;
   server::dashboard::warm(*store, stop, 1);
-  json warmed = server::dashboard::workload(*store, {f.workload, f.target});
+  json warmed = server::dashboard::workload(*store, query(f.workload, f.target));
   CHECK(warmed["records"] == 120);
   // Records added after the warm-up are read on the next call.
   fill(*store, 140);  // the same configs again (merged) and 20 new ones
-  json later = server::dashboard::workload(*store, {f.workload, f.target});
+  json later = server::dashboard::workload(*store, query(f.workload, f.target));
   CHECK(later["records"] == 140);
   CHECK(later["points"]["trial"].size() == 140);
   CHECK(later["progress"].back()[0] == 140);
