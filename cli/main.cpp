@@ -224,7 +224,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
 
   cli::ModelEvalOptions model;  // --kind, --seed and --target are train's too
-  model.kinds = costmodel::model_kinds();
+  model.kinds = costmodel::default_model_kinds();
   auto* model_cmd = app.add_subcommand("model", "train and evaluate the cost models on the database's records");
   model_cmd->require_subcommand(1);
   auto* train_cmd =

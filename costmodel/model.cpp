@@ -18,6 +18,7 @@ constexpr const char* kBlobFormat = "tiletune-model/1";
 }  // namespace
 
 std::vector<std::string> model_kinds() { return {"xgb", "nn", "xgb-pairs"}; }
+std::vector<std::string> default_model_kinds() { return {"xgb", "nn"}; }
 
 std::unique_ptr<CostModel> make_model(const std::string& kind, std::uint64_t seed) {
   if (kind == "xgb") return make_xgb_model(seed);

@@ -49,6 +49,9 @@ class CostModel {
 //! "xgb" or "nn"; anything else is Error(InvalidInput) naming the known kinds.
 std::unique_ptr<CostModel> make_model(const std::string& kind, std::uint64_t seed = 1);
 std::vector<std::string> model_kinds();
+//! The kinds `model train` and `model eval` use when none is named: those shipped for machine
+//! kinds (xgb-pairs is asked for by name: none is shipped, and it trains longest).
+std::vector<std::string> default_model_kinds();
 
 //! What a saved model was trained with. save_model writes the feature version of the model's own
 //! width, whatever feature_version says; load_model reports it.

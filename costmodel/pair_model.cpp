@@ -100,15 +100,21 @@ class PairModel final : public CostModel {
     for (std::size_t a = 0; a < n; ++a)
       for (std::size_t b = 0; b < n; ++b) pair_row(&rows[a * w], &rows[b * w], w, &pairs[(a * n + b) * 2 * w]);
     const std::vector<float> p = compare(pairs, n * n);
-    // Above every other candidate, in the order of their mean chance of beating the others
-    // (each pair asked both ways, so that the order does not depend on which comes first).
-    const float above = *std::max_element(score.begin(), score.end()) + 1.0f;
-    for (std::size_t a = 0; a < n; ++a) {
-      double wins = 0;
+    // Each one's mean chance of beating the others, each pair asked both ways so that the order
+    // does not depend on which comes first.
+    std::vector<double> wins(n, 0.0);
+    for (std::size_t a = 0; a < n; ++a)
       for (std::size_t b = 0; b < n; ++b)
-        if (a != b) wins += 0.5 * (p[a * n + b] + 1.0 - p[b * n + a]);
-      score[order[a]] = above + static_cast<float>(wins / static_cast<double>(n - 1));
-    }
+        if (a != b) wins[a] += 0.5 * (p[a * n + b] + 1.0 - p[b * n + a]);
+    // The first picks' own scores (order[0 .. n) holds them best first) dealt out again in the
+    // comparator's order: the scores stay the ranker's, so that those of separate calls (a
+    // search's generations) still compare, and the first picks stay above the others.
+    std::vector<std::size_t> by_wins(n);
+    std::iota(by_wins.begin(), by_wins.end(), 0);
+    std::stable_sort(by_wins.begin(), by_wins.end(), [&](std::size_t a, std::size_t b) { return wins[a] > wins[b]; });
+    std::vector<float> first(n);
+    for (std::size_t i = 0; i < n; ++i) first[i] = score[order[i]];
+    for (std::size_t i = 0; i < n; ++i) score[order[by_wins[i]]] = first[i];
     return score;
   }
 
@@ -124,8 +130,8 @@ class PairModel final : public CostModel {
            (comparator_ ? std::string(bytes, size) : std::string());
   }
 
+  //! All or nothing: a payload rejected midway leaves the model as it was.
   void load_payload(const std::string& bytes) override {
-    reset_comparator();
     const std::string tag = std::string(kPayloadTag) + "\n";
     const std::size_t eol = bytes.find('\n', tag.size());
     if (bytes.compare(0, tag.size(), tag) != 0 || eol == std::string::npos)
@@ -140,23 +146,31 @@ class PairModel final : public CostModel {
     }
     if (ranker_size > bytes.size() - eol - 1)
       throw_error(ErrorKind::InvalidInput, "xgb-pairs rejected the payload: it is cut short");
-    ranker_->load_payload(bytes.substr(eol + 1, ranker_size));
+    auto ranker = make_xgb_model(seed_);
+    ranker->load_payload(bytes.substr(eol + 1, ranker_size));
     const std::string comparator = bytes.substr(eol + 1 + ranker_size);
-    if (comparator.empty()) return;
-    check_xgboost(XGBoosterCreate(nullptr, 0, &comparator_), ErrorKind::Internal, "creating the comparator");
-    if (XGBoosterLoadModelFromBuffer(comparator_, comparator.data(), comparator.size()) != 0) {
-      const std::string why = XGBGetLastError();
-      reset_comparator();
-      throw_error(ErrorKind::InvalidInput, "XGBoost rejected the comparator: " + why);
+    BoosterHandle loaded = nullptr;
+    if (!comparator.empty()) {
+      check_xgboost(XGBoosterCreate(nullptr, 0, &loaded), ErrorKind::Internal, "creating the comparator");
+      std::string why;
+      bst_ulong features = 0;
+      if (XGBoosterLoadModelFromBuffer(loaded, comparator.data(), comparator.size()) != 0)
+        why = std::string("XGBoost rejected the comparator: ") + XGBGetLastError();
+      else if (XGBoosterGetNumFeature(loaded, &features) != 0)
+        why = std::string("XGBoost: reading the comparator's features: ") + XGBGetLastError();
+      else if (features != 2 * ranker->width())
+        why = "xgb-pairs: the comparator reads " + std::to_string(features) + " features, not twice the ranker's " +
+              std::to_string(ranker->width());
+      else if (XGBoosterSetParam(loaded, "nthread", "1") != 0)
+        why = std::string("XGBoost: parameter nthread: ") + XGBGetLastError();
+      if (!why.empty()) {
+        XGBoosterFree(loaded);
+        throw_error(ErrorKind::InvalidInput, why);
+      }
     }
-    bst_ulong features = 0;
-    check_xgboost(XGBoosterGetNumFeature(comparator_, &features), ErrorKind::InvalidInput, "reading the features");
-    if (features != 2 * width()) {
-      reset_comparator();
-      throw_error(ErrorKind::InvalidInput, "xgb-pairs: the comparator reads " + std::to_string(features) +
-                                               " features, not twice the ranker's " + std::to_string(width()));
-    }
-    check_xgboost(XGBoosterSetParam(comparator_, "nthread", "1"), ErrorKind::Internal, "parameter nthread");
+    ranker_ = std::move(ranker);
+    reset_comparator();
+    comparator_ = loaded;
   }
 
  private:

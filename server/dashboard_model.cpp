@@ -95,7 +95,7 @@ json model_view(db::Store& store, const std::string& target, const std::string& 
       features.push_back(std::move(*featurized[i]));
       latency.push_back(sampled_latency[i]);
     }
-  std::vector<float> score = features.empty() ? std::vector<float>{} : model->predict(features);
+  std::vector<float> score = features.empty() ? std::vector<float>{} : model->rank(features);  // one workload's candidates
   const double flops = w.flops();
   json points = {{"score", json::array()}, {"gflops", json::array()}};
   for (size_t i = 0; i < score.size(); ++i) {
