@@ -13,6 +13,10 @@ std::unique_ptr<CostModel> make_nn_model(std::uint64_t seed);
 //! "xgb-pairs" (costmodel/pair_model.cpp): an xgb ranker and a comparator of two candidates.
 std::unique_ptr<CostModel> make_pair_model(std::uint64_t seed);
 
+//! XGBoost's scores of `rows` row-major rows of `width` features into `out`, by in-place
+//! prediction with every tree (thread-safe, on the calling thread); "" or why not.
+std::string xgb_predict_dense(void* booster, const float* data, std::size_t rows, std::size_t width, float* out);
+
 //! Error(kind) naming `what` and XGBoost's last error unless `rc` (an XGBoost C API result) is 0.
 void check_xgboost(int rc, ErrorKind kind, const std::string& what);
 

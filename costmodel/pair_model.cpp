@@ -38,9 +38,6 @@ const std::pair<const char*, const char*> kComparatorParams[] = {
 };
 constexpr const char* kPayloadTag = "xgb-pairs/1";
 
-constexpr const char* kPredictConfig =
-    R"({"type": 0, "training": false, "iteration_begin": 0, "iteration_end": 0, "strict_shape": false, "missing": NaN, "cache_id": 0})";
-
 //! A pair's row: the first's pooled row less the second's, then their mean.
 void pair_row(const float* a, const float* b, std::size_t width, float* out) {
   for (std::size_t i = 0; i < width; ++i) {
@@ -254,16 +251,10 @@ class PairModel final : public CostModel {
 
   //! The comparator's chance that each row's first candidate is the faster.
   std::vector<float> compare(const std::vector<float>& rows, std::size_t count) const {
-    const std::string array = R"({"data": [)" + std::to_string(reinterpret_cast<std::uintptr_t>(rows.data())) +
-                              R"(, true], "shape": [)" + std::to_string(count) + ", " + std::to_string(2 * width()) +
-                              R"(], "typestr": "<f4", "version": 3})";
-    const bst_ulong* shape = nullptr;
-    bst_ulong dims = 0;
-    const float* out = nullptr;
-    check_xgboost(XGBoosterPredictFromDense(comparator_, array.c_str(), kPredictConfig, nullptr, &shape, &dims, &out),
-                  ErrorKind::Internal, "comparing");
-    if (dims == 0 || shape[0] != count) throw_error(ErrorKind::Internal, "XGBoost: comparisons of the wrong shape");
-    return std::vector<float>(out, out + count);
+    std::vector<float> chance(count);
+    const std::string why = xgb_predict_dense(comparator_, rows.data(), count, 2 * width(), chance.data());
+    if (!why.empty()) throw_error(ErrorKind::Internal, "XGBoost: comparing: " + why);
+    return chance;
   }
 
   void reset_comparator() {

@@ -216,19 +216,10 @@ class XgbModel final : public CostModel {
         trees_->predict(data.data(), end - begin, &scores[begin]);
         return;
       }
-      const std::string array = R"({"data": [)" + std::to_string(reinterpret_cast<std::uintptr_t>(data.data())) +
-                                R"(, true], "shape": [)" + std::to_string(end - begin) + ", " + std::to_string(width_) +
-                                R"(], "typestr": "<f4", "version": 3})";
-      const bst_ulong* shape = nullptr;
-      bst_ulong dims = 0;
-      const float* out = nullptr;
-      const int rc = XGBoosterPredictFromDense(booster_, array.c_str(), kPredictConfig, nullptr, &shape, &dims, &out);
-      if (rc == 0 && dims > 0 && shape[0] == end - begin) {
-        std::copy(out, out + (end - begin), scores.begin() + static_cast<std::ptrdiff_t>(begin));
-        return;
-      }
+      std::string why = xgb_predict_dense(booster_, data.data(), end - begin, width_, &scores[begin]);
+      if (why.empty()) return;
       std::lock_guard<std::mutex> hold(error_lock);
-      error = rc != 0 ? XGBGetLastError() : "scores of the wrong shape for " + std::to_string(end - begin) + " rows";
+      error = std::move(why);
     });
     if (!error.empty()) throw_error(ErrorKind::Internal, "XGBoost: predicting: " + error);
     return scores;
@@ -326,6 +317,20 @@ class XgbModel final : public CostModel {
 };
 
 }  // namespace
+
+std::string xgb_predict_dense(void* booster, const float* data, std::size_t rows, std::size_t width, float* out) {
+  const std::string array = R"({"data": [)" + std::to_string(reinterpret_cast<std::uintptr_t>(data)) +
+                            R"(, true], "shape": [)" + std::to_string(rows) + ", " + std::to_string(width) +
+                            R"(], "typestr": "<f4", "version": 3})";
+  const bst_ulong* shape = nullptr;
+  bst_ulong dims = 0;
+  const float* scores = nullptr;
+  if (XGBoosterPredictFromDense(booster, array.c_str(), kPredictConfig, nullptr, &shape, &dims, &scores) != 0)
+    return XGBGetLastError();
+  if (dims == 0 || shape[0] != rows) return "scores of the wrong shape for " + std::to_string(rows) + " rows";
+  std::copy(scores, scores + rows, out);
+  return "";
+}
 
 void check_xgboost(int rc, ErrorKind kind, const std::string& what) {
   if (rc != 0) throw_error(kind, "XGBoost: " + what + ": " + XGBGetLastError());
