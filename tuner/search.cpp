@@ -208,6 +208,11 @@ class ModelGuidedSearch : public SearchStrategy {
       std::sort(pop.begin(), pop.end(), [](auto& a, auto& b) { return a.score > b.score; });
       if (pop.size() > static_cast<size_t>(kPopulation)) pop.resize(kPopulation);
     }
+    // The survivors of all generations ranked once more in one call: a model that orders its
+    // first picks by comparing them (xgb-pairs) then chooses among every generation's, not only
+    // within each generation's children. The other kinds' scores do not change.
+    score(pop);
+    std::sort(pop.begin(), pop.end(), [](auto& a, auto& b) { return a.score > b.score; });
     return pop;
   }
 

@@ -32,8 +32,8 @@ struct SearchContext {
   std::unique_ptr<costmodel::CostModel> base;
 };
 
-//! Strategies by name: "random", "evolutionary", and the model-guided "xgb" and "nn"
-//! (evolution on predicted scores, the top candidates measured). Unknown names are
+//! Strategies by name: "random", "evolutionary", and a model-guided one per cost model kind
+//! (costmodel::model_kinds(): evolution on ranked scores, the top candidates measured). Unknown names are
 //! Error(InvalidInput) listing the known ones.
 std::unique_ptr<SearchStrategy> make_search(const std::string& name, const Space& space, std::uint64_t seed,
                                             SearchContext context = {});

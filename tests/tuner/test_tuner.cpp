@@ -1,5 +1,8 @@
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <random>
+
 #include "codegen/backend.hpp"
 #include "helpers.hpp"
 #include "tuner/dataset.hpp"
@@ -113,6 +116,52 @@ TEST_CASE("search: model-guided proposals beat random ones once the model has se
   double random = run("random");
   CHECK(run("xgb") < random);
   CHECK(run("nn") < random);
+}
+
+namespace {
+//! A trained model whose every rank() call draws new scores, and which remembers the last call:
+//! what a search measures first must be the last call's favourite.
+class DrawingModel final : public costmodel::CostModel {
+ public:
+  std::string kind() const override { return "xgb"; }
+  void fit(const std::vector<costmodel::Sample>&) override {}
+  bool trained() const override { return true; }
+  std::size_t width() const override { return costmodel::feature_count(); }
+  void fine_tune(const std::vector<costmodel::Sample>&) override {}
+  std::vector<float> predict(const std::vector<costmodel::Features>& x) const override {
+    return std::vector<float>(x.size(), 0.0f);
+  }
+  std::vector<float> rank(const std::vector<costmodel::Features>& x) const override {
+    std::uniform_real_distribution<float> draw(0, 1);
+    std::vector<float> s;
+    for (std::size_t i = 0; i < x.size(); ++i) s.push_back(draw(rng_));
+    const std::size_t best = std::max_element(s.begin(), s.end()) - s.begin();
+    last_best_ = x[best].stages;
+    last_size_ = x.size();
+    return s;
+  }
+  std::string payload() const override { return ""; }
+  void load_payload(const std::string&) override {}
+  mutable std::mt19937 rng_{7};
+  mutable std::vector<costmodel::FeatureRow> last_best_;
+  mutable std::size_t last_size_ = 0;
+};
+}  // namespace
+
+TEST_CASE("search: the model ranks the final population in one call, and its favourite is measured first") {
+  // A comparator (xgb-pairs) orders the candidates of one rank() call; the survivors of every
+  // generation must meet in one call for it to choose among them.
+  auto w = library_workload("matmul", "M=96,N=96,K=96");
+  tuner::Space space(w, kAvx512);
+  auto model = std::make_unique<DrawingModel>();
+  const DrawingModel& seen = *model;
+  tuner::SearchContext context;
+  context.pretrained = std::move(model);
+  auto search = tuner::make_search("xgb", space, 4, std::move(context));
+  auto batch = search->propose(1, {});
+  REQUIRE(batch.size() == 1);
+  CHECK(seen.last_size_ >= 256);  // the population, not one generation's few children
+  CHECK(costmodel::featurize(w, batch[0], kAvx512).stages == seen.last_best_);
 }
 
 TEST_CASE("search: a batch's picks take each blocking's best-ranked config before a second of any blocking") {
