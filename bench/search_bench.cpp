@@ -231,7 +231,11 @@ int main(int argc, char** argv) {
   app.add_option("--only", only, "run only ops whose name contains this");
   app.add_option("--db", db_path, "database of measurements (the memo; reused across runs)")->capture_default_str();
   app.add_option("--cache", cache, "kernel cache folder");
-  app.add_option("--model", model_path, "a saved cost model (model train --out) to use instead of the shipped xgb; its kind is the strategy");
+  std::string shipped_kind = "xgb";
+  app.add_option("--kind", shipped_kind, "the shipped model of this kind (xgb-pairs: the shipped xgb, its comparator from the run's records); its kind is the strategy")
+      ->capture_default_str();
+  app.add_option("--model", model_path, "a saved cost model (model train --out) to use instead of a shipped one; its kind is the strategy")
+      ->excludes(app.get_option("--kind"));
   app.add_flag("--speed-only", speed_only, "only time the ranking of 10,000 candidates");
   int speed_reps = 5;
   app.add_option("--speed-reps", speed_reps, "timed rankings of 10,000 candidates (their median is printed)")
@@ -248,11 +252,11 @@ int main(int argc, char** argv) {
       if (!in) throw_error(ErrorKind::Io, "cannot read " + model_path);
       base.assign(std::istreambuf_iterator<char>(in), {});
       costmodel::load_model(base, &meta);
-    } else if (auto m = tuner::shipped_model("xgb", backend->target(), &meta)) {
+    } else if (auto m = tuner::shipped_model(shipped_kind, backend->target(), &meta)) {
       base = costmodel::save_model(*m, meta);
     } else {
-      throw_error(ErrorKind::NotFound, "no model is shipped for " + tuner::machine_kind(backend->target()) +
-                                           ": pass --model");
+      throw_error(ErrorKind::NotFound, "no " + shipped_kind + " model is shipped for " +
+                                           tuner::machine_kind(backend->target()) + ": pass --model");
     }
     const std::string kind = meta.kind;
     std::cout << "model: " << (model_path.empty() ? "shipped " : model_path + " ") << kind << ", trained on "

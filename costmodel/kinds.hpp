@@ -10,8 +10,9 @@ namespace tiletune::costmodel {
 
 std::unique_ptr<CostModel> make_xgb_model(std::uint64_t seed);
 std::unique_ptr<CostModel> make_nn_model(std::uint64_t seed);
-//! "xgb-pairs" (costmodel/pair_model.cpp): an xgb ranker and a comparator of two candidates.
-std::unique_ptr<CostModel> make_pair_model(std::uint64_t seed);
+//! "xgb-pairs" (costmodel/pair_model.cpp): an xgb ranker and a comparator of two candidates;
+//! `ranker` (a trained xgb) if given, else a fresh one.
+std::unique_ptr<CostModel> make_pair_model(std::uint64_t seed, std::unique_ptr<CostModel> ranker = nullptr);
 
 //! XGBoost's scores of `rows` row-major rows of `width` features into `out`, by in-place
 //! prediction with every tree (thread-safe, on the calling thread); "" or why not.

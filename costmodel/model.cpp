@@ -29,6 +29,17 @@ std::unique_ptr<CostModel> make_model(const std::string& kind, std::uint64_t see
   throw_error(ErrorKind::InvalidInput, "unknown cost model '" + kind + "'; known: " + known);
 }
 
+std::string built_on_kind(const std::string& kind) { return kind == "xgb-pairs" ? "xgb" : ""; }
+
+std::unique_ptr<CostModel> make_model_on(const std::string& kind, std::unique_ptr<CostModel> base, std::uint64_t seed) {
+  const std::string on = built_on_kind(kind);
+  if (on.empty()) throw_error(ErrorKind::InvalidInput, kind + " does not start from a model of another kind");
+  if (!base || base->kind() != on || !base->trained())
+    throw_error(ErrorKind::InvalidInput, kind + " starts from a trained " + on + " model; given: " +
+                                             (base ? base->kind() + (base->trained() ? "" : " (untrained)") : "none"));
+  return make_pair_model(seed, std::move(base));
+}
+
 Grouped group_samples(const std::vector<Sample>& samples) {
   std::map<std::string, std::vector<const Sample*>> groups;
   for (auto& s : samples) groups[s.group].push_back(&s);

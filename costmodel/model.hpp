@@ -46,8 +46,16 @@ class CostModel {
   virtual void load_payload(const std::string& bytes) = 0;
 };
 
-//! "xgb" or "nn"; anything else is Error(InvalidInput) naming the known kinds.
+//! A kind of model_kinds(); anything else is Error(InvalidInput) naming the known kinds.
 std::unique_ptr<CostModel> make_model(const std::string& kind, std::uint64_t seed = 1);
+//! The kind whose trained model a model of `kind` can start from ("xgb" for "xgb-pairs", whose
+//! ranker it is); "" for a kind that builds on none.
+std::string built_on_kind(const std::string& kind);
+//! A model of `kind` that starts from `base`, a trained model of built_on_kind(kind): an
+//! xgb-pairs whose ranker is `base` and whose comparator comes with the first pairs it is
+//! fine-tuned on. Error(InvalidInput) if `kind` does not build on base's kind.
+std::unique_ptr<CostModel> make_model_on(const std::string& kind, std::unique_ptr<CostModel> base,
+                                         std::uint64_t seed = 1);
 std::vector<std::string> model_kinds();
 //! The kinds `model train` and `model eval` use when none is named: those shipped for machine
 //! kinds (xgb-pairs is asked for by name: none is shipped, and it trains longest).

@@ -27,7 +27,14 @@ std::unique_ptr<costmodel::CostModel> shipped_model(const std::string& kind, con
                                                     costmodel::ModelMeta* meta) {
   std::string name = shipped_model_name(kind, machine_kind(t));
   auto it = embedded_models().find(name);
-  if (it == embedded_models().end()) return nullptr;
+  if (it == embedded_models().end()) {
+    // None of its own: a kind that builds on another starts from that kind's shipped model.
+    const std::string on = costmodel::built_on_kind(kind);
+    auto base = on.empty() ? nullptr : shipped_model(on, t, meta);
+    if (!base) return nullptr;
+    if (meta) meta->kind = kind;
+    return costmodel::make_model_on(kind, std::move(base));
+  }
   try {
     return costmodel::load_model(it->second, meta);
   } catch (const Error& e) {

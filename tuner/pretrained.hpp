@@ -22,7 +22,9 @@ std::string shipped_model_name(const std::string& kind, const std::string& machi
 std::vector<std::string> shipped_models();
 
 //! The shipped model of `kind` for the target's machine kind, or nullptr where none is shipped.
-//! A shipped model of another feature version is refused with Error(InvalidInput) saying so.
+//! A kind shipped for no machine that builds on another (costmodel::built_on_kind: xgb-pairs on
+//! xgb) starts from that kind's shipped model. A shipped model of another feature version is
+//! refused with Error(InvalidInput) saying so.
 std::unique_ptr<costmodel::CostModel> shipped_model(const std::string& kind, const codegen::TargetInfo& t,
                                                     costmodel::ModelMeta* meta = nullptr);
 

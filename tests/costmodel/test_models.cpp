@@ -380,6 +380,37 @@ TEST_CASE("xgb-pairs: the comparator orders the ranker's first picks of a worklo
   CHECK(m->rank({x[0]}) == m->predict({x[0]}));
 }
 
+TEST_CASE("xgb-pairs started from a trained xgb ranks as it does, until fine-tuning brings a comparator") {
+  auto xgb = costmodel::make_model("xgb", 4);
+  xgb->fit(synthetic(4, 150, 1));
+  std::vector<Features> x;
+  for (auto& s : synthetic(1, 100, 2)) x.push_back(s.x);
+  const std::vector<float> scores = xgb->predict(x);
+  auto m = costmodel::make_model_on("xgb-pairs", std::move(xgb));
+  CHECK(m->kind() == "xgb-pairs");
+  CHECK(m->trained());
+  CHECK(m->rank(x) == scores);
+  const std::size_t without = m->payload().size();
+  m->fine_tune(synthetic(2, 30, 7));
+  CHECK(m->payload().size() > without + 1000);  // the comparator's trees
+  CHECK(m->rank(x) != scores);
+  // Only a trained model of the kind it builds on.
+  ErrorKind k{};
+  CHECK(error_of([] { costmodel::make_model_on("xgb-pairs", costmodel::make_model("nn")); }, &k) ==
+        "xgb-pairs starts from a trained xgb model; given: nn (untrained)");
+  CHECK(k == ErrorKind::InvalidInput);
+  auto nn = costmodel::make_model("nn");
+  nn->fit(synthetic(4, 40, 3));
+  CHECK(error_of([&] { costmodel::make_model_on("xgb-pairs", std::move(nn)); }) ==
+        "xgb-pairs starts from a trained xgb model; given: nn");
+  CHECK(error_of([] { costmodel::make_model_on("xgb-pairs", costmodel::make_model("xgb")); }) ==
+        "xgb-pairs starts from a trained xgb model; given: xgb (untrained)");
+  CHECK(error_of([] { costmodel::make_model_on("xgb", costmodel::make_model("xgb")); }) ==
+        "xgb does not start from a model of another kind");
+  CHECK(costmodel::built_on_kind("xgb-pairs") == "xgb");
+  CHECK(costmodel::built_on_kind("nn") == "");
+}
+
 TEST_CASE("xgb-pairs: records with nothing to compare rank as the ranker does, until fine-tuning brings pairs") {
   // One record per workload: no pair of one workload to learn from.
   std::vector<Sample> single;

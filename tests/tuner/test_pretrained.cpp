@@ -43,8 +43,8 @@ TEST_CASE("pretrained: a model is shipped for this machine kind, of a feature ve
       }
   }
   // Models ship for AVX2 (8 lanes) and AVX-512 (16): a machine of either kind finds its own.
-  // xgb-pairs ships none yet: its comparator has been trained on one machine's corpus only, and
-  // a search with it starts cold (README: cost models).
+  // xgb-pairs ships none of its own (its comparator has been trained on one machine's corpus
+  // only): it starts from the shipped xgb (test below).
   const std::vector<std::string> shipped_kinds = {"cpu-simd8", "cpu-simd16"};
   for (auto& shipped : shipped_kinds)
     for (const std::string k : {"xgb", "nn"})
@@ -132,7 +132,40 @@ TEST_CASE("pretrained: a model of an earlier feature version reads the prefix of
       CHECK(back.feature_version == meta.feature_version);
       CHECK(again->predict(x) == m->predict(x));
     }
-  CHECK(older == 4);  // cpu-simd8's xgb and nn are of version 3, cpu-simd16's xgb of version 4 and nn of 5
+  // cpu-simd8's xgb and nn are of version 3, cpu-simd16's xgb of version 4 and nn of 5; xgb-pairs
+  // starts from each xgb.
+  CHECK(older == 6);
+}
+
+TEST_CASE("pretrained: xgb-pairs, shipped for no machine kind, starts from the shipped xgb") {
+  auto backend = codegen::make_backend("cpu");
+  auto w = test::library_workload("matmul", "M=64,N=48,K=32");
+  for (int lanes : {8, 16}) {
+    CAPTURE(lanes);
+    codegen::TargetInfo t = backend->target();
+    t.traits.vector_lanes = lanes;
+    const auto names = tuner::shipped_models();
+    REQUIRE(std::count(names.begin(), names.end(), tuner::shipped_model_name("xgb-pairs", tuner::machine_kind(t))) == 0);
+    costmodel::ModelMeta xgb_meta, meta;
+    auto xgb = tuner::shipped_model("xgb", t, &xgb_meta);
+    auto pairs = tuner::shipped_model("xgb-pairs", t, &meta);
+    REQUIRE(xgb);
+    REQUIRE(pairs);
+    CHECK(pairs->kind() == "xgb-pairs");
+    CHECK(meta.kind == "xgb-pairs");
+    CHECK(meta.feature_version == xgb_meta.feature_version);
+    CHECK(meta.records == xgb_meta.records);
+    CHECK(pairs->width() == xgb->width());
+    // Its ranker is the shipped xgb, and it has no comparator until a search's records bring one.
+    tuner::Space space(w, t.traits);
+    tuner::Rng rng(8);
+    std::vector<costmodel::Features> x;
+    for (int i = 0; i < 40; ++i) x.push_back(costmodel::featurize(w, space.sample(rng), t.traits));
+    CHECK(pairs->rank(x) == xgb->predict(x));
+  }
+  codegen::TargetInfo other = backend->target();
+  other.traits.vector_lanes = 3;  // no machine of this kind
+  CHECK(tuner::shipped_model("xgb-pairs", other) == nullptr);
 }
 
 TEST_CASE("pretrained: a search with a base model proposes what it predicts fast from its first batch") {
