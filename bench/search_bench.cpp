@@ -233,6 +233,7 @@ int main(int argc, char** argv) {
   app.add_option("--cache", cache, "kernel cache folder");
   std::string shipped_kind = "xgb";
   app.add_option("--kind", shipped_kind, "the shipped model of this kind (xgb-pairs: the shipped xgb, its comparator from the run's records); its kind is the strategy")
+      ->check(CLI::IsMember(costmodel::model_kinds()))
       ->capture_default_str();
   app.add_option("--model", model_path, "a saved cost model (model train --out) to use instead of a shipped one; its kind is the strategy")
       ->excludes(app.get_option("--kind"));
@@ -259,8 +260,10 @@ int main(int argc, char** argv) {
                                            tuner::machine_kind(backend->target()) + ": pass --model");
     }
     const std::string kind = meta.kind;
-    std::cout << "model: " << (model_path.empty() ? "shipped " : model_path + " ") << kind << ", trained on "
-              << meta.records << " records\n";
+    std::cout << "model: "
+              << (model_path.empty() ? "shipped " + kind + " (" + tuner::shipped_model_file(kind, backend->target()) + ")"
+                                     : model_path + " " + kind)
+              << ", trained on " << meta.records << " records\n";
     {
       auto model = costmodel::load_model(base);
       ranking_speed(*backend, *model, speed_reps);

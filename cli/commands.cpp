@@ -305,7 +305,13 @@ int run_model_eval(const CommonOptions& c, const ModelEvalOptions& o) {
       auto model = tuner::shipped_model(kind, target);
       if (!model)
         throw_error(ErrorKind::NotFound, "no " + kind + " model is shipped for " + tuner::machine_kind(target));
-      given.emplace_back("shipped " + kind, std::move(model));
+      // A kind shipped for no machine starts from another's model: named, since it ranks as that
+      // one does until it is fine-tuned (--transfer).
+      const std::string file = tuner::shipped_model_file(kind, target);
+      given.emplace_back("shipped " + kind + (file == tuner::shipped_model_name(kind, tuner::machine_kind(target))
+                                                  ? ""
+                                                  : " (from " + file + ")"),
+                         std::move(model));
     }
   for (auto& path : o.model_files) {
     auto model = costmodel::load_model(read_text_file(path));

@@ -53,12 +53,13 @@ std::unique_ptr<CostModel> make_model(const std::string& kind, std::uint64_t see
 std::string built_on_kind(const std::string& kind);
 //! A model of `kind` that starts from `base`, a trained model of built_on_kind(kind): an
 //! xgb-pairs whose ranker is `base` and whose comparator comes with the first pairs it is
-//! fine-tuned on. Error(InvalidInput) if `kind` does not build on base's kind.
+//! fine-tuned on. Error(InvalidInput) if `kind` builds on no kind, or `base` is missing,
+//! untrained or of another kind.
 std::unique_ptr<CostModel> make_model_on(const std::string& kind, std::unique_ptr<CostModel> base,
                                          std::uint64_t seed = 1);
 std::vector<std::string> model_kinds();
 //! The kinds `model train` and `model eval` use when none is named: those shipped for machine
-//! kinds (xgb-pairs is asked for by name: none is shipped, and it trains longest).
+//! kinds (xgb-pairs is asked for by name: none of its own is shipped, and it trains longest).
 std::vector<std::string> default_model_kinds();
 
 //! What a saved model was trained with. save_model writes the feature version of the model's own

@@ -174,8 +174,7 @@ class PairModel final : public CostModel {
  private:
   //! Training rows of the comparator: per pair of one workload's records of different speed,
   //! its row in one order or the other (alternately, so that half the labels are 1). Both orders
-  //! of every pair ranked the Intel Xeon's held-out sizes at 0.8935 against 0.8921 (held-out ops
-  //! 0.8695 against 0.8697) and took half as long again to train (model eval: 198 s, 130 s).
+  //! of every pair took half as long again to train for next to no gain (docs/cost-models.md).
   struct Pairs {
     std::size_t width = 0;
     std::vector<float> rows, labels;

@@ -23,23 +23,27 @@ std::vector<std::string> shipped_models() {
   return out;
 }
 
+std::string shipped_model_file(const std::string& kind, const codegen::TargetInfo& t) {
+  const std::string name = shipped_model_name(kind, machine_kind(t));
+  if (embedded_models().count(name)) return name;
+  // None of its own: a kind that builds on another starts from that kind's shipped model.
+  const std::string on = costmodel::built_on_kind(kind);
+  return on.empty() ? "" : shipped_model_file(on, t);
+}
+
 std::unique_ptr<costmodel::CostModel> shipped_model(const std::string& kind, const codegen::TargetInfo& t,
                                                     costmodel::ModelMeta* meta) {
-  std::string name = shipped_model_name(kind, machine_kind(t));
-  auto it = embedded_models().find(name);
-  if (it == embedded_models().end()) {
-    // None of its own: a kind that builds on another starts from that kind's shipped model.
-    const std::string on = costmodel::built_on_kind(kind);
-    auto base = on.empty() ? nullptr : shipped_model(on, t, meta);
-    if (!base) return nullptr;
-    if (meta) meta->kind = kind;
-    return costmodel::make_model_on(kind, std::move(base));
-  }
+  const std::string file = shipped_model_file(kind, t);
+  if (file.empty()) return nullptr;
+  std::unique_ptr<costmodel::CostModel> model;
   try {
-    return costmodel::load_model(it->second, meta);
+    model = costmodel::load_model(embedded_models().at(file), meta);
   } catch (const Error& e) {
-    throw_error(e.kind(), "the shipped model " + name + ": " + e.what());
+    throw_error(e.kind(), "the shipped model " + file + ": " + e.what());
   }
+  if (model->kind() == kind) return model;
+  if (meta) meta->kind = kind;
+  return costmodel::make_model_on(kind, std::move(model));
 }
 
 }  // namespace tiletune::tuner

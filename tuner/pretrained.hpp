@@ -21,10 +21,13 @@ std::string shipped_model_name(const std::string& kind, const std::string& machi
 //! The names of the shipped models.
 std::vector<std::string> shipped_models();
 
-//! The shipped model of `kind` for the target's machine kind, or nullptr where none is shipped.
-//! A kind shipped for no machine that builds on another (costmodel::built_on_kind: xgb-pairs on
-//! xgb) starts from that kind's shipped model. A shipped model of another feature version is
-//! refused with Error(InvalidInput) saying so.
+//! The shipped model file that shipped_model(kind, t) starts from: its own, else, for a kind
+//! that builds on another (costmodel::built_on_kind: xgb-pairs on xgb), that kind's; "" if none.
+std::string shipped_model_file(const std::string& kind, const codegen::TargetInfo& t);
+
+//! The shipped model of `kind` for the target's machine kind, built from shipped_model_file, or
+//! nullptr where there is none. A shipped model of another feature version is refused with
+//! Error(InvalidInput) saying so.
 std::unique_ptr<costmodel::CostModel> shipped_model(const std::string& kind, const codegen::TargetInfo& t,
                                                     costmodel::ModelMeta* meta = nullptr);
 

@@ -210,9 +210,9 @@ class ModelGuidedSearch : public SearchStrategy {
     }
     // The survivors of all generations ranked once more in one call: a model that orders its
     // first picks by comparing them (xgb-pairs) then chooses among every generation's, not only
-    // within each generation's children. The other kinds' scores do not change.
+    // within each generation's children. The other kinds' scores and order do not change.
     score(pop);
-    std::sort(pop.begin(), pop.end(), [](auto& a, auto& b) { return a.score > b.score; });
+    std::stable_sort(pop.begin(), pop.end(), [](auto& a, auto& b) { return a.score > b.score; });
     return pop;
   }
 

@@ -393,7 +393,17 @@ TEST_CASE("xgb-pairs started from a trained xgb ranks as it does, until fine-tun
   const std::size_t without = m->payload().size();
   m->fine_tune(synthetic(2, 30, 7));
   CHECK(m->payload().size() > without + 1000);  // the comparator's trees
-  CHECK(m->rank(x) != scores);
+  CHECK(m->rank(x) != m->predict(x));
+  // As a search's base: each update starts again from it, and a comparator comes with the records.
+  auto ranker = costmodel::make_model("xgb", 4);
+  ranker->fit(synthetic(4, 150, 1));
+  costmodel::OnlineModel online(costmodel::OnlineModel::FromBase{},
+                                costmodel::make_model_on("xgb-pairs", std::move(ranker)), {});
+  CHECK(online.rank(x) == scores);
+  online.add(synthetic(2, 30, 7));
+  CHECK(online.update(8));
+  CHECK(online.model().kind() == "xgb-pairs");
+  CHECK(online.rank(x) != online.predict(x));
   // Only a trained model of the kind it builds on.
   ErrorKind k{};
   CHECK(error_of([] { costmodel::make_model_on("xgb-pairs", costmodel::make_model("nn")); }, &k) ==

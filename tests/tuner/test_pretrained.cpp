@@ -43,8 +43,7 @@ TEST_CASE("pretrained: a model is shipped for this machine kind, of a feature ve
       }
   }
   // Models ship for AVX2 (8 lanes) and AVX-512 (16): a machine of either kind finds its own.
-  // xgb-pairs ships none of its own (its comparator has been trained on one machine's corpus
-  // only): it starts from the shipped xgb (test below).
+  // xgb-pairs ships none of its own: it starts from the shipped xgb (test below).
   const std::vector<std::string> shipped_kinds = {"cpu-simd8", "cpu-simd16"};
   for (auto& shipped : shipped_kinds)
     for (const std::string k : {"xgb", "nn"})
@@ -153,6 +152,7 @@ TEST_CASE("pretrained: xgb-pairs, shipped for no machine kind, starts from the s
     REQUIRE(pairs);
     CHECK(pairs->kind() == "xgb-pairs");
     CHECK(meta.kind == "xgb-pairs");
+    CHECK(tuner::shipped_model_file("xgb-pairs", t) == tuner::shipped_model_name("xgb", tuner::machine_kind(t)));
     CHECK(meta.feature_version == xgb_meta.feature_version);
     CHECK(meta.records == xgb_meta.records);
     CHECK(pairs->width() == xgb->width());
@@ -166,6 +166,7 @@ TEST_CASE("pretrained: xgb-pairs, shipped for no machine kind, starts from the s
   codegen::TargetInfo other = backend->target();
   other.traits.vector_lanes = 3;  // no machine of this kind
   CHECK(tuner::shipped_model("xgb-pairs", other) == nullptr);
+  CHECK(tuner::shipped_model_file("xgb-pairs", other) == "");
 }
 
 TEST_CASE("pretrained: a search with a base model proposes what it predicts fast from its first batch") {
@@ -233,12 +234,16 @@ TEST_CASE("cli: model train --out writes the shipped-model file; eval --shipped 
   auto bad = tiletune({"model", "eval", "--db", db, "--model", junk});
   CHECK(bad.exit_code == 2);
   CHECK_MESSAGE(bad.output.find("not a tiletune model") != std::string::npos, bad.output);
-  auto eval = tiletune({"model", "eval", "--db", db, "--kind", "xgb", "--shipped"});
+  auto eval = tiletune({"model", "eval", "--db", db, "--kind", "xgb", "--kind", "xgb-pairs", "--shipped"});
   auto backend = codegen::make_backend("cpu");
   if (tuner::shipped_model("xgb", backend->target())) {
     CHECK_MESSAGE(eval.exit_code == 0, eval.output);
     CHECK(eval.output.find("shipped xgb") != std::string::npos);
     CHECK(eval.output.find("as trained") != std::string::npos);
+    // xgb-pairs, shipped for no machine, is named by the model it starts from.
+    CHECK(eval.output.find("shipped xgb-pairs (from " +
+                           tuner::shipped_model_name("xgb", tuner::machine_kind(backend->target())) + ")") !=
+          std::string::npos);
   } else {  // a machine kind nothing is shipped for: said so, as "not found"
     CHECK(eval.exit_code == 3);
     CHECK(eval.output.find("no xgb model is shipped for " + tuner::machine_kind(backend->target())) !=

@@ -119,8 +119,9 @@ TEST_CASE("search: model-guided proposals beat random ones once the model has se
 }
 
 namespace {
-//! A trained model whose every rank() call draws new scores, and which remembers the last call:
-//! what a search measures first must be the last call's favourite.
+//! A trained model whose every rank() call draws new scores, each call's lower than the call
+//! before's, and which remembers the last call: what a search measures first must be the last
+//! call's favourite, which it is only if that call ranks the whole population.
 class DrawingModel final : public costmodel::CostModel {
  public:
   std::string kind() const override { return "xgb"; }
@@ -134,7 +135,8 @@ class DrawingModel final : public costmodel::CostModel {
   std::vector<float> rank(const std::vector<costmodel::Features>& x) const override {
     std::uniform_real_distribution<float> draw(0, 1);
     std::vector<float> s;
-    for (std::size_t i = 0; i < x.size(); ++i) s.push_back(draw(rng_));
+    for (std::size_t i = 0; i < x.size(); ++i) s.push_back(draw(rng_) - static_cast<float>(calls_));
+    ++calls_;
     const std::size_t best = std::max_element(s.begin(), s.end()) - s.begin();
     last_best_ = x[best].stages;
     last_size_ = x.size();
@@ -145,6 +147,7 @@ class DrawingModel final : public costmodel::CostModel {
   mutable std::mt19937 rng_{7};
   mutable std::vector<costmodel::FeatureRow> last_best_;
   mutable std::size_t last_size_ = 0;
+  mutable int calls_ = 0;
 };
 }  // namespace
 
@@ -160,7 +163,8 @@ TEST_CASE("search: the model ranks the final population in one call, and its fav
   auto search = tuner::make_search("xgb", space, 4, std::move(context));
   auto batch = search->propose(1, {});
   REQUIRE(batch.size() == 1);
-  CHECK(seen.last_size_ >= 256);  // the population, not one generation's few children
+  CHECK(seen.calls_ >= 3);  // the first population, generations' children, the survivors
+  CHECK(seen.last_size_ >= 256);
   CHECK(costmodel::featurize(w, batch[0], kAvx512).stages == seen.last_best_);
 }
 
