@@ -157,6 +157,7 @@ class ModelGuidedSearch : public SearchStrategy {
   struct Scored {
     ir::Schedule config;
     float score;
+    costmodel::Features x;  //!< kept for the final ranking of the survivors (evolve)
   };
   static constexpr int kPopulation = 512;
   static constexpr int kGenerations = 4;
@@ -175,7 +176,10 @@ class ModelGuidedSearch : public SearchStrategy {
       kept.push_back(std::move(members[i]));
     }
     auto s = model_.rank(x);  // all of one workload
-    for (size_t i = 0; i < kept.size(); ++i) kept[i].score = s[i];
+    for (size_t i = 0; i < kept.size(); ++i) {
+      kept[i].score = s[i];
+      kept[i].x = std::move(x[i]);
+    }
     members = std::move(kept);
   }
 
@@ -183,7 +187,7 @@ class ModelGuidedSearch : public SearchStrategy {
     std::vector<Scored> pop;
     std::set<std::string> keys;
     auto add = [&](ir::Schedule s, std::vector<Scored>& to) {
-      if (keys.insert(s.key()).second) to.push_back({std::move(s), 0});
+      if (keys.insert(s.key()).second) to.push_back({std::move(s), 0, {}});
     };
     for (const Member* m : fastest(measured_, kSeeds)) add(m->config, pop);
     for (int tries = 0; static_cast<int>(pop.size()) < kPopulation && tries < 4 * kPopulation; ++tries)
@@ -210,8 +214,12 @@ class ModelGuidedSearch : public SearchStrategy {
     }
     // The survivors of all generations ranked once more in one call: a model that orders its
     // first picks by comparing them (xgb-pairs) then chooses among every generation's, not only
-    // within each generation's children. The other kinds' scores and order do not change.
-    score(pop);
+    // within each generation's children. The other kinds' scores and order do not change. Their
+    // features were computed when they were first scored: moved out, as nothing ranks them again.
+    std::vector<costmodel::Features> x;
+    for (auto& m : pop) x.push_back(std::move(m.x));
+    const std::vector<float> s = model_.rank(x);
+    for (size_t i = 0; i < pop.size(); ++i) pop[i].score = s[i];
     std::stable_sort(pop.begin(), pop.end(), [](auto& a, auto& b) { return a.score > b.score; });
     return pop;
   }
