@@ -97,7 +97,21 @@ const std::vector<std::pair<std::string, std::string>> kDocsV6 = {
     {"parallel_work",
      "the threads' mean share of the stage's points over the largest share, with each parallel loop's last, partial "
      "tile counted at its size and the iterations dealt out as the static schedule does (1/threads when serial)"},
-    {"roof_work_log", "roof_bound_log with the threads busy in proportion to parallel_work instead of the loop's trips"},
+    {"roof_work_log",
+     "roof_bound_log with the threads busy in proportion to parallel_work instead of the loop's trips"},
+};
+
+//! Appended by version 7.
+const std::vector<std::pair<std::string, std::string>> kDocsV7 = {
+    {"body_loads_per_update",
+     "loads per reduction step of the micro-kernel, per accumulator, of the body alone (loads_per_update also "
+     "counts a fused epilogue's reads, which run once per output, and the stage's own value)"},
+    {"split_loads_per_update",
+     "of body_loads_per_update, the vector loads whose start is not a multiple of the vector's width (an index "
+     "term or offset off it, panels excepted), times the chance such a vector straddles two cache lines"},
+    {"epilogue_loads_per_output", "loads of a fused epilogue (the stage's own value excepted) per accumulator"},
+    {"roof_steps_log",
+     "roof_work_log with the micro-kernel's loads those of its body, a straddling vector counted as two"},
 };
 
 //! The per-buffer features' names: buffer i of the stage, the largest first.
@@ -131,6 +145,7 @@ std::vector<std::pair<std::string, std::string>> all_docs() {
                     "log2(1 + |elements between the neighbours of the innermost tile loop that iterates|)" + which});
   }
   docs.insert(docs.end(), kDocsV6.begin(), kDocsV6.end());
+  docs.insert(docs.end(), kDocsV7.begin(), kDocsV7.end());
   return docs;
 }
 
@@ -145,7 +160,7 @@ std::size_t feature_count() { return kCount; }
 namespace {
 //! The versions this build's rows begin with, oldest first: each appended to the one before.
 constexpr std::pair<int, std::size_t> kPrefixVersions[] = {
-    {3, kScatterStores}, {4, kRoofLines}, {5, kParallelWork}, {kFeatureVersion, kCount}};
+    {3, kScatterStores}, {4, kRoofLines}, {5, kParallelWork}, {6, kBodyLoads}, {kFeatureVersion, kCount}};
 }  // namespace
 
 std::size_t feature_count(int version) {

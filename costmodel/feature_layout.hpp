@@ -84,9 +84,15 @@ enum Feature {
   // Version 6 appends the threads' shares of the work, counted with the last, partial tiles.
   kParallelWork = kBufferLines + kTopBuffers * kBufferLineFeatures,
   kRoofWork,
+  // Version 7 appends the micro-kernel's loads as its reduction loop issues them: the body's
+  // alone (a fused epilogue's run once per output) and the vectors that straddle cache lines.
+  kBodyLoads,
+  kSplitLoads,
+  kEpilogueLoads,
+  kRoofSteps,
   kCount
 };
 
-static_assert(kCount == 87, "name the features in feature_docs.cpp and raise kFeatureVersion with them");
+static_assert(kCount == 91, "name the features in feature_docs.cpp and raise kFeatureVersion with them");
 
 }  // namespace tiletune::costmodel::layout

@@ -23,9 +23,12 @@ namespace tiletune::costmodel {
 //! top buffer's stride along the innermost tile loop.
 //! 6: appended the threads' shares of the work with the parallel loops' partial last tiles
 //! counted at their size, and the roofline estimate of the busiest thread.
+//! 7: appended the micro-kernel's loads per reduction step of its body alone (version 3's count
+//! included a fused epilogue's reads), the vectors among them that straddle cache lines, the
+//! epilogue's loads per output, and the roofline estimate with those loads.
 //! A version that only appends keeps the models of the one before: each reads the prefix of
 //! every row that it was trained on (feature_count(version)).
-inline constexpr int kFeatureVersion = 6;
+inline constexpr int kFeatureVersion = 7;
 
 //! Names of the features, one line of documentation each, in vector order.
 const std::vector<std::pair<std::string, std::string>>& feature_docs();

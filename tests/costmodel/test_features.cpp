@@ -47,6 +47,9 @@ TEST_CASE("features: one documented feature per slot, each named once") {
   CHECK(costmodel::feature_count(5) == 85);
   CHECK(costmodel::feature_version_of(85) == 5);
   CHECK(costmodel::feature_count(5) < costmodel::feature_count());
+  CHECK(costmodel::feature_count(6) == 87);
+  CHECK(costmodel::feature_version_of(87) == 6);
+  CHECK(costmodel::feature_count(6) < costmodel::feature_count());
   CHECK(costmodel::feature_version_of(costmodel::feature_count()) == costmodel::kFeatureVersion);
   for (int old : {0, 1, 2, costmodel::kFeatureVersion + 1}) CHECK(costmodel::feature_count(old) == 0);
   CHECK(costmodel::feature_version_of(31) == 0);
@@ -325,4 +328,47 @@ TEST_CASE("features: the threads' shares of the work, partial tiles counted at t
                               R"({"version":1,"stages":[{"stage":"C","tile":{"m":[32,8],"n":[32,16],"k":[32]},)"
                               R"("order":["m.0","n.0","k.0","m.1","n.1"],"vectorize":"n","parallel":2}]})"));
   CHECK(feature(both, "parallel_work") == doctest::Approx(5256.0 / 2 / 4352));
+}
+
+TEST_CASE("features: the micro-kernel's loads of its body, and the vectors that straddle cache lines (version 7)") {
+  // A convolution with a fused bias and ReLU, vectorized along x: per reduction step the register
+  // tile of 4 channels by 2 vectors loads 2 vectors of I and broadcasts 4 of F. Version 3's
+  // count added the epilogue's reads of acc (8) and bias (4), which run once per output.
+  auto conv = library_workload("conv2d_bias_relu_p1", "N=1,C=8,H=12,W=32,K=8,R=3,S=3");
+  auto conv_with = [&](const std::string& tile, const ir::TargetTraits& t = kAvx512) {
+    return costmodel::featurize(
+               conv, ir::Schedule::from_json(
+                         R"({"version":1,"stages":[{"stage":"acc","tile":{)" + tile +
+                         R"(,"n":[1],"c":[8],"r":[3],"s":[3]},"order":["n.0","k.0","y.0","x.0","c.0","r.0","s.0"],)"
+                         R"("vectorize":"x","fuse_epilogue":true},{"stage":"O"}]})"),
+               t)
+        .pooled();
+  };
+  auto wide = conv_with(R"("k":[4],"y":[1],"x":[32])");
+  CHECK(feature(wide, "body_loads_per_update") == doctest::Approx(6.0 / 8));
+  CHECK(feature(wide, "loads_per_update") == doctest::Approx(18.0 / 8));
+  CHECK(feature(wide, "epilogue_loads_per_output") == doctest::Approx(4.0 / 8));
+  // I[.., x + s - 1] starts off the vector's width; a 64-byte vector off it always straddles two
+  // lines, a 32-byte one about half the time. F's broadcasts never do.
+  CHECK(feature(wide, "split_loads_per_update") == doctest::Approx(2.0 / 8));
+  const ir::TargetTraits avx2{8, 16, 2};
+  auto narrow = conv_with(R"("k":[4],"y":[1],"x":[16])", avx2);
+  CHECK(feature(narrow, "split_loads_per_update") == doctest::Approx(2.0 * 28 / 60 / 8));
+  // Rows of one channel (k 1, y 8): 16 straddling vectors a step for 16 FMAs, where the tile
+  // of 8 channels needs 2 for 16. The first is bound by its loads; the count of version 3 had
+  // both alike, the epilogue's reads weighing on both.
+  auto rows = conv_with(R"("k":[1],"y":[8],"x":[32])"), channels = conv_with(R"("k":[8],"y":[1],"x":[32])");
+  CHECK(feature(rows, "split_loads_per_update") == doctest::Approx(1.0));
+  CHECK(feature(rows, "roof_steps_log") > feature(channels, "roof_steps_log") + 0.9f);
+  CHECK(feature(rows, "roof_work_log") < feature(channels, "roof_work_log") + 0.2f);
+  // A matmul's rows of B start on the vector's width when N is a multiple of the lanes.
+  auto matmul = [&](const std::string& sizes) {
+    return features_of(library_workload("matmul", sizes),
+                       ir::Schedule::from_json(R"({"version":1,"stages":[{"stage":"C","tile":{"m":[4],"n":[32],"k":[16]},)"
+                                               R"("order":["m.0","n.0","k.0"],"vectorize":"n"}]})"));
+  };
+  auto aligned = matmul("M=64,N=128,K=32"), offset = matmul("M=64,N=100,K=32");
+  CHECK(feature(aligned, "split_loads_per_update") == 0.0f);
+  CHECK(feature(aligned, "body_loads_per_update") == doctest::Approx(feature(aligned, "loads_per_update")));
+  CHECK(feature(offset, "split_loads_per_update") == doctest::Approx(2.0 / 8));
 }

@@ -1,0 +1,224 @@
+// The access analysis of a loop nest's features (stage_features.hpp): each read's terms, its
+// bytes and cache lines at every tile depth, the micro-kernel's loads and stores.
+#include <algorithm>
+#include <cmath>
+
+#include "costmodel/stage_features.hpp"
+#include "ir/schedule.hpp"
+#include "support/error.hpp"
+
+namespace tiletune::costmodel::detail {
+
+using ir::collect_accesses;
+using ir::count_ops;
+
+StageFeatures::StageFeatures(const ir::Workload& w_, const ir::LoopNest& n, const StageNest& s,
+                             const ir::TargetTraits& t_)
+    : w(w_), nest(n), sn(s), t(t_), st(w.stages[sn.stage]), axes(st.axes.size()), depths(sn.outer.size() + 1) {
+  // Sized up front: this runs for every candidate the search ranks.
+  accesses.reserve(8);
+  collect_accesses(sn.body, accesses);
+  body_reads = accesses.size();
+  if (sn.epilogue >= 0) collect_accesses(sn.epilogue_body, accesses);
+  reads.reserve(accesses.size());
+  uses.reserve(accesses.size() + 1);
+  for (const Expr* a : accesses) reads.push_back(use_of(a->name, a->indices));
+  for (size_t i = 0; i < reads.size(); ++i)
+    if (accesses[i]->name != st.name) uses.push_back(&reads[i]);
+  // The output is indexed by the spatial axes in order, each plainly.
+  output = Use{
+      &w.buffers[sn.store].name, sn.store, static_cast<double>(ir::dtype_bytes(w.buffers[sn.store].dtype)), 0, {}, {}};
+  for (size_t a = 0; a < axes; ++a)
+    if (!st.axes[a].reduce) {
+      output.terms.push_back({static_cast<int>(a), 1});
+      output.ends.push_back(static_cast<std::uint32_t>(output.terms.size()));
+    }
+  uses.push_back(&output);
+  outer_axis.reserve(sn.outer.size());
+  reg_axis.reserve(sn.reg.size());
+  reduce_axis.reserve(sn.reduce_inner.size());
+  points.reserve(depths);
+  footprints.reserve(depths);
+  line_footprints.reserve(depths);
+  for (auto& l : sn.outer) outer_axis.push_back(axis_index(l.axis));
+  for (auto& l : sn.reg) reg_axis.push_back(axis_index(l.axis));
+  for (auto& l : sn.reduce_inner) reduce_axis.push_back(axis_index(l.axis));
+  span.resize(depths * axes);
+  for (size_t a = 0; a < axes; ++a) span[a] = st.axes[a].extent;
+  for (size_t d = 1; d < depths; ++d) {
+    std::copy_n(span.begin() + (d - 1) * axes, axes, span.begin() + d * axes);
+    span[d * axes + outer_axis[d - 1]] = sn.outer[d - 1].step;
+  }
+  Small<double> per_buffer(w.buffers.size()), per_buffer_lines(w.buffers.size());
+  for (size_t d = 0; d < depths; ++d) {
+    double pts = 1;
+    for (size_t a = 0; a < axes; ++a) pts *= static_cast<double>(span[d * axes + a]);
+    points.push_back(pts);
+    // Every buffer once, its largest access.
+    std::fill(per_buffer.begin(), per_buffer.end(), 0.0);
+    std::fill(per_buffer_lines.begin(), per_buffer_lines.end(), 0.0);
+    for (const Use* u : uses) {
+      per_buffer[u->buffer] = std::max(per_buffer[u->buffer], extent_of(*u, d).first);
+      per_buffer_lines[u->buffer] = std::max(per_buffer_lines[u->buffer], line_bytes_of(*u, d));
+    }
+    double total = 0, total_lines = 0;
+    for (double bytes : per_buffer) total += bytes;
+    for (double bytes : per_buffer_lines) total_lines += bytes;
+    footprints.push_back(total);
+    line_footprints.push_back(total_lines);
+  }
+  ops_per_point = count_ops(sn.body) + 1;
+}
+
+int StageFeatures::axis_index(const std::string& name) const {
+  for (size_t a = 0; a < axes; ++a)
+    if (st.axes[a].name == name) return static_cast<int>(a);
+  throw_error(ErrorKind::Internal, "features: '" + name + "' is not an axis of stage " + st.name);
+}
+
+Use StageFeatures::use_of(const std::string& name, const std::vector<ir::IndexExpr>& indices) const {
+  Use u{&name, w.buffer_index(name), 0, 0, {}, {}};
+  u.element = ir::dtype_bytes(w.buffers[u.buffer].dtype);
+  u.ends.reserve(indices.size());
+  u.terms.reserve(indices.size() + 2);
+  for (auto& ix : indices) {
+    for (auto& term : ix.terms) u.terms.push_back({axis_index(term.var), term.coeff});
+    u.ends.push_back(static_cast<std::uint32_t>(u.terms.size()));
+  }
+  const auto& shape = w.buffers[u.buffer].shape;
+  std::int64_t row = 1;
+  for (size_t d = indices.size(); d-- > 0;) {
+    u.offset += indices[d].constant * row;
+    row *= shape[d];
+  }
+  return u;
+}
+
+std::pair<double, double> StageFeatures::extent_of(const Use& u, size_t depth) const {
+  const auto& shape = w.buffers[u.buffer].shape;
+  double bytes = u.element, lines = 1;
+  for (size_t d = 0; d < u.ends.size(); ++d) {
+    double r = static_cast<double>(std::min(range_in(u, d, depth), shape[d]));
+    bytes *= r;
+    lines *= d + 1 < u.ends.size() ? r : std::ceil(r * u.element / ir::kCacheLineBytes);
+  }
+  return {bytes, lines};
+}
+
+double StageFeatures::line_bytes_of(const Use& u, size_t depth) const {
+  const auto& shape = w.buffers[u.buffer].shape;
+  double run = u.element, runs = 1;
+  bool contiguous = true;
+  for (size_t d = u.ends.size(); d-- > 0;) {
+    const std::int64_t range = range_in(u, d, depth);
+    const double r = static_cast<double>(std::min(range, shape[d]));
+    if (contiguous) {
+      run *= r;
+      contiguous = range >= shape[d];
+    } else {
+      runs *= r;
+    }
+  }
+  const double line = static_cast<double>(ir::kCacheLineBytes);
+  return runs * std::ceil(run / line) * line;
+}
+
+size_t StageFeatures::depth_fitting(double capacity) const {
+  for (size_t d = 0; d < depths; ++d)
+    if (line_footprints[d] <= capacity) return d;
+  return depths - 1;
+}
+
+StageFeatures::Loads StageFeatures::loads_of(std::size_t begin, std::size_t end, bool skip_own) const {
+  Small<std::pair<const std::string*, double>> seen_loads;
+  Loads out;
+  for (std::size_t i = begin; i < end; ++i) {
+    const Use& u = reads[i];
+    if (skip_own && *u.name == st.name) continue;  // the stage's value, in registers
+    double copies = 1;
+    for (size_t r = 0; r < sn.reg.size(); ++r) {
+      const Loop& l = sn.reg[r];
+      if (!u.depends(reg_axis[r])) continue;
+      copies *= (l.axis == sn.vector_axis && !sn.vector_reduce) ? std::max<double>(1, l.block / sn.lanes) : l.block;
+    }
+    bool seen = false;
+    for (auto& [name, c] : seen_loads) seen = seen || (*name == *u.name && c == copies);
+    if (seen) continue;
+    seen_loads.push_back({u.name, copies});
+    out.count += copies;
+    out.issue += copies * (gathered(u) ? sn.lanes : 1);
+    if (off_width(u)) out.split += copies * straddle_chance(u.element);
+  }
+  return out;
+}
+
+double StageFeatures::straddle_chance(double element) const {
+  const double line = static_cast<double>(ir::kCacheLineBytes);
+  const double vector = element * std::max(1, sn.lanes);
+  return std::clamp((vector - element) / (line - element), 0.0, 1.0);
+}
+
+bool StageFeatures::off_width(const Use& u) const {
+  if (sn.vector_axis.empty() || sn.lanes <= 1) return false;
+  const int v = axis_index(sn.vector_axis);
+  if (!u.depends(v) || gathered(u)) return false;
+  for (auto& p : sn.packs)
+    if (p.buffer == u.buffer) return false;
+  const std::int64_t lanes = sn.lanes;
+  if (u.offset % lanes != 0) return true;
+  const auto& shape = w.buffers[u.buffer].shape;
+  std::int64_t row = 1;
+  for (size_t d = u.ends.size(); d-- > 0;) {
+    for (std::uint32_t i = d == 0 ? 0 : u.ends[d - 1]; i < u.ends[d]; ++i) {
+      const auto& term = u.terms[i];
+      if (term.axis != v && st.axes[term.axis].extent > 1 && (term.coeff * row) % lanes != 0) return true;
+    }
+    row *= shape[d];
+  }
+  return false;
+}
+
+bool StageFeatures::gathered(const Use& u) const {
+  if (sn.vector_axis.empty() || sn.vector_reduce) return false;
+  const int v = axis_index(sn.vector_axis);
+  for (size_t d = 0; d + 1 < u.ends.size(); ++d)
+    if (coeff(u, d, v) != 0) return false;
+  return !u.ends.empty() && std::abs(coeff(u, u.ends.size() - 1, v)) >= 2;
+}
+
+double StageFeatures::output_stores() const {
+  double stores = 1;
+  for (size_t a = 0; a < axes; ++a)
+    if (!st.axes[a].reduce) stores *= static_cast<double>(st.axes[a].extent);
+  for (auto& l : sn.outer)
+    if (l.reduce) stores *= static_cast<double>(l.trips());
+  return stores;
+}
+
+double StageFeatures::output_lane_stride() const {
+  if (sn.vector_axis.empty() || sn.vector_reduce) return 0;
+  return std::abs(elements_between(output, axis_index(sn.vector_axis)));
+}
+
+double StageFeatures::store_issue() const {
+  return output_lane_stride() == 1 ? output_stores() / sn.lanes : output_stores();
+}
+
+double StageFeatures::elements_between(const Use& u, int axis) const {
+  const auto& shape = w.buffers[u.buffer].shape;
+  double stride = 0, row = 1;
+  for (size_t d = u.ends.size(); d-- > 0;) {
+    stride += static_cast<double>(coeff(u, d, axis)) * row;
+    row *= static_cast<double>(shape[d]);
+  }
+  return stride;
+}
+
+int StageFeatures::innermost_axis() const {
+  if (!sn.vector_axis.empty()) return axis_index(sn.vector_axis);
+  if (!sn.reduce_inner.empty()) return reduce_axis.back();
+  if (!sn.reg.empty()) return reg_axis.back();
+  return sn.outer.empty() ? -1 : outer_axis.back();
+}
+
+}  // namespace tiletune::costmodel::detail
