@@ -219,7 +219,7 @@ void StageFeatures::add_vector_access(std::vector<float>& f) const {
     bool strided, rows;
   };
   Small<Read> by_buffer;
-  const int v = axis_index(sn.vector_axis);
+  const int v = simd_axis;
   for (std::size_t i = 0; i < body_reads; ++i) {
     const Use& u = reads[i];
     auto it = std::find_if(by_buffer.begin(), by_buffer.end(), [&](const Read& r) { return r.buffer == u.buffer; });
@@ -257,10 +257,11 @@ void StageFeatures::add_buffer_features(std::vector<float>& f) const {
     if (sn.outer[i].trips() > 1) tile_axis = outer_axis[i];
   for (const Use* use : uses) {
     const Use& u = *use;
-    auto [bytes, lines] = extent_of(u, sn.outer.size());
-    double unique = extent_of(u, 0).first;
+    const auto [bytes, lines, line_bytes] = box_of(u, sn.outer.size());
+    const double unique = box_of(u, 0).bytes;
+    const Box in_l1 = box_of(u, l1);
     Row r{u.name, unique, {}, u.buffer == sn.store, {}};
-    r.lines[kBufLineUseL1] = static_cast<float>(extent_of(u, l1).first / std::max(1.0, line_bytes_of(u, l1)));
+    r.lines[kBufLineUseL1] = static_cast<float>(in_l1.bytes / std::max(1.0, in_l1.line_bytes));
     r.lines[kBufOuterStride] = static_cast<float>(log2p(std::abs(tile_axis >= 0 ? elements_between(u, tile_axis) : 0)));
     r.v[kBufBytes] = static_cast<float>(log2p(bytes));
     r.v[kBufLines] = static_cast<float>(log2p(lines));

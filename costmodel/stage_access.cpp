@@ -43,6 +43,7 @@ StageFeatures::StageFeatures(const ir::Workload& w_, const ir::LoopNest& n, cons
   for (auto& l : sn.outer) outer_axis.push_back(axis_index(l.axis));
   for (auto& l : sn.reg) reg_axis.push_back(axis_index(l.axis));
   for (auto& l : sn.reduce_inner) reduce_axis.push_back(axis_index(l.axis));
+  if (!sn.vector_axis.empty()) simd_axis = axis_index(sn.vector_axis);
   span.resize(depths * axes);
   for (size_t a = 0; a < axes; ++a) span[a] = st.axes[a].extent;
   for (size_t d = 1; d < depths; ++d) {
@@ -58,8 +59,9 @@ StageFeatures::StageFeatures(const ir::Workload& w_, const ir::LoopNest& n, cons
     std::fill(per_buffer.begin(), per_buffer.end(), 0.0);
     std::fill(per_buffer_lines.begin(), per_buffer_lines.end(), 0.0);
     for (const Use* u : uses) {
-      per_buffer[u->buffer] = std::max(per_buffer[u->buffer], extent_of(*u, d).first);
-      per_buffer_lines[u->buffer] = std::max(per_buffer_lines[u->buffer], line_bytes_of(*u, d));
+      const Box box = box_of(*u, d);
+      per_buffer[u->buffer] = std::max(per_buffer[u->buffer], box.bytes);
+      per_buffer_lines[u->buffer] = std::max(per_buffer_lines[u->buffer], box.line_bytes);
     }
     double total = 0, total_lines = 0;
     for (double bytes : per_buffer) total += bytes;
@@ -94,24 +96,17 @@ Use StageFeatures::use_of(const std::string& name, const std::vector<ir::IndexEx
   return u;
 }
 
-std::pair<double, double> StageFeatures::extent_of(const Use& u, size_t depth) const {
+StageFeatures::Box StageFeatures::box_of(const Use& u, size_t depth) const {
   const auto& shape = w.buffers[u.buffer].shape;
-  double bytes = u.element, lines = 1;
-  for (size_t d = 0; d < u.ends.size(); ++d) {
-    double r = static_cast<double>(std::min(range_in(u, d, depth), shape[d]));
-    bytes *= r;
-    lines *= d + 1 < u.ends.size() ? r : std::ceil(r * u.element / ir::kCacheLineBytes);
-  }
-  return {bytes, lines};
-}
-
-double StageFeatures::line_bytes_of(const Use& u, size_t depth) const {
-  const auto& shape = w.buffers[u.buffer].shape;
-  double run = u.element, runs = 1;
+  const double line = static_cast<double>(ir::kCacheLineBytes);
+  Box box{u.element, 1, 0};
+  double run = u.element, runs = 1;  // contiguous runs of memory: their bytes, their number
   bool contiguous = true;
   for (size_t d = u.ends.size(); d-- > 0;) {
     const std::int64_t range = range_in(u, d, depth);
     const double r = static_cast<double>(std::min(range, shape[d]));
+    box.bytes *= r;
+    box.lines *= d + 1 < u.ends.size() ? r : std::ceil(r * u.element / line);
     if (contiguous) {
       run *= r;
       contiguous = range >= shape[d];
@@ -119,8 +114,8 @@ double StageFeatures::line_bytes_of(const Use& u, size_t depth) const {
       runs *= r;
     }
   }
-  const double line = static_cast<double>(ir::kCacheLineBytes);
-  return runs * std::ceil(run / line) * line;
+  box.line_bytes = runs * std::ceil(run / line) * line;
+  return box;
 }
 
 size_t StageFeatures::depth_fitting(double capacity) const {
@@ -130,21 +125,21 @@ size_t StageFeatures::depth_fitting(double capacity) const {
 }
 
 StageFeatures::Loads StageFeatures::loads_of(std::size_t begin, std::size_t end, bool skip_own) const {
-  Small<std::pair<const std::string*, double>> seen_loads;
+  Small<std::pair<int, double>> seen_loads;  // (buffer, copies)
   Loads out;
   for (std::size_t i = begin; i < end; ++i) {
     const Use& u = reads[i];
-    if (skip_own && *u.name == st.name) continue;  // the stage's value, in registers
+    if (skip_own && u.buffer == st.output) continue;  // the stage's value, in registers
     double copies = 1;
     for (size_t r = 0; r < sn.reg.size(); ++r) {
       const Loop& l = sn.reg[r];
       if (!u.depends(reg_axis[r])) continue;
-      copies *= (l.axis == sn.vector_axis && !sn.vector_reduce) ? std::max<double>(1, l.block / sn.lanes) : l.block;
+      copies *= (reg_axis[r] == simd_axis && !sn.vector_reduce) ? std::max<double>(1, l.block / sn.lanes) : l.block;
     }
     bool seen = false;
-    for (auto& [name, c] : seen_loads) seen = seen || (*name == *u.name && c == copies);
+    for (auto& [buffer, c] : seen_loads) seen = seen || (buffer == u.buffer && c == copies);
     if (seen) continue;
-    seen_loads.push_back({u.name, copies});
+    seen_loads.push_back({u.buffer, copies});
     out.count += copies;
     out.issue += copies * (gathered(u) ? sn.lanes : 1);
     if (off_width(u)) out.split += copies * straddle_chance(u.element);
@@ -160,7 +155,7 @@ double StageFeatures::straddle_chance(double element) const {
 
 bool StageFeatures::off_width(const Use& u) const {
   if (sn.vector_axis.empty() || sn.lanes <= 1) return false;
-  const int v = axis_index(sn.vector_axis);
+  const int v = simd_axis;
   if (!u.depends(v) || gathered(u)) return false;
   for (auto& p : sn.packs)
     if (p.buffer == u.buffer) return false;
@@ -180,7 +175,7 @@ bool StageFeatures::off_width(const Use& u) const {
 
 bool StageFeatures::gathered(const Use& u) const {
   if (sn.vector_axis.empty() || sn.vector_reduce) return false;
-  const int v = axis_index(sn.vector_axis);
+  const int v = simd_axis;
   for (size_t d = 0; d + 1 < u.ends.size(); ++d)
     if (coeff(u, d, v) != 0) return false;
   return !u.ends.empty() && std::abs(coeff(u, u.ends.size() - 1, v)) >= 2;
@@ -197,7 +192,7 @@ double StageFeatures::output_stores() const {
 
 double StageFeatures::output_lane_stride() const {
   if (sn.vector_axis.empty() || sn.vector_reduce) return 0;
-  return std::abs(elements_between(output, axis_index(sn.vector_axis)));
+  return std::abs(elements_between(output, simd_axis));
 }
 
 double StageFeatures::store_issue() const {
@@ -215,7 +210,7 @@ double StageFeatures::elements_between(const Use& u, int axis) const {
 }
 
 int StageFeatures::innermost_axis() const {
-  if (!sn.vector_axis.empty()) return axis_index(sn.vector_axis);
+  if (simd_axis >= 0) return simd_axis;
   if (!sn.reduce_inner.empty()) return reduce_axis.back();
   if (!sn.reg.empty()) return reg_axis.back();
   return sn.outer.empty() ? -1 : outer_axis.back();

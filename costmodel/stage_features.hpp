@@ -64,6 +64,7 @@ struct StageFeatures {
   //! The buffers the stage reads (not its own accumulator) and the one it stores.
   Small<const Use*> uses;
   Small<int, 16> outer_axis, reg_axis, reduce_axis;  //!< axis index of each loop of sn.outer, .reg, .reduce_inner
+  int simd_axis = -1;                                //!< axis index of the SIMD axis; -1 if none
   Small<std::int64_t, 64> span;       //!< span of axis a inside the first d tile loops: span[d * axes + a]
   Small<double, 16> points;           //!< iteration points inside the first d tile loops
   Small<double, 16> footprints;       //!< bytes touched inside the first d tile loops
@@ -92,12 +93,15 @@ struct StageFeatures {
       range += std::abs(u.terms[i].coeff) * (sp[u.terms[i].axis] - 1);
     return range;
   }
-  //! Bytes and cache lines of one use inside the first `depth` tile loops.
-  std::pair<double, double> extent_of(const Use& u, size_t depth) const;
-  //! Bytes of the cache lines one use touches inside the first `depth` tile loops: its box as
-  //! runs of contiguous memory (the innermost dimension, joined by the next ones out while the
-  //! box covers them whole), each run rounded up to whole lines.
-  double line_bytes_of(const Use& u, size_t depth) const;
+  //! What one use touches inside the first `depth` tile loops.
+  struct Box {
+    double bytes;
+    double lines;  //!< cache lines, counting those of the innermost dimension's rows
+    //! Bytes of the cache lines: the box as runs of contiguous memory (the innermost dimension,
+    //! joined by the next ones out while the box covers them whole), each rounded up to lines.
+    double line_bytes;
+  };
+  Box box_of(const Use& u, size_t depth) const;
   //! The outermost tile depth whose cache lines fit `capacity` bytes; the micro-kernel's if none.
   size_t depth_fitting(double capacity) const;
   //! Bytes touched over the bytes of their cache lines at a depth.
