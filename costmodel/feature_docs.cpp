@@ -107,8 +107,8 @@ const std::vector<std::pair<std::string, std::string>> kDocsV7 = {
      "loads per reduction step of the micro-kernel, per accumulator, of the body alone (loads_per_update also "
      "counts a fused epilogue's reads, which run once per output, and the stage's own value)"},
     {"split_loads_per_update",
-     "of body_loads_per_update, the vector loads whose start is not a multiple of the vector's width (an index "
-     "term or offset off it, panels excepted), times the chance such a vector straddles two cache lines"},
+     "of body_loads_per_update, the vector loads that straddle one more cache line than their bytes need, by where "
+     "their index terms and offsets start them in a line, each axis over its extent (panels start on the line)"},
     {"epilogue_loads_per_output", "loads of a fused epilogue (the stage's own value excepted) per accumulator"},
     {"roof_steps_log",
      "roof_work_log with the micro-kernel's loads those of its body, a straddling vector counted as two"},

@@ -1,6 +1,7 @@
 // The access analysis of a loop nest's features (stage_features.hpp): each read's terms, its
 // bytes and cache lines at every tile depth, the micro-kernel's loads and stores.
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "costmodel/stage_features.hpp"
@@ -90,8 +91,9 @@ Use StageFeatures::use_of(const std::string& name, const std::vector<ir::IndexEx
   const auto& shape = w.buffers[u.buffer].shape;
   std::int64_t row = 1;
   for (size_t d = indices.size(); d-- > 0;) {
-    u.offset += indices[d].constant * row;
-    row *= shape[d];
+    // Modulo a cache line's elements (a divisor of kResidues): all that alignment asks of it.
+    u.offset = (u.offset + indices[d].constant % kResidues * row) % kResidues;
+    row = row * (shape[d] % kResidues) % kResidues;
   }
   return u;
 }
@@ -142,35 +144,52 @@ StageFeatures::Loads StageFeatures::loads_of(std::size_t begin, std::size_t end,
     seen_loads.push_back({u.buffer, copies});
     out.count += copies;
     out.issue += copies * (gathered(u) ? sn.lanes : 1);
-    if (off_width(u)) out.split += copies * straddle_chance(u.element);
+    out.split += copies * straddle_share(u);
   }
   return out;
 }
 
-double StageFeatures::straddle_chance(double element) const {
-  const double line = static_cast<double>(ir::kCacheLineBytes);
-  const double vector = element * std::max(1, sn.lanes);
-  return std::clamp((vector - element) / (line - element), 0.0, 1.0);
-}
-
-bool StageFeatures::off_width(const Use& u) const {
-  if (sn.vector_axis.empty() || sn.lanes <= 1) return false;
-  const int v = simd_axis;
-  if (!u.depends(v) || gathered(u)) return false;
+double StageFeatures::straddle_share(const Use& u) const {
+  if (simd_axis < 0 || sn.lanes <= 1 || !u.depends(simd_axis) || gathered(u)) return 0;
   for (auto& p : sn.packs)
-    if (p.buffer == u.buffer) return false;
-  const std::int64_t lanes = sn.lanes;
-  if (u.offset % lanes != 0) return true;
+    if (p.buffer == u.buffer) return 0;
+  // Where a vector starts within its cache line: the distribution of its address modulo the
+  // line's elements, each axis running over its extent (the SIMD axis over its vectors' starts),
+  // from the buffer's start, which is line-aligned.
+  const int line = std::max<int>(1, static_cast<int>(ir::kCacheLineBytes / u.element));
+  const int lanes = sn.lanes;
+  auto mod = [line](std::int64_t x) { return static_cast<int>(((x % line) + line) % line); };
+  std::array<double, kResidues> at{}, term{}, sum{};
+  at[mod(u.offset)] = 1;
   const auto& shape = w.buffers[u.buffer].shape;
-  std::int64_t row = 1;
+  std::int64_t row = 1;  // modulo the line's elements
   for (size_t d = u.ends.size(); d-- > 0;) {
     for (std::uint32_t i = d == 0 ? 0 : u.ends[d - 1]; i < u.ends[d]; ++i) {
-      const auto& term = u.terms[i];
-      if (term.axis != v && st.axes[term.axis].extent > 1 && (term.coeff * row) % lanes != 0) return true;
+      const int step = mod(mod(u.terms[i].coeff) * row);
+      const std::int64_t extent = st.axes[u.terms[i].axis].extent;
+      if (step == 0 || extent == 1) continue;
+      term.fill(0);
+      if (u.terms[i].axis == simd_axis) {
+        for (int k = 0; k < line; ++k) term[mod(static_cast<std::int64_t>(k) * lanes * step)] += 1.0 / line;
+      } else {
+        for (int r = 0; r < line; ++r)  // the values of the axis that are r modulo the line
+          term[mod(static_cast<std::int64_t>(r) * step)] +=
+              static_cast<double>(extent / line + (r < extent % line ? 1 : 0)) / static_cast<double>(extent);
+      }
+      sum.fill(0);
+      for (int x = 0; x < line; ++x)
+        if (at[x] > 0)
+          for (int y = 0; y < line; ++y) sum[(x + y) % line] += at[x] * term[y];
+      at = sum;
     }
-    row *= shape[d];
+    row = mod(row * mod(shape[d]));
   }
-  return false;
+  // A vector straddles one more line than its bytes need when it starts that far into one.
+  const int spans = (lanes + line - 1) / line * line;
+  double share = 0;
+  for (int x = 0; x < line; ++x)
+    if (x + lanes > spans) share += at[x];
+  return share;
 }
 
 bool StageFeatures::gathered(const Use& u) const {

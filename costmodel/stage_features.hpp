@@ -27,6 +27,10 @@ inline double log2p(double x) { return std::log2(1.0 + std::max(0.0, x)); }
 template <class T, std::size_t N = 8>
 using Small = boost::container::small_vector<T, N>;
 
+//! Elements of the smallest type in a cache line: addresses are taken modulo this for where a
+//! vector starts in its line (a type's own count of elements per line divides it).
+constexpr int kResidues = 64;
+
 //! One read or write of a buffer by a stage: per dimension, the stage axes (by index) that
 //! move it and their coefficients. Built once per stage so that the features, asked for at
 //! every tile depth, compare no names.
@@ -38,7 +42,7 @@ struct Use {
   const std::string* name = nullptr;
   int buffer = -1;
   double element = 0;         //!< bytes
-  std::int64_t offset = 0;    //!< elements its indices' constants move it by
+  std::int64_t offset = 0;    //!< elements its indices' constants move it by, modulo kResidues
   Small<Term> terms;          //!< all dimensions', in order
   Small<std::uint32_t> ends;  //!< dimension d's terms end at terms[ends[d]]
   bool depends(int axis) const {
@@ -123,14 +127,12 @@ struct StageFeatures {
   };
   //! `skip_own`: leave out reads of the stage's own value (in registers).
   Loads loads_of(std::size_t begin, std::size_t end, bool skip_own) const;
-  //! The chance that a vector load starting at a random element off the vector's width straddles
-  //! two cache lines: all of them for a vector as wide as a line, about half for half a line.
-  double straddle_chance(double element) const;
-  //! Whether the micro-kernel's vectors of a read start off the vector's width: an index term
-  //! other than the SIMD axis's own, or a constant offset, moves its address by a number of
-  //! elements that is not a multiple of the lanes (a window's x + s, rows of a width that is
-  //! not). Broadcasts, gathers and panels (laid out along the SIMD axis) start on it.
-  bool off_width(const Use& u) const;
+  //! The share of the micro-kernel's vectors of a read that straddle one more cache line than
+  //! their bytes need, from where they start in a line: its index terms and constants move its
+  //! address by elements, each axis over its extent (a window's x + s - 1 starts off a 64-byte
+  //! vector's width two times in three). Broadcasts, gathers and panels (laid out along the SIMD
+  //! axis) start on it.
+  double straddle_share(const Use& u) const;
   //! Whether the micro-kernel loads a read's vectors lane by lane: a strided window's row, read
   //! at a stride of 2 or more along a spatial SIMD axis in its last dimension only (strided in
   //! another dimension, it is packed into panels first).

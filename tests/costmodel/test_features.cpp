@@ -337,10 +337,11 @@ TEST_CASE("features: the micro-kernel's loads of its body, and the vectors that 
   auto conv = library_workload("conv2d_bias_relu_p1", "N=1,C=8,H=12,W=32,K=8,R=3,S=3");
   auto conv_with = [&](const std::string& tile, const ir::TargetTraits& t = kAvx512) {
     return costmodel::featurize(
-               conv, ir::Schedule::from_json(
-                         R"({"version":1,"stages":[{"stage":"acc","tile":{)" + tile +
-                         R"(,"n":[1],"c":[8],"r":[3],"s":[3]},"order":["n.0","k.0","y.0","x.0","c.0","r.0","s.0"],)"
-                         R"("vectorize":"x","fuse_epilogue":true},{"stage":"O"}]})"),
+               conv,
+               ir::Schedule::from_json(
+                   R"({"version":1,"stages":[{"stage":"acc","tile":{)" + tile +
+                   R"(,"n":[1],"c":[8],"r":[3],"s":[3]},"order":["n.0","k.0","y.0","x.0","c.0","r.0","s.0"],)"
+                   R"("vectorize":"x","fuse_epilogue":true},{"stage":"O"}]})"),
                t)
         .pooled();
   };
@@ -348,27 +349,49 @@ TEST_CASE("features: the micro-kernel's loads of its body, and the vectors that 
   CHECK(feature(wide, "body_loads_per_update") == doctest::Approx(6.0 / 8));
   CHECK(feature(wide, "loads_per_update") == doctest::Approx(18.0 / 8));
   CHECK(feature(wide, "epilogue_loads_per_output") == doctest::Approx(4.0 / 8));
-  // I[.., x + s - 1] starts off the vector's width; a 64-byte vector off it always straddles two
-  // lines, a 32-byte one about half the time. F's broadcasts never do.
-  CHECK(feature(wide, "split_loads_per_update") == doctest::Approx(2.0 / 8));
+  // I[.., x + s - 1] with rows of 32: a 64-byte vector starts 15, 0 or 1 elements into a line,
+  // and straddles two lines when s is 0 or 2. F's broadcasts never do.
+  CHECK(feature(wide, "split_loads_per_update") == doctest::Approx(2 * (2.0 / 3) / 8));
+  // 32-byte vectors start at 0 or 8 in a line, then 15, 0, 1, 7, 8 or 9: they straddle from 9 on.
   const ir::TargetTraits avx2{8, 16, 2};
   auto narrow = conv_with(R"("k":[4],"y":[1],"x":[16])", avx2);
-  CHECK(feature(narrow, "split_loads_per_update") == doctest::Approx(2.0 * 28 / 60 / 8));
-  // Rows of one channel (k 1, y 8): 16 straddling vectors a step for 16 FMAs, where the tile
-  // of 8 channels needs 2 for 16. The first is bound by its loads; the count of version 3 had
-  // both alike, the epilogue's reads weighing on both.
+  CHECK(feature(narrow, "split_loads_per_update") == doctest::Approx(2 * (1.0 / 3) / 8));
+  // Rows of one channel (k 1, y 8): 16 vectors a step, two thirds of them straddling, for 16 FMAs,
+  // where the tile of 8 channels loads 2 for 16. The first is bound by its loads, by about
+  // (17 + 16 * 2/3) / 16 = 1.73 times its FMAs; version 3's count had both alike, the
+  // epilogue's reads weighing on both.
   auto rows = conv_with(R"("k":[1],"y":[8],"x":[32])"), channels = conv_with(R"("k":[8],"y":[1],"x":[32])");
-  CHECK(feature(rows, "split_loads_per_update") == doctest::Approx(1.0));
-  CHECK(feature(rows, "roof_steps_log") > feature(channels, "roof_steps_log") + 0.9f);
+  CHECK(feature(rows, "split_loads_per_update") == doctest::Approx(2.0 / 3));
+  CHECK(feature(rows, "roof_steps_log") > feature(channels, "roof_steps_log") + 0.7f);
+  CHECK(feature(rows, "roof_steps_log") < feature(channels, "roof_steps_log") + 0.9f);
   CHECK(feature(rows, "roof_work_log") < feature(channels, "roof_work_log") + 0.2f);
-  // A matmul's rows of B start on the vector's width when N is a multiple of the lanes.
-  auto matmul = [&](const std::string& sizes) {
-    return features_of(library_workload("matmul", sizes),
-                       ir::Schedule::from_json(R"({"version":1,"stages":[{"stage":"C","tile":{"m":[4],"n":[32],"k":[16]},)"
-                                               R"("order":["m.0","n.0","k.0"],"vectorize":"n"}]})"));
+  // A matmul's rows of B start on a line when N is a multiple of the lanes; with N = 100, row k
+  // starts 4k elements into one: three rows in four straddle. Panels of B start on lines.
+  auto matmul = [&](const std::string& sizes, const std::string& pack) {
+    return features_of(
+        library_workload("matmul", sizes),
+        ir::Schedule::from_json(R"({"version":1,"stages":[{"stage":"C","tile":{"m":[4],"n":[32],"k":[16]},)"
+                                R"("order":["m.0","n.0","k.0"],"vectorize":"n")" +
+                                pack + "}]}"));
   };
-  auto aligned = matmul("M=64,N=128,K=32"), offset = matmul("M=64,N=100,K=32");
+  auto aligned = matmul("M=64,N=128,K=32", ""), offset = matmul("M=64,N=100,K=32", "");
+  auto panels = matmul("M=64,N=100,K=32", R"(,"pack":["B"])");
   CHECK(feature(aligned, "split_loads_per_update") == 0.0f);
-  CHECK(feature(aligned, "body_loads_per_update") == doctest::Approx(feature(aligned, "loads_per_update")));
-  CHECK(feature(offset, "split_loads_per_update") == doctest::Approx(2.0 / 8));
+  CHECK(feature(aligned, "body_loads_per_update") == doctest::Approx(6.0 / 8));  // 4 of A, 2 of B
+  CHECK(feature(offset, "split_loads_per_update") == doctest::Approx(2 * (3.0 / 4) / 8));
+  CHECK(feature(panels, "split_loads_per_update") == 0.0f);
+  CHECK(feature(panels, "body_loads_per_update") == doctest::Approx(6.0 / 8));
+  // A constant offset alone: X[m + 1] starts every vector one element into a line.
+  auto shifted = features_of(
+      ir::bind(ir::parse_op("op sh(X: f32[N]) -> Y: f32[M] {\n  Y[m] = X[m + 1]\n}"), ir::parse_sizes("N=65,M=64")),
+      ir::Schedule::from_json(
+          R"({"version":1,"stages":[{"stage":"Y","tile":{"m":[32]},"order":["m.0"],"vectorize":"m"}]})"));
+  CHECK(feature(shifted, "body_loads_per_update") == doctest::Approx(1.0));
+  CHECK(feature(shifted, "split_loads_per_update") == doctest::Approx(1.0));
+  // A strided window's rows are gathered lane by lane: none straddles.
+  auto strided = features_of(
+      library_workload("depthwise_conv2d_s2p1", "N=1,C=8,H=20,W=36,R=3,S=3"),
+      ir::Schedule::from_json(R"({"version":1,"stages":[{"stage":"O","tile":{"n":[1],"c":[1],"y":[1],"x":[16],)"
+                              R"("r":[3],"s":[3]},"order":["n.0","c.0","y.0","x.0","r.0","s.0"],"vectorize":"x"}]})"));
+  CHECK(feature(strided, "split_loads_per_update") == 0.0f);
 }
