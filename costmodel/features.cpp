@@ -37,8 +37,7 @@ void StageFeatures::add_to(std::vector<float>& f) const {
   f[kRegisterPressure] += static_cast<float>(acc / std::max(1, t.vector_registers));
   // Version 3 counted a fused epilogue's reads, and the stage's own value, as loads of every
   // reduction step; its models read that count, so it stays, and version 7 adds the body's.
-  const Loads all = loads_of(0, reads.size(), false), body = loads_of(0, body_reads, true),
-              epilogue = loads_of(body_reads, reads.size(), true);
+  const Loads all = loads_of(LoadsOf::All), body = loads_of(LoadsOf::Body), epilogue = loads_of(LoadsOf::Epilogue);
   const double per_acc = 1 / std::max(1.0, acc);
   f[kLoadsPerUpdate] += static_cast<float>(all.count * per_acc);
   f[kLoadIssue] += static_cast<float>(all.issue * per_acc);
@@ -257,14 +256,14 @@ void StageFeatures::add_buffer_features(std::vector<float>& f) const {
     if (sn.outer[i].trips() > 1) tile_axis = outer_axis[i];
   for (const Use* use : uses) {
     const Use& u = *use;
-    const auto [bytes, lines, line_bytes] = box_of(u, sn.outer.size());
+    const Box micro = box_of(u, sn.outer.size());  // one micro-kernel call's
     const double unique = box_of(u, 0).bytes;
     const Box in_l1 = box_of(u, l1);
     Row r{u.name, unique, {}, u.buffer == sn.store, {}};
     r.lines[kBufLineUseL1] = static_cast<float>(in_l1.bytes / std::max(1.0, in_l1.line_bytes));
     r.lines[kBufOuterStride] = static_cast<float>(log2p(std::abs(tile_axis >= 0 ? elements_between(u, tile_axis) : 0)));
-    r.v[kBufBytes] = static_cast<float>(log2p(bytes));
-    r.v[kBufLines] = static_cast<float>(log2p(lines));
+    r.v[kBufBytes] = static_cast<float>(log2p(micro.bytes));
+    r.v[kBufLines] = static_cast<float>(log2p(micro.lines));
     r.v[kBufUnique] = static_cast<float>(log2p(unique));
     // Reuse: the innermost loop whose axis the use does not depend on.
     for (auto [loops, axis_of] : {std::pair{&sn.reduce_inner, &reduce_axis}, std::pair{&sn.reg, &reg_axis}})

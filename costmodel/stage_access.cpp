@@ -126,7 +126,10 @@ size_t StageFeatures::depth_fitting(double capacity) const {
   return depths - 1;
 }
 
-StageFeatures::Loads StageFeatures::loads_of(std::size_t begin, std::size_t end, bool skip_own) const {
+StageFeatures::Loads StageFeatures::loads_of(LoadsOf which) const {
+  const std::size_t begin = which == LoadsOf::Epilogue ? body_reads : 0;
+  const std::size_t end = which == LoadsOf::Body ? body_reads : reads.size();
+  const bool skip_own = which != LoadsOf::All;
   Small<std::pair<int, double>> seen_loads;  // (buffer, copies)
   Loads out;
   for (std::size_t i = begin; i < end; ++i) {
@@ -144,7 +147,7 @@ StageFeatures::Loads StageFeatures::loads_of(std::size_t begin, std::size_t end,
     seen_loads.push_back({u.buffer, copies});
     out.count += copies;
     out.issue += copies * (gathered(u) ? sn.lanes : 1);
-    out.split += copies * straddle_share(u);
+    if (which == LoadsOf::Body) out.split += copies * straddle_share(u);
   }
   return out;
 }

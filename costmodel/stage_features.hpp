@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ir/loop_nest.hpp"
+#include "ir/schedule.hpp"
 
 namespace tiletune::costmodel::detail {
 
@@ -27,9 +28,9 @@ inline double log2p(double x) { return std::log2(1.0 + std::max(0.0, x)); }
 template <class T, std::size_t N = 8>
 using Small = boost::container::small_vector<T, N>;
 
-//! Elements of the smallest type in a cache line: addresses are taken modulo this for where a
-//! vector starts in its line (a type's own count of elements per line divides it).
-constexpr int kResidues = 64;
+//! Elements of a one-byte type in a cache line: addresses are taken modulo this for where a
+//! vector starts in its line (every type's count of elements per line divides it).
+constexpr int kResidues = static_cast<int>(ir::kCacheLineBytes);
 
 //! One read or write of a buffer by a stage: per dimension, the stage axes (by index) that
 //! move it and their coefficients. Built once per stage so that the features, asked for at
@@ -119,14 +120,19 @@ struct StageFeatures {
   int innermost_axis() const;
 
   //! The micro-kernel's loads of a reduction step, per register tile: distinct (buffer, index)
-  //! pairs at distinct register offsets among reads[begin, end).
+  //! pairs at distinct register offsets among the reads `which` names.
   struct Loads {
     double count = 0;
     double issue = 0;  //!< a gathered vector as its lanes
-    double split = 0;  //!< vectors that straddle two cache lines, expected
+    double split = 0;  //!< vectors that straddle one more cache line than they need (LoadsOf::Body only)
   };
-  //! `skip_own`: leave out reads of the stage's own value (in registers).
-  Loads loads_of(std::size_t begin, std::size_t end, bool skip_own) const;
+  //! Which reads loads_of counts.
+  enum class LoadsOf {
+    All,       //!< every read, the stage's own value too (version 3's count)
+    Body,      //!< the body's, the stage's own value (in registers) left out; with `split`
+    Epilogue,  //!< the fused epilogue's, the stage's own value left out
+  };
+  Loads loads_of(LoadsOf which) const;
   //! The share of the micro-kernel's vectors of a read that straddle one more cache line than
   //! their bytes need, from where they start in a line: its index terms and constants move its
   //! address by elements, each axis over its extent (a window's x + s - 1 starts off a 64-byte

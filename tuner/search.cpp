@@ -175,12 +175,18 @@ class ModelGuidedSearch : public SearchStrategy {
       x.push_back(std::move(*features[i]));
       kept.push_back(std::move(members[i]));
     }
-    auto s = model_.rank(x);  // all of one workload
-    for (size_t i = 0; i < kept.size(); ++i) {
-      kept[i].score = s[i];
-      kept[i].x = std::move(x[i]);
-    }
+    rank(kept, std::move(x));
     members = std::move(kept);
+  }
+
+  //! Scores members in one rank() call (all of one workload) over their features, x[i] being
+  //! members[i]'s, and keeps each member's features with it.
+  void rank(std::vector<Scored>& members, std::vector<costmodel::Features> x) const {
+    const std::vector<float> s = model_.rank(x);
+    for (size_t i = 0; i < members.size(); ++i) {
+      members[i].score = s[i];
+      members[i].x = std::move(x[i]);
+    }
   }
 
   std::vector<Scored> evolve() {
@@ -215,11 +221,11 @@ class ModelGuidedSearch : public SearchStrategy {
     // The survivors of all generations ranked once more in one call: a model that orders its
     // first picks by comparing them (xgb-pairs) then chooses among every generation's, not only
     // within each generation's children. The other kinds' scores and order do not change. Their
-    // features were computed when they were first scored: moved out, as nothing ranks them again.
+    // features are those computed when they were first scored.
     std::vector<costmodel::Features> x;
+    x.reserve(pop.size());
     for (auto& m : pop) x.push_back(std::move(m.x));
-    const std::vector<float> s = model_.rank(x);
-    for (size_t i = 0; i < pop.size(); ++i) pop[i].score = s[i];
+    rank(pop, std::move(x));
     std::stable_sort(pop.begin(), pop.end(), [](auto& a, auto& b) { return a.score > b.score; });
     return pop;
   }
