@@ -20,7 +20,7 @@
 //   time alone is within kContenderSpread of the fastest time alone, every run's answer after
 //   kEarlyTrials trials, and the database's kKnownBest fastest records. One session screens
 //   them, half of `--judge-sessions` sessions of the front-runners pick the best, and the other
-//   half judge the front-runners, the best among them (judge()). Other configs, and contenders
+//   half judge the front-runners, the best among them (bench/side_by_side_judge.hpp). Other configs, and contenders
 //   that fail, count as above the goal. Times taken alone cannot judge 5 %: this VM's speed
 //   moves 1.2-1.8x within minutes (16 configs of atb_sigmoid, 0.100-0.104 ms alone in a fast
 //   phase, took 0.15, 0.18 and 0.12 ms in side-by-side sessions two minutes apart), so the
@@ -45,6 +45,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "bench/side_by_side_judge.hpp"
 #include "codegen/backend.hpp"
 #include "costmodel/model.hpp"
 #include "db/store.hpp"
@@ -187,12 +188,12 @@ std::vector<const ir::Schedule*> incumbents(const std::vector<ir::Schedule>& tri
   return out;
 }
 
-//! The side-by-side time of a run's incumbent after each trial; +inf while it has none or where
-//! it was not a contender.
-std::vector<double> answer_curve(const std::vector<ir::Schedule>& trials, const MemoMeasurer& measure,
+//! The side-by-side time of a run's answer (incumbents()) after each trial; +inf while it has
+//! none or where it was not a contender.
+std::vector<double> answer_curve(const std::vector<const ir::Schedule*>& answers,
                                  const std::map<std::string, double>& side_by_side) {
   std::vector<double> curve;
-  for (const ir::Schedule* c : incumbents(trials, measure)) {
+  for (const ir::Schedule* c : answers) {
     auto it = c ? side_by_side.find(c->key()) : side_by_side.end();
     curve.push_back(it == side_by_side.end() ? INFINITY : it->second);
   }
@@ -261,97 +262,6 @@ int trials_to(const std::vector<double>& curve, double goal) {
 
 //! "12" or ">48" for a run that did not reach the goal within its budget.
 std::string trials_cell(int n, int budget) { return n > 0 ? std::to_string(n) : ">" + std::to_string(budget); }
-
-//! Side-by-side sessions of `rivals` (measure::Measurer::side_by_side), each rival's times
-//! over them combined as db::time_of combines a record's sessions (the geometric mean of each
-//! session's median: a session on a slower machine shifts all alike). A rival that fails in a
-//! session is left out; a session whose worker failed every rival alike (it died or hung: they
-//! share one) is lost instead. Empty where no session timed any.
-std::map<std::string, double> time_in_turns(measure::Measurer& timer, const std::vector<ir::Schedule>& rivals,
-                                            int sessions, const std::string& what) {
-  std::vector<std::vector<double>> times(rivals.size());
-  std::vector<std::vector<std::size_t>> counts(rivals.size());
-  std::set<std::size_t> failed;
-  for (int session = 1; session <= sessions; ++session) {
-    auto results = timer.side_by_side(rivals);
-    if (std::none_of(results.begin(), results.end(), [](auto& r) { return r.ok(); })) {
-      std::cerr << what << ": session " << session << " lost"
-                << (results.empty() ? "" : " (" + results.front().error_message + ")") << "\n";
-      continue;
-    }
-    double best = INFINITY;
-    for (std::size_t i = 0; i < results.size(); ++i) {
-      if (!results[i].ok()) {
-        if (failed.insert(i).second)
-          std::cerr << what << ": " << rivals[i].key() << " failed side by side: " << results[i].error_message << "\n";
-        continue;
-      }
-      times[i].insert(times[i].end(), results[i].times_s.begin(), results[i].times_s.end());
-      counts[i].push_back(results[i].times_s.size());
-      best = std::min(best, results[i].median_s());
-    }
-    std::cerr << what << ": session " << session << " of " << rivals.size() << ", fastest " << cell(best * 1e3, "%.4f")
-              << " ms\n";
-  }
-  std::map<std::string, double> out;
-  for (std::size_t i = 0; i < rivals.size(); ++i)
-    if (!failed.count(i) && !times[i].empty())
-      out[rivals[i].key()] = db::time_of(times[i], nlohmann::json{{db::kSessionsParam, counts[i]}}.dump());
-  return out;
-}
-
-//! The contenders' judged times, and which of them is the best known.
-struct Judgement {
-  std::map<std::string, double> time;  //!< per contender timed; the others count as above the goal
-  std::string best;                    //!< the key of the best contender
-};
-
-//! Front-runners: contenders within this of the fastest in the screening session. Within one
-//! session, configs of one op moved against each other by up to 7 % (atb_sigmoid's 16 fastest
-//! in two sessions), so one at 1.25x is not within 5 % of the best.
-constexpr double kFrontSpread = 1.25;
-
-//! Judges the contenders in three steps, so that the best known is not the luckiest of many:
-//! - one side-by-side session of all of them screens the front-runners (kFrontSpread);
-//! - `sessions` / 2 sessions of the front-runners pick the best;
-//! - the remaining sessions time the front-runners again, and those times judge them, the best
-//!   among them: times that did not pick it. A best picked and judged by the same times is the
-//!   luckiest of its near-ties as often as the fastest (atb_sigmoid's seed config: out of the
-//!   goal in one session, the best in the next; three sessions of 177 contenders reached the
-//!   goal on it in 3 trials in one run and never in the next).
-//! The contenders that are not front-runners keep their screening time, shifted by the
-//! front-runners' median ratio of judged to screening time (for the answers after 16 trials).
-Judgement judge(const codegen::Backend& backend, const ir::Workload& w, const measure::MeasureOptions& options,
-                const std::vector<ir::Schedule>& contenders, int sessions, const std::string& op) {
-  measure::Measurer timer(backend, w, options);
-  const auto screen = time_in_turns(timer, contenders, 1, op + " screening");
-  if (screen.empty()) return {};
-  double fastest = INFINITY;
-  for (auto& [key, t] : screen) fastest = std::min(fastest, t);
-  std::vector<ir::Schedule> front;
-  for (auto& c : contenders)
-    if (auto it = screen.find(c.key()); it != screen.end() && it->second <= kFrontSpread * fastest) front.push_back(c);
-  const int pick_sessions = std::max(1, sessions / 2);
-  const auto pick =
-      time_in_turns(timer, front, pick_sessions, op + " picking the best of " + std::to_string(front.size()));
-  const auto judged = time_in_turns(timer, front, std::max(1, sessions - pick_sessions), op + " judging");
-  Judgement out;
-  double best = INFINITY;
-  for (auto& [key, t] : pick)
-    if (t < best && judged.count(key)) {
-      best = t;
-      out.best = key;
-    }
-  if (out.best.empty()) return {};
-  std::vector<double> shift;
-  for (auto& [key, t] : judged) {
-    out.time[key] = t;
-    shift.push_back(t / screen.at(key));
-  }
-  const double to_judged = median_of(shift);
-  for (auto& [key, t] : screen) out.time.emplace(key, t * to_judged);
-  return out;
-}
 
 //! A bound on random search's median trials to the goal when none of `pool` random draws
 //! reached it: then the share p of configs that reach it is below 1 - 0.05^(1 / pool) with 95 %
@@ -464,12 +374,13 @@ int main(int argc, char** argv) {
       }
       measure(pool_configs);
       std::map<std::pair<std::string, bool>, std::vector<std::vector<ir::Schedule>>> trials_of;
+      std::map<std::pair<std::string, bool>, std::vector<std::vector<const ir::Schedule*>>> answers_of;
       for (auto& key : runs_of)
         for (int seed = 1; seed <= seeds; ++seed) {
           auto t0 = std::chrono::steady_clock::now();
           trials_of[key].push_back(run_search(kind, space, measure, trials, batch, static_cast<std::uint64_t>(seed),
                                               key.second, key.first == "pretrained" ? base : ""));
-          auto answers = incumbents(trials_of[key].back(), measure);
+          const auto& answers = answers_of[key].emplace_back(incumbents(trials_of[key].back(), measure));
           const double alone = answers.empty() || !answers.back() ? INFINITY : measure.latency(answers.back()->key());
           std::cerr << c.name << " " << key.first << (key.second ? " seeds on" : " seeds off") << " seed " << seed
                     << ": answer " << cell(alone * 1e3, "%.4f") << " ms alone ("
@@ -478,10 +389,12 @@ int main(int argc, char** argv) {
         }
       // Random: each seed's order of the pool.
       std::vector<std::vector<ir::Schedule>> random_orders;
+      std::vector<std::vector<const ir::Schedule*>> random_answers;
       for (int seed = 1; seed <= seeds; ++seed) {
         random_orders.push_back(pool_configs);
         std::shuffle(random_orders.back().begin(), random_orders.back().end(),
                      tuner::Rng(static_cast<std::uint64_t>(seed)));
+        random_answers.push_back(incumbents(random_orders.back(), measure));
       }
       // The contenders, timed side by side.
       const double lone_best = measure.best_known();
@@ -489,28 +402,27 @@ int main(int argc, char** argv) {
       std::map<std::string, const ir::Schedule*> contenders;
       std::vector<ir::Schedule> known = measure.fastest(kKnownBest);
       for (auto& k : known) contenders.emplace(k.key(), &k);
-      auto add_answers = [&](const std::vector<ir::Schedule>& run) {
-        auto answers = incumbents(run, measure);
+      auto add_answers = [&](const std::vector<const ir::Schedule*>& answers) {
         for (std::size_t i = 0; i < answers.size(); ++i)
           if (answers[i] && (i + 1 == std::min(kEarlyTrials, answers.size()) || may_reach(*answers[i])))
             contenders.emplace(answers[i]->key(), answers[i]);
       };
-      for (auto& [key, runs] : trials_of)
-        for (auto& run : runs) add_answers(run);
-      for (auto& order : random_orders) add_answers(order);
+      for (auto& [key, runs] : answers_of)
+        for (auto& answers : runs) add_answers(answers);
+      for (auto& answers : random_answers) add_answers(answers);
       for (auto& p : pool_configs)
         if (may_reach(p)) contenders.emplace(p.key(), &p);
       std::vector<ir::Schedule> rivals;
       for (auto& [key, s] : contenders) rivals.push_back(*s);
-      const Judgement judgement = judge(*backend, w, mo, rivals, judge_sessions, c.name);
+      const bench::Judgement judgement = bench::judge(*backend, w, mo, rivals, judge_sessions, c.name);
       const std::map<std::string, double>& side_by_side = judgement.time;
       if (side_by_side.empty()) {
         std::cerr << c.name << ": left out, no contender was timed side by side\n";
         continue;
       }
       std::map<std::pair<std::string, bool>, std::vector<std::vector<double>>> curves;
-      for (auto& [key, runs] : trials_of)
-        for (auto& run : runs) curves[key].push_back(answer_curve(run, measure, side_by_side));
+      for (auto& [key, runs] : answers_of)
+        for (auto& answers : runs) curves[key].push_back(answer_curve(answers, side_by_side));
       const double best = side_by_side.at(judgement.best);
       const double goal = best / 0.95;
       int hits = 0;
@@ -521,8 +433,7 @@ int main(int argc, char** argv) {
                                       std::to_string(hits) + "/" + std::to_string(pool_configs.size()),
                                       std::to_string(side_by_side.size()) + "/" + std::to_string(rivals.size())};
       std::vector<int> random_runs;
-      for (auto& order : random_orders)
-        random_runs.push_back(trials_to(answer_curve(order, measure, side_by_side), goal));
+      for (auto& answers : random_answers) random_runs.push_back(trials_to(answer_curve(answers, side_by_side), goal));
       double m = NAN;
       const std::string random_median = median_cell(random_runs, static_cast<int>(pool_configs.size()), &m);
       // Censored: with no pool config within the goal, random's median is bounded from the pool's
