@@ -20,6 +20,22 @@ std::vector<std::int64_t> two_levels(std::int64_t extent, std::int64_t reg, std:
 
 }  // namespace
 
+void Space::vector_tiles(ir::StageSchedule& ss, int stage, std::int64_t vectors) const {
+  auto axes = ir::vectorizable_axes(w_, stage);
+  if (axes.empty()) return;
+  ss.vectorize = axes.front();
+  for (auto& a : w_.stages[stage].axes) {
+    // A reduction along the row runs its whole length in one vector: one horizontal
+    // combine per row instead of one per block (0.81 against 0.96 ms on softmax 4096x1024).
+    std::int64_t whole = round_up(a.extent, t_.vector_lanes);
+    std::int64_t reg = a.name != ss.vectorize ? 1
+                       : a.reduce             ? whole
+                                              : std::min(vectors * t_.vector_lanes, whole);
+    ss.tile[a.name] = {reg};
+  }
+  ss.unroll = 0;
+}
+
 std::vector<ir::Schedule> Space::row_seeds() const {
   // Row-wise ops of several stages (softmax, layernorm): every stage in SIMD vectors along
   // its last axis, all of them inside one parallel loop over blocks of rows, so that a row
@@ -39,19 +55,7 @@ std::vector<ir::Schedule> Space::row_seeds() const {
             ss.inline_stage = true;
             continue;
           }
-          auto axes = ir::vectorizable_axes(w_, stage);
-          if (axes.empty()) continue;
-          ss.vectorize = axes.front();
-          for (auto& a : w_.stages[i].axes) {
-            // A reduction along the row runs its whole length in one vector: one horizontal
-            // combine per row instead of one per block (0.81 against 0.96 ms on softmax 4096x1024).
-            std::int64_t whole = round_up(a.extent, t_.vector_lanes);
-            std::int64_t reg = a.name != ss.vectorize ? 1
-                               : a.reduce             ? whole
-                                                      : std::min(vectors * t_.vector_lanes, whole);
-            ss.tile[a.name] = {reg};
-          }
-          ss.unroll = 0;
+          vector_tiles(ss, stage, vectors);
         }
         s.fuse_rows = rows;
         if (check(s).empty()) out.push_back(s);
@@ -59,13 +63,27 @@ std::vector<ir::Schedule> Space::row_seeds() const {
   return out;
 }
 
-std::vector<ir::Schedule> Space::seeds() const {
-  std::vector<ir::Schedule> out;
-  if (t_.groups() || t_.vector_lanes <= 1 || w_.stages.empty()) return out;
-  // The GEMM recipe wants a first stage that reduces into vectors of its innermost output
-  // axis; other ops of several stages get the row recipe.
-  auto otherwise = [&] { return w_.stages.size() > 1 ? row_seeds() : out; };
-  const ir::Stage& st = w_.stages[0];
+void Space::vector_stage(ir::Schedule& s, int stage) const {
+  ir::StageSchedule& ss = s.stages[stage];
+  const ir::StageSchedule naive = ss;
+  vector_tiles(ss, stage, 2);
+  // The leading spatial loops run in parallel, two at most as in the GEMM recipe.
+  int spatial = 0;
+  for (auto& loop : ss.order) {
+    const ir::OrderEntry e = ir::split_order_entry(loop);
+    const auto& axes = w_.stages[stage].axes;
+    auto axis = std::find_if(axes.begin(), axes.end(), [&](const ir::Axis& a) { return a.name == e.axis; });
+    if (spatial == 2 || axis == axes.end() || axis->reduce) break;
+    ++spatial;
+  }
+  ss.parallel = t_.threads > 1 ? spatial : 0;
+  if (check(s).empty()) return;
+  ss.parallel = 0;
+  if (!check(s).empty()) ss = naive;
+}
+
+std::vector<std::string> Space::gemm_axes(int stage) const {
+  const ir::Stage& st = w_.stages[stage];
   auto spatial = [&](const std::string& v) {
     for (auto& a : st.axes)
       if (a.name == v) return !a.reduce;
@@ -75,7 +93,7 @@ std::vector<ir::Schedule> Space::seeds() const {
   // read strided only by inputs, which get packed (the output channels of an NCHW conv, also
   // of a strided one, whose only contiguous axis is a filter tap).
   std::vector<std::string> axes;
-  for (auto& v : vector_axes(0))
+  for (auto& v : vector_axes(stage))
     if (spatial(v)) axes.push_back(v);
   // A contraction (two or more inputs multiplied) gets the recipe on any such axis; a
   // reduction of one input only when it reduces into vectors of its output's last axis that
@@ -86,13 +104,53 @@ std::vector<ir::Schedule> Space::seeds() const {
     if (!a.reduce) last_lhs = a.name;
   bool into_contiguous =
       std::find(axes.begin(), axes.end(), last_lhs) != axes.end() && ir::panel_reads(st.rhs, last_lhs).empty();
-  if (!st.is_reduction() || axes.empty() || (!into_contiguous && inputs_of(0).size() < 2)) return otherwise();
-  for (auto& v : axes) gemm_seeds(v, out);
+  if (!st.is_reduction() || (!into_contiguous && inputs_of(stage).size() < 2)) axes.clear();
+  return axes;
+}
+
+std::vector<ir::Schedule> Space::seeds() const {
+  std::vector<ir::Schedule> out;
+  if (t_.groups() || t_.vector_lanes <= 1 || w_.stages.empty()) return out;
+  // Each stage the GEMM recipe applies to has its variants; a seed takes, for every such
+  // stage, its variant of the same recipe as the leading stage's (else its first), so that like
+  // stages (SwiGLU's two projections) are blocked alike. The stages no recipe covers get SIMD vectors and parallel
+  // loops (vector_stage): left with the naive schedule's serial scalar loops, a second
+  // projection held every seed of a SwiGLU layer at 29 ms against 0.35 for the search's best.
+  // Ops with no such stage and several stages get the row recipe.
+  const std::size_t n = w_.stages.size();
+  std::vector<std::vector<GemmSeed>> variants(n);
+  std::size_t lead = 0;  // the stage of the most variants: one seed per variant of it
+  for (std::size_t i = 0; i < n; ++i) {
+    for (auto& v : gemm_axes(static_cast<int>(i))) gemm_seeds(static_cast<int>(i), v, variants[i]);
+    if (variants[i].size() > variants[lead].size()) lead = i;
+  }
+  if (variants[lead].empty()) return n > 1 ? row_seeds() : out;
+  for (const GemmSeed& led : variants[lead]) {
+    ir::Schedule s = ir::naive_schedule(w_);
+    std::vector<bool> covered(n, false);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (variants[i].empty()) continue;
+      auto same = std::find_if(variants[i].begin(), variants[i].end(),
+                               [&](const GemmSeed& g) { return g.recipe == led.recipe; });
+      const ir::Schedule& v = i == lead ? led.schedule : (same == variants[i].end() ? variants[i].front() : *same).schedule;
+      s.stages[i] = v.stages[i];
+      covered[i] = true;
+      if (v.stages[i].fuse_epilogue) {
+        s.stages[i + 1] = v.stages[i + 1];
+        covered[i + 1] = true;
+      }
+    }
+    for (std::size_t i = 0; i < n; ++i)
+      if (!covered[i]) vector_stage(s, static_cast<int>(i));
+    if (!check(s).empty()) continue;
+    if (std::any_of(out.begin(), out.end(), [&](auto& o) { return o.to_json() == s.to_json(); })) continue;
+    out.push_back(std::move(s));
+  }
   return out;
 }
 
-void Space::gemm_seeds(const std::string& v, std::vector<ir::Schedule>& out) const {
-  const ir::Stage& st = w_.stages[0];
+void Space::gemm_seeds(int stage, const std::string& v, std::vector<GemmSeed>& out) const {
+  const ir::Stage& st = w_.stages[stage];
   const auto needed = ir::panel_reads(st.rhs, v);  // packs vectorizing v needs (see vector_axes)
   const ir::Axis* vec = nullptr;
   std::string last_lhs;
@@ -186,7 +244,7 @@ void Space::gemm_seeds(const std::string& v, std::vector<ir::Schedule>& out) con
   auto add_seed = [&](std::int64_t reg_v, std::int64_t reg_rows, std::int64_t reg_cols, std::int64_t block,
                       bool panel_outer, Packing pack) {
     ir::Schedule s = ir::naive_schedule(w_);
-    ir::StageSchedule& ss = s.stages[0];
+    ir::StageSchedule& ss = s.stages[stage];
     ss.tile.clear();
     ss.order.clear();
     std::vector<std::pair<std::int64_t, std::string>> spatial;  // (blocks, axis): most blocks first
@@ -219,11 +277,11 @@ void Space::gemm_seeds(const std::string& v, std::vector<ir::Schedule>& out) con
     // instruction, faster than L2's prefetchers bring it: bf16 1024^3 over 6 x 4 vectors ran
     // 2.95 ms without prefetching, 2.69 ms 4 iterations ahead and 2.59 ms 8 ahead.
     if (narrow) ss.prefetch = 8;
-    ss.fuse_epilogue = ir::can_fuse_epilogue(w_, 0);
-    if (ss.fuse_epilogue) s.stages[1].reset();
+    ss.fuse_epilogue = ir::can_fuse_epilogue(w_, stage);
+    if (ss.fuse_epilogue) s.stages[stage + 1].reset();
     ss.pack = needed;
     if (pack != Packing::None)
-      for (auto& input : inputs_of(0)) {
+      for (auto& input : inputs_of(stage)) {
         if (std::find(ss.pack.begin(), ss.pack.end(), input) != ss.pack.end()) continue;
         if (pack == Packing::VectorInputs && !read_along_vector(input)) continue;
         ss.pack.push_back(input);
@@ -231,9 +289,14 @@ void Space::gemm_seeds(const std::string& v, std::vector<ir::Schedule>& out) con
       }
     if (pack != Packing::None && ss.pack.size() == needed.size()) return;
     // Packing all inputs may pack no more than the vector inputs.
-    if (std::any_of(out.begin(), out.end(), [&](auto& o) { return o.to_json() == s.to_json(); })) return;
-    // Later stages that the recipe does not cover keep the naive schedule's loops.
-    if (check(s).empty()) out.push_back(s);
+    if (std::any_of(out.begin(), out.end(), [&](auto& o) { return o.schedule.to_json() == s.to_json(); })) return;
+    // The other stages keep the naive schedule's loops here; seeds() covers them.
+    if (!check(s).empty()) return;
+    // The recipe's choices, in terms any stage can share (the SIMD axis by its role).
+    const std::string recipe = std::string(v == last_lhs ? "contiguous" : "strided") + " " +
+                               std::to_string(reg_v) + "x" + std::to_string(reg_rows) + "x" + std::to_string(reg_cols) +
+                               (panel_outer ? " panel-outer" : " blas") + " pack" + std::to_string(static_cast<int>(pack));
+    out.push_back({recipe, s});
   };
   // A block of the deepest reduction is never smaller than a cache line of a broadcast input
   // that runs along it contiguously: every block would fetch the lines again, each time using

@@ -29,9 +29,10 @@ class Space {
   //! A few configs derived from the target's registers and caches the way a BLAS blocks a
   //! GEMM (an outer-product register tile: rows of the input read by broadcast times vectors
   //! of the input read along the SIMD axis; a reduction block whose panel fits L1; parallel
-  //! outer loops), for ops whose first stage is such a reduction; measured first, so that a
-  //! short search starts from a good kernel. Ops of several row-wise stages get row_seeds().
-  //! Empty where no recipe applies. The recipes are in tuner/seeds.cpp.
+  //! outer loops), for every stage that is such a reduction, the op's other stages in SIMD
+  //! vectors and parallel loops; measured first, so that a short search starts from a good
+  //! kernel. Ops of several row-wise stages get row_seeds(). Empty where no recipe applies.
+  //! The recipes are in tuner/seeds.cpp.
   std::vector<ir::Schedule> seeds() const;
   //! seeds() of row-wise ops of several stages (softmax, layernorm): one pass over row blocks.
   std::vector<ir::Schedule> row_seeds() const;
@@ -48,8 +49,22 @@ class Space {
   //! spatial axes that only inputs read strided, where panels along the axis can hold them
   //! (they are then packed, see ir::Pack).
   std::vector<std::string> vector_axes(int stage) const;
-  //! The GEMM recipe of seeds() with `v` as the SIMD axis.
-  void gemm_seeds(const std::string& v, std::vector<ir::Schedule>& out) const;
+  //! The SIMD axes the GEMM recipe of seeds() may take for a stage; empty where it does not apply.
+  std::vector<std::string> gemm_axes(int stage) const;
+  //! A variant of the GEMM recipe for one stage (the other stages naive), and the recipe's
+  //! choices that name it across stages.
+  struct GemmSeed {
+    std::string recipe;
+    ir::Schedule schedule;
+  };
+  //! The GEMM recipe's variants for one stage with `v` as the SIMD axis, appended to `out`.
+  void gemm_seeds(int stage, const std::string& v, std::vector<GemmSeed>& out) const;
+  //! The row recipe's loops of a stage: SIMD vectors of `vectors` along its first vectorizable
+  //! axis (a reduction along it in whole vectors), the other axes one point a tile.
+  void vector_tiles(ir::StageSchedule& ss, int stage, std::int64_t vectors) const;
+  //! In a GEMM seed, a stage no recipe covers: vector_tiles and its leading spatial loops in
+  //! parallel, where valid (else fewer knobs, down to the naive schedule's).
+  void vector_stage(ir::Schedule& s, int stage) const;
   //! sample_loops for a work-group device (TargetTraits::groups).
   void sample_group_loops(ir::StageSchedule& ss, int stage, Rng& rng) const;
   std::vector<std::int64_t> sample_tile(const ir::Axis& a, std::int64_t reg, Rng& rng) const;

@@ -1050,6 +1050,40 @@ TEST_CASE(
   REQUIRE(!norm_seeds.empty());
   CHECK(norm_seeds[0].fuse_rows > 0);
   test::all_correct(*be, norm, norm_seeds);
+  // Every stage of a seed is computed in SIMD vectors, fused or inlined, never left in the naive
+  // schedule's scalar loops: a second contraction takes the recipe as the first does (SwiGLU's
+  // two projections, the same recipe in each seed), and the row stages after a contraction
+  // (attention's softmax) run in vectors and parallel loops.
+  for (auto [text, sizes] : std::vector<std::pair<std::string, std::string>>{
+           {"op swiglu(X: f32[M, K], W1: f32[K, N], W2: f32[K, N]) -> Y: f32[M, N] {\n"
+            "  h[m, n] += X[m, k] * W1[k, n]\n  g[m, n] += X[m, k] * W2[k, n]\n"
+            "  Y[m, n] = h[m, n] / (1.0 + exp(0.0 - h[m, n])) * g[m, n]\n}",
+            "M=13,N=40,K=9"},
+           {"op attn(Q: f32[H, L, D], Kt: f32[H, S, D]) -> P: f32[H, L, S] {\n"
+            "  s[h, i, j] += Q[h, i, d] * Kt[h, j, d]\n  mx[h, i] max= s[h, i, j]\n"
+            "  e[h, i, j] = exp(s[h, i, j] - mx[h, i])\n  z[h, i] += e[h, i, j]\n  P[h, i, j] = e[h, i, j] / z[h, i]\n}",
+            "H=2,L=7,S=37,D=16"}}) {
+    CAPTURE(text);
+    auto w = ir::bind(ir::parse_op(text), ir::parse_sizes(sizes));
+    auto stage_seeds = tuner::Space(w, be->target().traits).seeds();
+    REQUIRE(!stage_seeds.empty());
+    for (auto& seed : stage_seeds) {
+      CAPTURE(seed.to_json());
+      for (std::size_t i = 0; i < seed.stages.size(); ++i) {
+        const bool absorbed = seed.stages[i].inline_stage || (i > 0 && seed.stages[i - 1].fuse_epilogue);
+        CHECK((absorbed || !seed.stages[i].vectorize.empty()));
+      }
+      if (w.stages.size() == 3) {
+        // (g fuses Y, which reads h strided along m: g has no variant in vectors of m.)
+        if (seed.stages[0].vectorize == "m") continue;
+        CHECK(seed.stages[1].tile == seed.stages[0].tile);
+        CHECK(seed.stages[1].vectorize == seed.stages[0].vectorize);
+      } else if (be->target().traits.threads > 1) {
+        CHECK(seed.stages[1].parallel == 2);  // mx over its (h, i) loops
+      }
+    }
+    test::all_correct(*be, w, stage_seeds);
+  }
   // A target with hardly any vector registers gets no GEMM seeds rather than a crash.
   ir::TargetTraits few = be->target().traits;
   few.vector_registers = 5;
