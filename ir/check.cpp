@@ -27,11 +27,6 @@ struct Checker {
 
   std::set<std::string> size_symbols;
 
-  void collect_symbols(const SizeExpr& e) { collect_names(e, size_symbols); }
-  static void collect_names(const SizeExpr& e, std::set<std::string>& out) {
-    if (e.kind == SizeExpr::Kind::Symbol) out.insert(e.symbol);
-    for (auto& a : e.args) collect_names(a, out);
-  }
 
   // Collects accesses like ir::collect_accesses and checks every size name on the way.
   void collect_checked(const Expr& e, std::vector<const Expr*>& out) {
@@ -50,6 +45,14 @@ struct Checker {
       fail_at(s.loc, "tensor '" + s.tensor + "' is assigned twice: each tensor has exactly one statement");
     std::set<std::string> lhs(s.lhs_vars.begin(), s.lhs_vars.end());
     if (lhs.size() != s.lhs_vars.size()) fail_at(s.loc, "an index name repeats on the left of '" + s.tensor + "'");
+    // In an index a size's name means the size (`t + r - R + 1`), so no index may take one.
+    for (auto& v : s.lhs_vars)
+      if (size_symbols.count(v))
+        fail_at(s.loc, "index '" + v + "' on the left of '" + s.tensor +
+                           "' is named like a size of the op; in an index that name means the size: rename the index");
+    for (auto& r : s.ranges)
+      if (size_symbols.count(r.var))
+        fail_at(r.loc, "index '" + r.var + "' in 'where' is named like a size of the op; rename the index");
     const TensorDecl* out = nullptr;
     if (auto it = outputs.find(s.tensor); it != outputs.end()) {
       out = it->second;
@@ -101,7 +104,7 @@ struct Checker {
         fail_at(r.loc, "index '" + r.var + "' in 'where' is not used by the statement");
       if (!ranged.insert(r.var).second) fail_at(r.loc, "index '" + r.var + "' has two ranges in 'where'");
       std::set<std::string> used;
-      collect_names(r.extent, used);
+      collect_size_symbols(r.extent, used);
       for (auto& name : used)
         if (!size_symbols.count(name)) fail_at(r.loc, "unknown size '" + name + "' in the range of '" + r.var + "'");
       extent[r.var] = r.extent;
@@ -141,7 +144,7 @@ struct Checker {
         if (!names.insert(t.name).second) fail_at(t.loc, "tensor '" + t.name + "' is declared twice");
     for (auto* list : {&op.inputs, &op.outputs})
       for (auto& t : *list)
-        for (auto& d : t.dims) collect_symbols(d);
+        for (auto& d : t.dims) collect_size_symbols(d, size_symbols);
     for (auto& t : op.inputs) {
       inputs[t.name] = &t;
       if (t.pad && is_integer(t.dtype) &&

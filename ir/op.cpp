@@ -8,7 +8,7 @@ namespace tiletune::ir {
 
 const std::string& IndexExpr::plain_var() const {
   static const std::string none;
-  if (terms.size() == 1 && terms[0].coeff == 1 && constant == 0) return terms[0].var;
+  if (terms.size() == 1 && terms[0].coeff == 1 && constant == 0 && sizes.empty()) return terms[0].var;
   return none;
 }
 
@@ -153,9 +153,16 @@ std::string to_string(const SizeExpr& e) {
   return "?";
 }
 
+void collect_size_symbols(const SizeExpr& e, std::set<std::string>& out) {
+  if (e.kind == SizeExpr::Kind::Symbol) out.insert(e.symbol);
+  for (auto& a : e.args) collect_size_symbols(a, out);
+}
+
 std::string to_string(const IndexExpr& e) {
   std::string s;
-  for (auto& t : e.terms) {
+  std::vector<IndexExpr::Term> terms = e.terms;
+  terms.insert(terms.end(), e.sizes.begin(), e.sizes.end());
+  for (auto& t : terms) {
     std::int64_t c = t.coeff;
     if (!s.empty()) {
       s += c < 0 ? " - " : " + ";

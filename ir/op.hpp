@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -25,7 +26,11 @@ struct SizeExpr {
   std::vector<SizeExpr> args;  //!< two operands for Add..Div
 };
 
-//! An affine index expression: sum(coefficient * index variable) + constant (`2*y + r`).
+//! Every size symbol in `e`, added to `out`.
+void collect_size_symbols(const SizeExpr& e, std::set<std::string>& out);
+
+//! An affine index expression: sum(coefficient * index variable) + constant (`2*y + r`), in
+//! op text also plus sizes (`t + r - R + 1`: a causal window, `T - 1 - t`: a reversal).
 struct IndexExpr {
   struct Term {
     std::string var;
@@ -33,6 +38,9 @@ struct IndexExpr {
   };
   std::vector<Term> terms;  //!< at most one term per variable, no zero coefficients
   std::int64_t constant = 0;
+  //! Size symbols with their coefficients (Term::var names the size), as parsed; binding the
+  //! sizes adds them to `constant` (ir::bind), so a workload's indices have none.
+  std::vector<Term> sizes;
 
   //! The variable if this expression is exactly one variable (`k`), else empty. A reference
   //! (into terms, or to one empty string): checking and lowering ask it of every access.

@@ -50,6 +50,7 @@ class Parser {
   size_t pos_ = 0;
   int depth_ = 0;  // nesting of parentheses and unary minus
   int nodes_ = 0;  // expression nodes of the current statement
+  std::set<std::string> sizes_;  // the current op's size symbols: in an index, a size, not an index name
 
   // Limits that keep hostile text from exhausting the stack (every pass over an expression
   // recurses) or overflowing index arithmetic.
@@ -127,6 +128,10 @@ class Parser {
         fail_at(out.loc, "output '" + out.name + "' cannot declare 'pad': only an input's reads can fall outside it");
       else if (out.constant)
         fail_at(out.loc, "output '" + out.name + "' cannot be 'const': only an input stays the same between calls");
+    sizes_.clear();
+    for (auto* list : {&op.inputs, &op.outputs})
+      for (auto& t : *list)
+        for (auto& d : t.dims) collect_size_symbols(d, sizes_);
     expect("{", "'{' to open the op body");
     while (!at("}")) {
       if (peek().kind == Tok::End) fail_at(peek().loc, "expected '}' to close op '" + op.name + "'");
@@ -376,13 +381,14 @@ class Parser {
         fail_at(loc, "expected an index (a name, an integer or 'a*name'), found " + describe(peek()));
       }
       if (!var.empty()) {
+        auto& terms = sizes_.count(var) ? ix.sizes : ix.terms;
         bool merged = false;
-        for (auto& t : ix.terms)
+        for (auto& t : terms)
           if (t.var == var) {
             t.coeff += coeff;
             merged = true;
           }
-        if (!merged) ix.terms.push_back({var, coeff});
+        if (!merged) terms.push_back({var, coeff});
       }
       if (at("+")) {
         ++pos_;
@@ -394,14 +400,16 @@ class Parser {
         break;
       }
     }
-    std::vector<IndexExpr::Term> kept;
-    for (auto& t : ix.terms)
-      if (t.coeff != 0) kept.push_back(t);
-    for (auto& t : kept)
-      if (t.coeff > kMaxInt || t.coeff < -kMaxInt) fail_at(peek().loc, "index coefficient out of range (at most 2^31)");
+    for (auto* terms : {&ix.terms, &ix.sizes}) {
+      std::vector<IndexExpr::Term> kept;
+      for (auto& t : *terms)
+        if (t.coeff != 0) kept.push_back(t);
+      for (auto& t : kept)
+        if (t.coeff > kMaxInt || t.coeff < -kMaxInt) fail_at(peek().loc, "index coefficient out of range (at most 2^31)");
+      *terms = kept;
+    }
     if (ix.constant > kMaxInt || ix.constant < -kMaxInt)
       fail_at(peek().loc, "index constant out of range (at most 2^31)");
-    ix.terms = kept;
     return ix;
   }
 };

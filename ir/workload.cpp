@@ -45,17 +45,17 @@ std::int64_t eval(const SizeExpr& e, const Sizes& sizes) {
 //! Tensors larger than this are refused at binding: their offsets and loops would overflow.
 constexpr std::int64_t kMaxElements = std::int64_t(1) << 36;
 
-void collect_symbols(const SizeExpr& e, std::set<std::string>& out) {
-  if (e.kind == SizeExpr::Kind::Symbol) out.insert(e.symbol);
-  for (auto& a : e.args) collect_symbols(a, out);
-}
-
-//! Size symbols in expressions become the numbers they are bound to.
+//! Size symbols in expressions become the numbers they are bound to, those in indices part of
+//! their constants.
 void bind_sizes(Expr& e, const Sizes& sizes) {
   if (e.kind == Expr::Kind::Size) {
     e.kind = Expr::Kind::Const;
     e.value = static_cast<double>(sizes.at(e.name));
     e.name.clear();
+  }
+  for (auto& ix : e.indices) {
+    for (auto& t : ix.sizes) ix.constant += t.coeff * sizes.at(t.var);
+    ix.sizes.clear();
   }
   for (auto& a : e.args) bind_sizes(a, sizes);
 }
@@ -340,7 +340,7 @@ bool merge_reduction_run(Workload& w) {
         std::set<std::string> reshaped;
         for (const Run& r : *runs) {
           auto& ix = r.access->indices;
-          ix[r.dim] = IndexExpr{{{name, 1}}, 0};
+          ix[r.dim] = IndexExpr{{{name, 1}}, 0, {}};
           ix.erase(ix.begin() + static_cast<std::ptrdiff_t>(r.dim) + 1);
           if (!reshaped.insert(r.access->name).second) continue;
           auto& shape = w.buffers[w.buffer_index(r.access->name)].shape;
@@ -364,7 +364,7 @@ Workload bind(const OpDef& op, const Sizes& sizes) {
   std::set<std::string> used;
   for (auto* list : {&op.inputs, &op.outputs})
     for (auto& t : *list)
-      for (auto& d : t.dims) collect_symbols(d, used);
+      for (auto& d : t.dims) collect_size_symbols(d, used);
   for (auto& [name, v] : sizes)
     if (!used.count(name)) invalid("size '" + name + "' is not used by op '" + op.name + "'");
   std::vector<std::string> missing;

@@ -325,6 +325,47 @@ TEST_CASE("padding: an input's declared pad value lets reads fall outside it; it
   CHECK(error_of([&] { ir::bind(far, {{"N", 4}}); }).find("runs over [9, 12]") != std::string::npos);
 }
 
+TEST_CASE("sizes in indices: a causal window and a reversal bind to constants; an index may not take a size's name") {
+  // A causal convolution of R taps reads R - 1 points before t: its offset is a size.
+  const char* causal =
+      "op causal(X: f32[C, T] pad 0, F: f32[C, R]) -> Y: f32[C, T] {\n"
+      "  Y[c, t] += X[c, t + r - R + 1] * F[c, r]\n}";
+  ir::OpDef op = ir::parse_op(causal);
+  const ir::IndexExpr& ix = op.stmts[0].rhs.args[0].indices[1];
+  CHECK(ir::to_string(ix) == "t + r - R + 1");
+  CHECK(ix.plain_var().empty());
+  auto w = ir::bind(op, ir::parse_sizes("C=2,T=9,R=4"));
+  const ir::IndexExpr& bound = w.stages[0].rhs.args[0].indices[1];
+  CHECK(bound.sizes.empty());
+  CHECK(bound.constant == -3);
+  CHECK(bound.coeff_of("t") == 1);
+  CHECK(bound.coeff_of("r") == 1);
+  CHECK(w.canonical_text.find("X[i0, i1 + i2 - 3]") != std::string::npos);
+  // The same op with R = 4 written in: the same window, read the same way.
+  auto written = ir::bind(ir::parse_op("op causal(X: f32[C, T] pad 0, F: f32[C, 4]) -> Y: f32[C, T] {\n"
+                                       "  Y[c, t] += X[c, t + r - 3] * F[c, r]\n}"),
+                          ir::parse_sizes("C=2,T=9"));
+  CHECK(to_string(written.stages[0].rhs) == to_string(w.stages[0].rhs));
+  // A reversal: a size with a coefficient, the index negated.
+  auto rev = ir::bind(ir::parse_op("op rev(X: f32[T]) -> Y: f32[T] { Y[t] = X[T - 1 - t] }"), {{"T", 7}});
+  const ir::IndexExpr& r = rev.stages[0].rhs.indices[0];
+  CHECK(r.coeff_of("t") == -1);
+  CHECK(r.constant == 6);
+  auto twice = ir::bind(ir::parse_op("op f(X: f32[2 * N]) -> Y: f32[N] { Y[i] = X[2*N - 1 - i] }"), {{"N", 5}});
+  CHECK(twice.stages[0].rhs.indices[0].constant == 9);
+  // Reads past the tensor are refused as with constants.
+  CHECK(error_of([&] {
+          ir::bind(ir::parse_op("op f(X: f32[N]) -> Y: f32[N] { Y[i] = X[i + N] }"), {{"N", 4}});
+        }).find("runs over [4, 7]") != std::string::npos);
+  // An index named like a size would change meaning: refused, on the left or in 'where'.
+  CHECK(parse_error("op f(A: f32[N, K]) -> B: f32[N] {\n  B[N] += A[N, k]\n}").find("index 'N' on the left of 'B' is named like a size") !=
+        std::string::npos);
+  CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] {\n  B[i] += A[i] where K < 3\n}").find("index 'K' in 'where' is named like a size") ==
+        std::string::npos);  // K is no size of this op: the usual error (not used by the statement)
+  CHECK(parse_error("op f(A: f32[N, R]) -> B: f32[N] {\n  B[i] += A[i, 0] * 2.0 where R < 3\n}").find("named like a size") !=
+        std::string::npos);
+}
+
 TEST_CASE("padding: errors say where and why") {
   CHECK(parse_error("op f(X: f32[N]) -> Y: f32[N] pad 0 {\n  Y[i] = X[i]\n}").find("output 'Y' cannot declare 'pad'") !=
         std::string::npos);
