@@ -27,7 +27,6 @@ struct Checker {
 
   std::set<std::string> size_symbols;
 
-
   // Collects accesses like ir::collect_accesses and checks every size name on the way.
   void collect_checked(const Expr& e, std::vector<const Expr*>& out) {
     if (e.kind == Expr::Kind::Access) out.push_back(&e);
@@ -142,9 +141,7 @@ struct Checker {
     for (auto* list : {&op.inputs, &op.outputs})
       for (auto& t : *list)
         if (!names.insert(t.name).second) fail_at(t.loc, "tensor '" + t.name + "' is declared twice");
-    for (auto* list : {&op.inputs, &op.outputs})
-      for (auto& t : *list)
-        for (auto& d : t.dims) collect_size_symbols(d, size_symbols);
+    size_symbols = ir::size_symbols(op);
     for (auto& t : op.inputs) {
       inputs[t.name] = &t;
       if (t.pad && is_integer(t.dtype) &&

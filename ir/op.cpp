@@ -158,6 +158,14 @@ void collect_size_symbols(const SizeExpr& e, std::set<std::string>& out) {
   for (auto& a : e.args) collect_size_symbols(a, out);
 }
 
+std::set<std::string> size_symbols(const OpDef& op) {
+  std::set<std::string> out;
+  for (auto* list : {&op.inputs, &op.outputs})
+    for (auto& t : *list)
+      for (auto& d : t.dims) collect_size_symbols(d, out);
+  return out;
+}
+
 std::string to_string(const IndexExpr& e) {
   std::string s;
   std::vector<IndexExpr::Term> terms = e.terms;

@@ -152,6 +152,9 @@ bool access_uses(const Expr& access, const std::string& axis);
 //! Arithmetic operations in `e` (accesses and constants count none).
 int count_ops(const Expr& e);  //!< "=", "+=", "*=", "max=", "min="
 
+//! The size symbols of an op's input and output shapes.
+std::set<std::string> size_symbols(const OpDef& op);
+
 std::string to_string(const SizeExpr& e);
 std::string to_string(const IndexExpr& e);
 std::string to_string(const Expr& e);

@@ -128,10 +128,7 @@ class Parser {
         fail_at(out.loc, "output '" + out.name + "' cannot declare 'pad': only an input's reads can fall outside it");
       else if (out.constant)
         fail_at(out.loc, "output '" + out.name + "' cannot be 'const': only an input stays the same between calls");
-    sizes_.clear();
-    for (auto* list : {&op.inputs, &op.outputs})
-      for (auto& t : *list)
-        for (auto& d : t.dims) collect_size_symbols(d, sizes_);
+    sizes_ = size_symbols(op);
     expect("{", "'{' to open the op body");
     while (!at("}")) {
       if (peek().kind == Tok::End) fail_at(peek().loc, "expected '}' to close op '" + op.name + "'");

@@ -76,9 +76,13 @@ void Space::vector_stage(ir::Schedule& s, int stage) const {
     if (spatial == 2 || axis == axes.end() || axis->reduce) break;
     ++spatial;
   }
-  ss.parallel = t_.threads > 1 ? spatial : 0;
+  const int parallel = t_.threads > 1 ? spatial : 0;
+  ss.parallel = parallel;
   if (check(s).empty()) return;
-  ss.parallel = 0;
+  ss.parallel = 0;  // vectors alone
+  if (check(s).empty()) return;
+  ss = naive;  // parallel loops alone
+  ss.parallel = parallel;
   if (!check(s).empty()) ss = naive;
 }
 
@@ -112,11 +116,12 @@ std::vector<ir::Schedule> Space::seeds() const {
   std::vector<ir::Schedule> out;
   if (t_.groups() || t_.vector_lanes <= 1 || w_.stages.empty()) return out;
   // Each stage the GEMM recipe applies to has its variants; a seed takes, for every such
-  // stage, its variant of the same recipe as the leading stage's (else its first), so that like
-  // stages (SwiGLU's two projections) are blocked alike. The stages no recipe covers get SIMD vectors and parallel
-  // loops (vector_stage): left with the naive schedule's serial scalar loops, a second
-  // projection held every seed of a SwiGLU layer at 29 ms against 0.35 for the search's best.
-  // Ops with no such stage and several stages get the row recipe.
+  // stage, its variant of the leading stage's blocking and packing (else of its blocking, else
+  // its first), so that like stages (SwiGLU's two projections) are blocked alike. The stages no
+  // recipe covers get SIMD vectors and parallel loops (vector_stage): left with the naive
+  // schedule's serial scalar loops, a second projection held every seed of a SwiGLU layer at
+  // 29 ms against 0.35 for the search's best. Ops with no such stage and several stages get the
+  // row recipe.
   const std::size_t n = w_.stages.size();
   std::vector<std::vector<GemmSeed>> variants(n);
   std::size_t lead = 0;  // the stage of the most variants: one seed per variant of it
@@ -130,9 +135,15 @@ std::vector<ir::Schedule> Space::seeds() const {
     std::vector<bool> covered(n, false);
     for (std::size_t i = 0; i < n; ++i) {
       if (variants[i].empty()) continue;
-      auto same = std::find_if(variants[i].begin(), variants[i].end(),
-                               [&](const GemmSeed& g) { return g.recipe == led.recipe; });
-      const ir::Schedule& v = i == lead ? led.schedule : (same == variants[i].end() ? variants[i].front() : *same).schedule;
+      auto like = [&](bool packing) {
+        return std::find_if(variants[i].begin(), variants[i].end(), [&](const GemmSeed& g) {
+          return g.blocking == led.blocking && (!packing || g.pack == led.pack);
+        });
+      };
+      auto same = like(true);
+      if (same == variants[i].end()) same = like(false);
+      const ir::Schedule& v =
+          i == lead ? led.schedule : (same == variants[i].end() ? variants[i].front() : *same).schedule;
       s.stages[i] = v.stages[i];
       covered[i] = true;
       if (v.stages[i].fuse_epilogue) {
@@ -146,7 +157,7 @@ std::vector<ir::Schedule> Space::seeds() const {
     if (std::any_of(out.begin(), out.end(), [&](auto& o) { return o.to_json() == s.to_json(); })) continue;
     out.push_back(std::move(s));
   }
-  return out;
+  return out.empty() && n > 1 ? row_seeds() : out;
 }
 
 void Space::gemm_seeds(int stage, const std::string& v, std::vector<GemmSeed>& out) const {
@@ -292,11 +303,11 @@ void Space::gemm_seeds(int stage, const std::string& v, std::vector<GemmSeed>& o
     if (std::any_of(out.begin(), out.end(), [&](auto& o) { return o.schedule.to_json() == s.to_json(); })) return;
     // The other stages keep the naive schedule's loops here; seeds() covers them.
     if (!check(s).empty()) return;
-    // The recipe's choices, in terms any stage can share (the SIMD axis by its role).
-    const std::string recipe = std::string(v == last_lhs ? "contiguous" : "strided") + " " +
-                               std::to_string(reg_v) + "x" + std::to_string(reg_rows) + "x" + std::to_string(reg_cols) +
-                               (panel_outer ? " panel-outer" : " blas") + " pack" + std::to_string(static_cast<int>(pack));
-    out.push_back({recipe, s});
+    // The blocking, in terms any stage can share (the SIMD axis by its role).
+    const std::string blocking = std::string(v == last_lhs ? "contiguous" : "strided") + " " + std::to_string(reg_v) +
+                                 "x" + std::to_string(reg_rows) + "x" + std::to_string(reg_cols) +
+                                 (panel_outer ? " panel-outer" : " blas");
+    out.push_back({blocking, static_cast<int>(pack), s});
   };
   // A block of the deepest reduction is never smaller than a cache line of a broadcast input
   // that runs along it contiguously: every block would fetch the lines again, each time using

@@ -51,10 +51,11 @@ class Space {
   std::vector<std::string> vector_axes(int stage) const;
   //! The SIMD axes the GEMM recipe of seeds() may take for a stage; empty where it does not apply.
   std::vector<std::string> gemm_axes(int stage) const;
-  //! A variant of the GEMM recipe for one stage (the other stages naive), and the recipe's
-  //! choices that name it across stages.
+  //! A variant of the GEMM recipe for one stage (the other stages naive but a fused epilogue),
+  //! and the choices that name it across stages: its register tile and loop structure, its packing.
   struct GemmSeed {
-    std::string recipe;
+    std::string blocking;
+    int pack = 0;
     ir::Schedule schedule;
   };
   //! The GEMM recipe's variants for one stage with `v` as the SIMD axis, appended to `out`.
@@ -63,7 +64,7 @@ class Space {
   //! axis (a reduction along it in whole vectors), the other axes one point a tile.
   void vector_tiles(ir::StageSchedule& ss, int stage, std::int64_t vectors) const;
   //! In a GEMM seed, a stage no recipe covers: vector_tiles and its leading spatial loops in
-  //! parallel, where valid (else fewer knobs, down to the naive schedule's).
+  //! parallel, where valid (else vectors alone, else parallel loops alone, else the naive schedule).
   void vector_stage(ir::Schedule& s, int stage) const;
   //! sample_loops for a work-group device (TargetTraits::groups).
   void sample_group_loops(ir::StageSchedule& ss, int stage, Rng& rng) const;

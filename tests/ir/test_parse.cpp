@@ -333,7 +333,8 @@ TEST_CASE("sizes in indices: a causal window and a reversal bind to constants; a
   ir::OpDef op = ir::parse_op(causal);
   const ir::IndexExpr& ix = op.stmts[0].rhs.args[0].indices[1];
   CHECK(ir::to_string(ix) == "t + r - R + 1");
-  CHECK(ix.plain_var().empty());
+  // One index name plus a size is no plain index: its range is not the dimension's.
+  CHECK(ir::parse_op("op f(X: f32[N] pad 0) -> Y: f32[N] { Y[t] = X[t + N] }").stmts[0].rhs.indices[0].plain_var().empty());
   auto w = ir::bind(op, ir::parse_sizes("C=2,T=9,R=4"));
   const ir::IndexExpr& bound = w.stages[0].rhs.args[0].indices[1];
   CHECK(bound.sizes.empty());
@@ -351,17 +352,40 @@ TEST_CASE("sizes in indices: a causal window and a reversal bind to constants; a
   const ir::IndexExpr& r = rev.stages[0].rhs.indices[0];
   CHECK(r.coeff_of("t") == -1);
   CHECK(r.constant == 6);
+  // The op text as printed parses back to the same index.
+  ir::OpDef rev_op = ir::parse_op("op rev(X: f32[T]) -> Y: f32[T] { Y[t] = X[T - 1 - t] }");
+  const std::string printed = ir::to_string(rev_op.stmts[0].rhs.indices[0]);
+  CHECK(printed == "-t + T - 1");
+  auto again = ir::bind(ir::parse_op("op rev(X: f32[T]) -> Y: f32[T] { Y[t] = X[" + printed + "] }"), {{"T", 7}});
+  CHECK(again.key == rev.key);
+  // An index of sizes alone: the last element.
+  auto last = ir::bind(ir::parse_op("op f(X: f32[T]) -> Y: f32[1] { Y[i] = X[T - 1] }"), {{"T", 7}});
+  CHECK(last.stages[0].rhs.indices[0].terms.empty());
+  CHECK(last.stages[0].rhs.indices[0].constant == 6);
   auto twice = ir::bind(ir::parse_op("op f(X: f32[2 * N]) -> Y: f32[N] { Y[i] = X[2*N - 1 - i] }"), {{"N", 5}});
   CHECK(twice.stages[0].rhs.indices[0].constant == 9);
   // Reads past the tensor are refused as with constants.
   CHECK(error_of([&] {
           ir::bind(ir::parse_op("op f(X: f32[N]) -> Y: f32[N] { Y[i] = X[i + N] }"), {{"N", 4}});
         }).find("runs over [4, 7]") != std::string::npos);
+  // Sizes whose terms overflow are refused, not wrapped.
+  CHECK(error_of([&] {
+          ir::bind(ir::parse_op("op f(X: f32[N], Z: f32[M]) -> Y: f32[N] { Y[i] = X[i + 2147483648*N + 2147483648*M] + Z[0] }"),
+                   {{"N", 2147483648}, {"M", 2147483648}});
+        }).find("overflows with these sizes") != std::string::npos);
+  // A reduction index of an older op text named like a size now means the size: the read it
+  // makes is refused, and the message says why.
+  std::string old_text = error_of([&] {
+    ir::bind(ir::parse_op("op f(X: f32[N, K]) -> Y: f32[N] { Y[i] += X[i, K] }"), {{"N", 2}, {"K", 4}});
+  });
+  CHECK(old_text.find("index K (4) of 'X' runs over [4, 4]") != std::string::npos);
+  CHECK(old_text.find("in an index a size's name means the size") != std::string::npos);
   // An index named like a size would change meaning: refused, on the left or in 'where'.
   CHECK(parse_error("op f(A: f32[N, K]) -> B: f32[N] {\n  B[N] += A[N, k]\n}").find("index 'N' on the left of 'B' is named like a size") !=
         std::string::npos);
-  CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] {\n  B[i] += A[i] where K < 3\n}").find("index 'K' in 'where' is named like a size") ==
-        std::string::npos);  // K is no size of this op: the usual error (not used by the statement)
+  // K is no size of this op: the usual error.
+  CHECK(parse_error("op f(A: f32[N]) -> B: f32[N] {\n  B[i] += A[i] where K < 3\n}").find("not used by the statement") !=
+        std::string::npos);
   CHECK(parse_error("op f(A: f32[N, R]) -> B: f32[N] {\n  B[i] += A[i, 0] * 2.0 where R < 3\n}").find("named like a size") !=
         std::string::npos);
 }
