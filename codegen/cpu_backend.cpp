@@ -29,6 +29,14 @@ constexpr const char* kCodegenVersion = "cpu-15";
 //! Kernel builds run at a lower CPU priority: they are throughput work, and on a few cores they
 //! otherwise delay the daemon's answers and the measurements running beside them.
 constexpr int kBuildNiceness = 10;
+//! The longest a kernel's build may take. Kernels compile in 0.3-7 s (the largest, 280-395 KB of
+//! source, in 4.8-6.9 s); a config on which the compiler goes astray fails the build at this.
+constexpr double kBuildSeconds = 300;
+//! The most address space a build may take. The largest kernels compile in 340-540 MB and do
+//! under a cap of 700 MB; one random config of a five-stage attention op held GCC at 6 GB after
+//! 4 minutes. The cap makes such a build fail alone, before it starves the machine's other
+//! builds, measurements or daemon of memory.
+constexpr std::uint64_t kBuildMemoryBytes = std::uint64_t{4} << 30;
 
 struct CpuInfo {
   std::string model;
@@ -154,7 +162,7 @@ class CpuBackend : public Backend {
       argv.insert(argv.end(), flags_.begin(), flags_.end());
       if (!headers.empty()) argv.insert(argv.end(), {"-include", headers});
       argv.insert(argv.end(), {"-o", artifact_path, source_path});
-      return run_process(argv, 300, 1 << 20, kBuildNiceness);
+      return run_process(argv, kBuildSeconds, 1 << 20, kBuildNiceness, kBuildMemoryBytes);
     };
     std::string headers = precompiled_headers(std::filesystem::path(source_path).parent_path().string());
     ProcessResult r = compile(headers);
@@ -199,7 +207,7 @@ class CpuBackend : public Backend {
         std::vector<std::string> argv{compiler_};
         argv.insert(argv.end(), flags_.begin(), flags_.end());
         argv.insert(argv.end(), {"-x", "c++-header", "-o", tmp, header});
-        if (!run_process(argv, 300, 1 << 20, kBuildNiceness).ok()) {
+        if (!run_process(argv, kBuildSeconds, 1 << 20, kBuildNiceness, kBuildMemoryBytes).ok()) {
           fs::remove(tmp, ec);
           headers_failed_ = true;  // kernels parse the headers themselves, as without one
           return "";

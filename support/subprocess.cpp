@@ -27,7 +27,8 @@ std::string ProcessResult::describe() const {
   return "exit code " + std::to_string(exit_code);
 }
 
-ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s, size_t max_output, int niceness) {
+ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s, size_t max_output, int niceness,
+                          std::uint64_t memory_bytes) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) throw_error(ErrorKind::Io, std::string("pipe: ") + std::strerror(errno));
   // The child reports a failed exec here (its errno); a successful exec closes the pipe empty.
@@ -63,6 +64,10 @@ ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s
       // not queued behind a compiler (a niced process still takes a share of a busy core).
       sched_param none{};
       sched_setscheduler(0, SCHED_IDLE, &none);
+    }
+    if (memory_bytes > 0) {
+      rlimit cap{static_cast<rlim_t>(memory_bytes), static_cast<rlim_t>(memory_bytes)};
+      setrlimit(RLIMIT_AS, &cap);
     }
     dup2(fds[1], STDOUT_FILENO);
     dup2(fds[1], STDERR_FILENO);

@@ -1,5 +1,6 @@
 // support/subprocess.hpp
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -20,10 +21,12 @@ struct ProcessResult {
 //! the whole group is killed with SIGKILL. Throws Error(Io) only if the process cannot start:
 //! no pipe or fork, or no program to exec ("cannot run PATH: No such file or directory").
 //! `niceness` > 0 lowers the child's CPU priority and runs it under SCHED_IDLE (builds:
-//! throughput work that must not delay a daemon's answers or a measurement).
+//! throughput work that must not delay a daemon's answers or a measurement). `memory_bytes` > 0
+//! caps the address space of the child and of each process it starts (RLIMIT_AS): a program
+//! that needs more fails its allocations instead of taking the machine's memory.
 inline constexpr size_t kDefaultMaxOutput = size_t{1} << 20;
 ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s, size_t max_output = kDefaultMaxOutput,
-                          int niceness = 0);
+                          int niceness = 0, std::uint64_t memory_bytes = 0);
 
 //! run_process for a probe whose absence is an answer (`cc --version`): a program that cannot
 //! start gives a result that is not ok(), not an error.

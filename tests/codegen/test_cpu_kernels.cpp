@@ -278,6 +278,24 @@ TEST_CASE("cpu kernels: a compiler that cannot run still describes the target; b
   CHECK(kind == ErrorKind::Io);
 }
 
+TEST_CASE("cpu kernels: a build runs under a memory cap, so a compiler gone astray fails alone") {
+  namespace fs = std::filesystem;
+  TempDir dir;
+  // A compiler that says what address space it was given (ulimit -v, in KiB), then fails.
+  const std::string compiler = dir.file("cap-g++");
+  std::ofstream(compiler) << "#!/bin/sh\necho \"address space $(ulimit -v)\"\nexit 1\n";
+  fs::permissions(compiler, fs::perms::owner_all);
+  codegen::BackendOptions options;
+  options.compiler = compiler;
+  auto be = codegen::make_backend("cpu", options);
+  const std::string source = dir.file("k.cpp");
+  std::ofstream(source) << "int x;\n";
+  const std::string log = be->build(source, dir.file("k.so"));
+  CAPTURE(log);
+  CHECK(log.find("address space 4194304") != std::string::npos);  // 4 GiB
+  CHECK(log.find("exit code 1") != std::string::npos);
+}
+
 TEST_CASE("cpu kernels: a compiler that cannot precompile the headers still builds every kernel, parsing them itself") {
   namespace fs = std::filesystem;
   TempDir dir;
