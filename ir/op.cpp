@@ -168,19 +168,18 @@ std::set<std::string> size_symbols(const OpDef& op) {
 
 std::string to_string(const IndexExpr& e) {
   std::string s;
-  std::vector<IndexExpr::Term> terms = e.terms;
-  terms.insert(terms.end(), e.sizes.begin(), e.sizes.end());
-  for (auto& t : terms) {
-    std::int64_t c = t.coeff;
-    if (!s.empty()) {
-      s += c < 0 ? " - " : " + ";
-      c = c < 0 ? -c : c;
-    } else if (c < 0) {
-      s += "-";
-      c = -c;
+  for (auto* list : {&e.terms, &e.sizes})
+    for (auto& t : *list) {
+      std::int64_t c = t.coeff;
+      if (!s.empty()) {
+        s += c < 0 ? " - " : " + ";
+        c = c < 0 ? -c : c;
+      } else if (c < 0) {
+        s += "-";
+        c = -c;
+      }
+      s += c == 1 ? t.var : std::to_string(c) + "*" + t.var;
     }
-    s += c == 1 ? t.var : std::to_string(c) + "*" + t.var;
-  }
   if (e.constant != 0 || s.empty()) {
     if (s.empty()) return std::to_string(e.constant);
     s += e.constant < 0 ? " - " + std::to_string(-e.constant) : " + " + std::to_string(e.constant);

@@ -54,12 +54,13 @@ void bind_sizes(Expr& e, const Sizes& sizes) {
     e.name.clear();
   }
   for (auto& ix : e.indices) {
+    std::int64_t constant = ix.constant;  // folded apart, so that a message shows the index as written
     for (auto& t : ix.sizes) {
       std::int64_t term = 0;
-      if (__builtin_mul_overflow(t.coeff, sizes.at(t.var), &term) ||
-          __builtin_add_overflow(ix.constant, term, &ix.constant))
+      if (__builtin_mul_overflow(t.coeff, sizes.at(t.var), &term) || __builtin_add_overflow(constant, term, &constant))
         invalid("index " + to_string(ix) + " of '" + e.name + "' overflows with these sizes");
     }
+    ix.constant = constant;
     ix.sizes.clear();
   }
   for (auto& a : e.args) bind_sizes(a, sizes);
@@ -420,27 +421,30 @@ Workload bind(const OpDef& op, const Sizes& sizes) {
       invalid("statement " + st.tensor + " has more than 2^50 iteration points with " + w.sizes_text());
     // Every access must stay inside its tensor, or read a padded input: a window must
     // still overlap it (a read that never touches the tensor is a mistake, not padding).
-    std::vector<const Expr*> accesses, written;  // as bound, and as the op text wrote them
+    std::vector<const Expr*> accesses;
     collect_accesses(stage.rhs, accesses);
-    collect_accesses(st.rhs, written);
     for (size_t k = 0; k < accesses.size(); ++k) {
       const Expr* e = accesses[k];
       const Buffer& b = w.buffers[w.buffer_index(e->name)];
       for (size_t d = 0; d < e->indices.size(); ++d) {
         const IndexExpr& ix = e->indices[d];
-        const IndexExpr& as_written = written[k]->indices[d];
         auto [lo, hi] = index_range(ix, stage.axes);
+        if (!(b.pad ? (hi < 0 || lo >= b.shape[d]) : (lo < 0 || hi >= b.shape[d]))) continue;
+        // The message shows the index as the op text wrote it (the same access of the unbound
+        // statement), and its value where sizes were bound into it.
+        std::vector<const Expr*> written;
+        collect_accesses(st.rhs, written);
+        const IndexExpr& as_written = written[k]->indices[d];
         const bool with_sizes = !as_written.sizes.empty();
-        if (b.pad ? (hi < 0 || lo >= b.shape[d]) : (lo < 0 || hi >= b.shape[d]))
-          invalid(std::to_string(e->loc.line) + ":" + std::to_string(e->loc.column) + ": index " +
-                  to_string(as_written) + (with_sizes ? " (" + to_string(ix) + ")" : "") + " of '" + e->name +
-                  "' runs over [" + std::to_string(static_cast<long long>(lo)) + ", " +
-                  std::to_string(static_cast<long long>(hi)) + "] but that dimension has size " +
-                  std::to_string(b.shape[d]) + " with " + w.sizes_text() +
-                  (b.pad || b.role != Buffer::Role::Input
-                       ? ""
-                       : " (declare '" + b.name + ": ... pad VALUE' if reads outside it are meant)") +
-                  (with_sizes ? "; in an index a size's name means the size, not an index" : ""));
+        invalid(std::to_string(e->loc.line) + ":" + std::to_string(e->loc.column) + ": index " +
+                to_string(as_written) + (with_sizes ? " (" + to_string(ix) + ")" : "") + " of '" + e->name +
+                "' runs over [" + std::to_string(static_cast<long long>(lo)) + ", " +
+                std::to_string(static_cast<long long>(hi)) + "] but that dimension has size " +
+                std::to_string(b.shape[d]) + " with " + w.sizes_text() +
+                (b.pad || b.role != Buffer::Role::Input
+                     ? ""
+                     : " (declare '" + b.name + ": ... pad VALUE' if reads outside it are meant)") +
+                (with_sizes ? "; in an index a size's name means the size, not an index" : ""));
       }
     }
     w.stages.push_back(std::move(stage));

@@ -1,6 +1,7 @@
 // The BLAS-like seed configs of a Space (Space::seeds): derived from the target's registers and
 // caches, measured first so that a short search starts from a good kernel.
 #include <algorithm>
+#include <set>
 
 #include "tuner/space.hpp"
 #include "tuner/space_util.hpp"
@@ -68,10 +69,10 @@ void Space::vector_stage(ir::Schedule& s, int stage) const {
   const ir::StageSchedule naive = ss;
   vector_tiles(ss, stage, 2);
   // The leading spatial loops run in parallel, two at most as in the GEMM recipe.
+  const auto& axes = w_.stages[stage].axes;
   int spatial = 0;
   for (auto& loop : ss.order) {
     const ir::OrderEntry e = ir::split_order_entry(loop);
-    const auto& axes = w_.stages[stage].axes;
     auto axis = std::find_if(axes.begin(), axes.end(), [&](const ir::Axis& a) { return a.name == e.axis; });
     if (spatial == 2 || axis == axes.end() || axis->reduce) break;
     ++spatial;
@@ -129,21 +130,25 @@ std::vector<ir::Schedule> Space::seeds() const {
     for (auto& v : gemm_axes(static_cast<int>(i))) gemm_seeds(static_cast<int>(i), v, variants[i]);
     if (variants[i].size() > variants[lead].size()) lead = i;
   }
-  if (variants[lead].empty()) return n > 1 ? row_seeds() : out;
+  // The variant of stage i that goes with the lead's `led`.
+  auto partner = [&](std::size_t i, const GemmSeed& led) -> const ir::Schedule& {
+    if (i == lead) return led.schedule;
+    auto like = [&](bool packing) {
+      return std::find_if(variants[i].begin(), variants[i].end(), [&](const GemmSeed& g) {
+        return g.blocking == led.blocking && (!packing || g.pack == led.pack);
+      });
+    };
+    auto same = like(true);
+    if (same == variants[i].end()) same = like(false);
+    return (same == variants[i].end() ? variants[i].front() : *same).schedule;
+  };
+  std::set<std::string> seen;
   for (const GemmSeed& led : variants[lead]) {
     ir::Schedule s = ir::naive_schedule(w_);
     std::vector<bool> covered(n, false);
     for (std::size_t i = 0; i < n; ++i) {
       if (variants[i].empty()) continue;
-      auto like = [&](bool packing) {
-        return std::find_if(variants[i].begin(), variants[i].end(), [&](const GemmSeed& g) {
-          return g.blocking == led.blocking && (!packing || g.pack == led.pack);
-        });
-      };
-      auto same = like(true);
-      if (same == variants[i].end()) same = like(false);
-      const ir::Schedule& v =
-          i == lead ? led.schedule : (same == variants[i].end() ? variants[i].front() : *same).schedule;
+      const ir::Schedule& v = partner(i, led);
       s.stages[i] = v.stages[i];
       covered[i] = true;
       if (v.stages[i].fuse_epilogue) {
@@ -153,11 +158,9 @@ std::vector<ir::Schedule> Space::seeds() const {
     }
     for (std::size_t i = 0; i < n; ++i)
       if (!covered[i]) vector_stage(s, static_cast<int>(i));
-    if (!check(s).empty()) continue;
-    if (std::any_of(out.begin(), out.end(), [&](auto& o) { return o.to_json() == s.to_json(); })) continue;
-    out.push_back(std::move(s));
+    if (check(s).empty() && seen.insert(s.to_json()).second) out.push_back(std::move(s));
   }
-  return out.empty() && n > 1 ? row_seeds() : out;
+  return out.empty() && n > 1 ? row_seeds() : out;  // no stage took the GEMM recipe, or no seed passed
 }
 
 void Space::gemm_seeds(int stage, const std::string& v, std::vector<GemmSeed>& out) const {
