@@ -140,10 +140,14 @@ CorpusRecipe parse_recipe(const std::string& text, const std::string& where) {
       check_sizes(e.value("sizes", nlohmann::json::object()), where + ", " + e["op"].get<std::string>());
     }
   }
-  if (j.contains("generated") && (!j["generated"].is_object() || !j["generated"].contains("count") ||
-                                  !j["generated"]["count"].is_number_integer() || j["generated"]["count"].get<int>() < 0))
-    bad(where, "\"generated\" must be {\"count\": N}");
-  if (j.contains("generated")) check_fields(j["generated"], {"count"}, where, "\"generated\": ");
+  if (j.contains("generated")) {
+    if (!j["generated"].is_object())
+      bad(where, "\"generated\" must be {\"count\": N, \"composite\": C} (either may be left out)");
+    check_fields(j["generated"], {"count", "composite"}, where, "\"generated\": ");
+    int checked = 0;  // corpus_cases reads both from the recipe's JSON, as the other entries
+    int_field(j["generated"], "count", checked, 0, "\"generated\": ");
+    int_field(j["generated"], "composite", checked, 0, "\"generated\": ");
+  }
   if (j.contains("onnx") && (!j["onnx"].is_object() || !j["onnx"].value("dir", nlohmann::json()).is_string() ||
                              !j["onnx"].value("models", nlohmann::json()).is_array()))
     bad(where, "\"onnx\" must be {\"dir\": PATH, \"models\": [NAME, ...]}");
@@ -168,11 +172,13 @@ std::vector<CorpusCase> corpus_cases(const CorpusRecipe& recipe, std::vector<std
       add({text, op, draw_sizes(rng, def, e.value("sizes", nlohmann::json::object()), recipe.max_flops, op),
            "library", {}});
   }
-  int generated = j.contains("generated") ? j["generated"]["count"].get<int>() : 0;
-  for (int i = 0; i < generated; ++i) {
-    GeneratedOp g = random_op(recipe.seed, i, recipe.max_flops);
-    add({g.text, g.name, g.sizes, "generated:" + g.kind, {}});
-  }
+  const auto generated = j.value("generated", nlohmann::json::object());
+  using Draw = GeneratedOp (*)(std::uint64_t, int, double);
+  for (auto [field, draw] : {std::pair<const char*, Draw>{"count", random_op}, {"composite", random_composite_op}})
+    for (int i = 0; i < generated.value(field, 0); ++i) {
+      GeneratedOp g = draw(recipe.seed, i, recipe.max_flops);
+      add({g.text, g.name, g.sizes, "generated:" + g.kind, {}});
+    }
   if (j.contains("onnx")) {
     std::string dir = j["onnx"]["dir"];
     for (auto& name : j["onnx"]["models"]) {

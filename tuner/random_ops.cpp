@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
 #include <random>
+#include <regex>
 #include <vector>
 
 #include "ir/parse.hpp"
@@ -250,6 +252,143 @@ Draft window(Rng& rng) {
   return d;
 }
 
+//! A network block of several stages: an input's rows pass through two or three steps, each a
+//! projection (optionally gated, with a prologue on its operand or a bias and activation after
+//! it, its weights in either layout, shared or per batch), a normalisation of each row (softmax,
+//! layer norm, RMS norm, a sigmoid gate by the row's mean) or an elementwise function. So the
+//! corpus holds ops of several contractions, and contractions followed by stages that cannot
+//! fuse into them, built from the same constructs as the single-stage kinds.
+Draft composite(Rng& rng) {
+  Draft d;
+  d.kind = "composite";
+  std::vector<std::string> rows = {"m"};
+  const bool batched = chance(rng, 0.35);
+  if (batched) rows.insert(rows.begin(), "g");
+  auto with = [&](const std::string& feature) {
+    std::vector<std::string> v = rows;
+    v.push_back(feature);
+    return v;
+  };
+  std::vector<std::string> input = with("k");
+  if (chance(rng, 0.3)) std::shuffle(input.begin(), input.end(), rng);  // stored another way round
+  d.params = {"X: f32[" + join(sizes_of(input)) + "]"};
+  for (auto& r : rows) d.free[upper(r)] = {r == "g" ? 1 : 8, r == "g" ? 16 : 512};
+  d.free["K"] = {8, 1024};
+
+  // The value flowing through the steps: how to read it at (rows, feature).
+  std::string feature = "k";
+  std::string current = access("X", input);
+  int temps = 0, params = 0;
+  auto temp = [&] { return "v" + std::to_string(++temps); };
+  auto param = [&](const std::string& base) { return base + std::to_string(++params); };
+  std::string last;  // the tensor the last statement wrote
+  auto emit = [&](const std::string& lhs_name, const std::string& op, const std::string& rhs,
+                  const std::vector<std::string>& idx) {
+    d.body.push_back(access(lhs_name, idx) + " " + op + " " + rhs);
+    last = lhs_name;
+    return access(lhs_name, idx);
+  };
+  const std::vector<std::string> features = {"n", "p", "q"};
+  int projections = 0;
+
+  auto project = [&] {
+    const std::string next = features[static_cast<std::size_t>(projections++)];
+    d.free[upper(next)] = chance(rng, 0.25) ? std::pair<int, int>{4, 64} : std::pair<int, int>{8, 1024};
+    const bool prologue = chance(rng, 0.25);  // an activation applied to the operand as it is read
+    const std::string operand = prologue ? "(" + activation(rng, current) + ")" : current;
+    auto weight = [&] {
+      std::string w = param("W");
+      std::vector<std::string> idx = chance(rng, 0.5) ? std::vector<std::string>{feature, next}
+                                                      : std::vector<std::string>{next, feature};
+      if (batched && chance(rng, 0.4)) idx.insert(idx.begin(), "g");  // per batch, as attention's keys
+      d.params.push_back(w + ": f32[" + join(sizes_of(idx)) + "]");
+      return access(w, idx);
+    };
+    auto out = with(next);
+    const std::string product = operand + " * ";
+    if (chance(rng, 0.3)) {
+      // Gated: two projections of the same rows, one through an activation, multiplied.
+      std::string a = emit(temp(), "+=", product + weight(), out);
+      std::string b = emit(temp(), "+=", product + weight(), out);
+      current = emit(temp(), "=", "(" + activation(rng, a) + ") * " + b, out);
+    } else if (chance(rng, 0.3)) {
+      std::string acc = emit(temp(), "+=", product + weight(), out);
+      std::string bias = param("bias");
+      d.params.push_back(bias + ": f32[" + upper(next) + "]");
+      current = emit(temp(), "=", activation(rng, "(" + acc + " + " + bias + "[" + next + "])"), out);
+    } else {
+      current = emit(temp(), "+=", product + weight(), out);
+    }
+    feature = next;
+  };
+
+  auto normalise = [&] {
+    const std::string size = upper(feature);
+    auto out = with(feature);
+    switch (uniform(rng, 0, 3)) {
+      case 0: {  // softmax
+        std::string mx = emit(temp(), "max=", current, rows);
+        std::string e = emit(temp(), "=", "exp(" + current + " - " + mx + ")", out);
+        std::string z = emit(temp(), "+=", e, rows);
+        current = emit(temp(), "=", e + " / " + z, out);
+        break;
+      }
+      case 1: {  // layer norm
+        std::string s = emit(temp(), "+=", current, rows);
+        std::string c = emit(temp(), "=", current + " - " + s + " / " + size, out);
+        std::string v = emit(temp(), "+=", c + " * " + c, rows);
+        current = emit(temp(), "=", c + " / sqrt(" + v + " / " + size + " + 0.00001)", out);
+        break;
+      }
+      case 2: {  // RMS norm with a per-feature scale
+        std::string v = emit(temp(), "+=", current + " * " + current, rows);
+        std::string gamma = param("gamma");
+        d.params.push_back(gamma + ": f32[" + size + "]");
+        current = emit(temp(), "=", current + " / sqrt(" + v + " / " + size + " + 0.00001) * " + gamma + "[" +
+                                        feature + "]",
+                       out);
+        break;
+      }
+      default: {  // a gate by the row's mean, as squeeze-and-excitation scales channels
+        std::string s = emit(temp(), "+=", current, rows);
+        current = emit(temp(), "=", current + " * sigmoid(" + s + " / " + size + ")", out);
+        break;
+      }
+    }
+  };
+
+  auto elementwise_step = [&] {
+    std::vector<std::string> leaves = {current};
+    const std::string z = "Z" + std::to_string(params + 1);
+    if (chance(rng, 0.5)) leaves.push_back(z + "[" + feature + "]");
+    // The expressions stay finite for inputs in [-1, 1], which a projection's outputs (sums of
+    // K products) are not: after one, an activation.
+    std::string value = projections > 0 || chance(rng, 0.5) ? activation(rng, current) : expression(rng, leaves, 2);
+    // A stage that copies its input, or drops it, is no stage: make the value depend on it.
+    if (value == current) value = activation(rng, current);
+    if (value.find(current) == std::string::npos) value = current + " * (" + value + ")";
+    if (value.find(z + "[") != std::string::npos) d.params.push_back(param("Z") + ": f32[" + upper(feature) + "]");
+    current = emit(temp(), "=", value, with(feature));
+  };
+
+  const int steps = uniform(rng, 2, 3);
+  for (int step = 0; step < steps; ++step) {
+    const int roll = uniform(rng, 0, 9);  // at most three steps, so never more projections than `features`
+    if (step == 0 ? roll < 7 : roll < 4) {
+      project();
+    } else if (roll < 8 || step == 0) {
+      normalise();
+    } else {
+      elementwise_step();
+    }
+  }
+  // Only now is it known which temporary is the op's result.
+  const std::regex result("\\b" + last + "\\[");
+  for (auto& s : d.body) s = std::regex_replace(s, result, "Y[");
+  d.result = "Y: f32[" + join(sizes_of(with(feature))) + "]";
+  return d;
+}
+
 //! Sizes for the draft's free dimensions: log-uniform in their ranges (W follows H), halved or
 //! doubled until the op's arithmetic is within [max_flops / 1000, max_flops].
 std::optional<std::string> bind_sizes(Rng& rng, const Draft& d, const ir::OpDef& def, double max_flops) {
@@ -290,18 +429,13 @@ std::optional<std::string> bind_sizes(Rng& rng, const Draft& d, const ir::OpDef&
   return std::nullopt;
 }
 
-}  // namespace
-
-GeneratedOp random_op(std::uint64_t seed, int index, double max_flops) {
-  Rng rng(seed * 0x9E3779B97F4A7C15ull + static_cast<std::uint64_t>(index));
+//! The `index`th op `draft` draws from `seed`'s stream (`stream` tells the families' streams
+//! apart), named after its kind.
+GeneratedOp draw(const char* function, std::uint64_t seed, std::uint64_t stream, int index, double max_flops,
+                 const std::function<Draft(Rng&)>& draft) {
+  Rng rng((seed * 0x9E3779B97F4A7C15ull + static_cast<std::uint64_t>(index)) ^ stream);
   for (int attempt = 0; attempt < 100; ++attempt) {
-    Draft d;
-    switch (index % 4) {
-      case 0: d = contraction(rng); break;
-      case 1: d = window(rng); break;
-      case 2: d = elementwise(rng); break;
-      default: d = reduction(rng); break;
-    }
+    Draft d = draft(rng);
     GeneratedOp op;
     op.kind = d.kind;
     op.name = "gen_" + d.kind.substr(0, 4) + "_" + std::to_string(seed) + "_" + std::to_string(index);
@@ -317,8 +451,25 @@ GeneratedOp random_op(std::uint64_t seed, int index, double max_flops) {
       return op;
     }
   }
-  throw_error(ErrorKind::Internal, "random_op: no valid op drawn for seed " + std::to_string(seed) + ", index " +
-                                       std::to_string(index));
+  throw_error(ErrorKind::Internal, std::string(function) + ": no valid op drawn for seed " + std::to_string(seed) +
+                                       ", index " + std::to_string(index));
+}
+
+}  // namespace
+
+GeneratedOp random_op(std::uint64_t seed, int index, double max_flops) {
+  return draw("random_op", seed, 0, index, max_flops, [&](Rng& rng) {
+    switch (index % 4) {
+      case 0: return contraction(rng);
+      case 1: return window(rng);
+      case 2: return elementwise(rng);
+      default: return reduction(rng);
+    }
+  });
+}
+
+GeneratedOp random_composite_op(std::uint64_t seed, int index, double max_flops) {
+  return draw("random_composite_op", seed, 0xC0405172E5ull, index, max_flops, composite);
 }
 
 }  // namespace tiletune::tuner
