@@ -113,6 +113,12 @@ const std::vector<std::pair<std::string, std::string>> kDocsV7 = {
     {"roof_steps_log",
      "roof_work_log with the micro-kernel's loads those of its body, a straddling vector counted as two"},
 };
+const std::vector<std::pair<std::string, std::string>> kDocsV8 = {
+    {"program_roof_work_log",
+     "log2(1 + the cycles of roof_work_log summed over the program's nests over their bounds summed), first row "
+     "only: the program's distance from its bound, each nest weighed by its time"},
+    {"program_roof_steps_log", "the same with the cycles of roof_steps_log"},
+};
 
 //! The per-buffer features' names: buffer i of the stage, the largest first.
 std::vector<std::pair<std::string, std::string>> all_docs() {
@@ -146,6 +152,7 @@ std::vector<std::pair<std::string, std::string>> all_docs() {
   }
   docs.insert(docs.end(), kDocsV6.begin(), kDocsV6.end());
   docs.insert(docs.end(), kDocsV7.begin(), kDocsV7.end());
+  docs.insert(docs.end(), kDocsV8.begin(), kDocsV8.end());
   return docs;
 }
 
@@ -160,7 +167,8 @@ std::size_t feature_count() { return kCount; }
 namespace {
 //! The versions this build's rows begin with, oldest first: each appended to the one before.
 constexpr std::pair<int, std::size_t> kPrefixVersions[] = {
-    {3, kScatterStores}, {4, kRoofLines}, {5, kParallelWork}, {6, kBodyLoads}, {kFeatureVersion, kCount}};
+    {3, kScatterStores}, {4, kRoofLines}, {5, kParallelWork}, {6, kBodyLoads}, {7, kProgramRoofWork},
+    {kFeatureVersion, kCount}};
 }  // namespace
 
 std::size_t feature_count(int version) {

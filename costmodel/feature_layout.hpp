@@ -90,9 +90,13 @@ enum Feature {
   kSplitLoads,
   kEpilogueLoads,
   kRoofSteps,
+  // Version 8 appends whole-program rooflines (first row only): the nests' cycles summed over
+  // their bounds summed, where a per-nest ratio pooled by max lets a small nest's stand for all.
+  kProgramRoofWork,
+  kProgramRoofSteps,
   kCount
 };
 
-static_assert(kCount == 91, "name the features in feature_docs.cpp and raise kFeatureVersion with them");
+static_assert(kCount == 93, "name the features in feature_docs.cpp and raise kFeatureVersion with them");
 
 }  // namespace tiletune::costmodel::layout

@@ -21,7 +21,7 @@ using detail::StageFeatures;
 
 namespace detail {
 
-void StageFeatures::add_to(std::vector<float>& f) const {
+StageFeatures::Cycles StageFeatures::add_to(std::vector<float>& f) const {
   double points = static_cast<double>(st.points());
   double flops = points * (ops_per_point - 1 + (st.is_reduction() ? 1 : 0));
   double reg_points = 1, reduce_inner = 1;
@@ -133,10 +133,12 @@ void StageFeatures::add_to(std::vector<float>& f) const {
   }
   add_buffer_features(f);
   add_vector_access(f);
-  add_roofline(f, flops, any_parallel ? par : 1, packed_bytes, threads * work, (body.issue + body.split) * per_acc);
+  const Cycles cycles =
+      add_roofline(f, flops, any_parallel ? par : 1, packed_bytes, threads * work, (body.issue + body.split) * per_acc);
   f[kLineUseReg] += static_cast<float>(line_use(depths - 1));
   f[kLineUseL1] += static_cast<float>(line_use(depth_fitting(static_cast<double>(t.l1_bytes))));
   f[kLineUseL2] += static_cast<float>(line_use(depth_fitting(static_cast<double>(t.l2_bytes))));
+  return cycles;
 }
 
 std::array<StageFeatures::Level, 3> StageFeatures::levels() const {
@@ -162,8 +164,8 @@ double StageFeatures::memory_cycles(const Small<double, 16>& fps, double active)
   return memory;
 }
 
-void StageFeatures::add_roofline(std::vector<float>& f, double flops, double par, double packed_bytes, double busy,
-                                 double step_loads) const {
+StageFeatures::Cycles StageFeatures::add_roofline(std::vector<float>& f, double flops, double par,
+                                                  double packed_bytes, double busy, double step_loads) const {
   const double threads = std::max(1, t.threads), lanes_max = std::max(1, t.vector_lanes);
   const double ideal = std::max(1.0, flops / (2 * lanes_max * threads));
   const double active = std::clamp(par, 1.0, threads);  // threads with work
@@ -192,10 +194,13 @@ void StageFeatures::add_roofline(std::vector<float>& f, double flops, double par
   // Version 6: the busiest thread's cycles, where the loop's trips alone count a partial
   // last tile as a whole one.
   const double spread = active / std::max(1.0, busy);
-  f[kRoofWork] += static_cast<float>(std::log2((std::max(issue, lines) * spread + pack + 1) / bound));
+  const double work = std::max(issue, lines) * spread + pack + 1;
+  f[kRoofWork] += static_cast<float>(std::log2(work / bound));
   // Cores of both SIMD widths issue as many vector loads a cycle as FMAs (two each).
   const double steps = std::max({fma, step_loads * updates, store_issue()}) / active;
-  f[kRoofSteps] += static_cast<float>(std::log2((std::max(steps, lines) * spread + pack + 1) / bound));
+  const double step_cycles = std::max(steps, lines) * spread + pack + 1;
+  f[kRoofSteps] += static_cast<float>(std::log2(step_cycles / bound));
+  return {work, step_cycles, bound};
 }
 
 double StageFeatures::data_cycles() const {
@@ -302,12 +307,21 @@ void StageFeatures::add_buffer_features(std::vector<float>& f) const {
 Features extract_features(const ir::Workload& w, const ir::LoopNest& nest, const ir::TargetTraits& t) {
   Features out;
   out.stages.reserve(std::max<size_t>(1, nest.stages.size()));
+  StageFeatures::Cycles program;
   for (auto& sn : nest.stages) {
     out.stages.emplace_back(kCount, 0.0f);
-    StageFeatures(w, nest, sn, t).add_to(out.stages.back());
+    const StageFeatures::Cycles nest_cycles = StageFeatures(w, nest, sn, t).add_to(out.stages.back());
+    program.work += nest_cycles.work;
+    program.steps += nest_cycles.steps;
+    program.bound += nest_cycles.bound;
   }
   if (out.stages.empty()) out.stages.emplace_back(kCount, 0.0f);
   FeatureRow& f = out.stages.front();
+  // log2(1 + ratio): never below 0, which the other rows hold here, so that max pooling keeps it.
+  if (program.bound > 0) {
+    f[kProgramRoofWork] = static_cast<float>(std::log2(1 + program.work / program.bound));
+    f[kProgramRoofSteps] = static_cast<float>(std::log2(1 + program.steps / program.bound));
+  }
   f[kInlined] = static_cast<float>(w.stages.size() - nest.stages.size());
   for (auto& sn : nest.stages)
     if (sn.epilogue >= 0) f[kInlined] -= 1;  // a fused epilogue is not an inlined stage

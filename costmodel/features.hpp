@@ -26,9 +26,12 @@ namespace tiletune::costmodel {
 //! 7: appended the micro-kernel's loads per reduction step of its body alone (version 3's count
 //! included a fused epilogue's reads), the vectors among them that straddle cache lines, the
 //! epilogue's loads per output, and the roofline estimate with those loads.
+//! 8: appended the program's roofline estimates (its nests' cycles over their bounds, both
+//! summed), which ops of several nests need: pooled per nest, a ratio says nothing of a nest's
+//! share of the time.
 //! A version that only appends keeps the models of the one before: each reads the prefix of
 //! every row that it was trained on (feature_count(version)).
-inline constexpr int kFeatureVersion = 7;
+inline constexpr int kFeatureVersion = 8;
 
 //! Names of the features, one line of documentation each, in vector order.
 const std::vector<std::pair<std::string, std::string>>& feature_docs();

@@ -155,8 +155,13 @@ struct StageFeatures {
 
   // The feature row (features.cpp).
 
+  //! The stage's roofline estimates in cycles (add_roofline's, before they are made ratios),
+  //! which add up over a program's nests.
+  struct Cycles {
+    double work = 0, steps = 0, bound = 0;
+  };
   //! Adds the stage's features to row `f` (feature_layout.hpp's slots).
-  void add_to(std::vector<float>& f) const;
+  Cycles add_to(std::vector<float>& f) const;
   //! The cache levels data moves into, innermost first: each one's capacity, and the bytes per
   //! cycle it receives from the level beyond (per core; memory's, shared by all cores).
   struct Level {
@@ -177,8 +182,8 @@ struct StageFeatures {
   //! `par`: the parallel loops' trips; `busy`: threads' worth of work the busiest thread has to
   //! itself (threads × parallel_work, even_share); `step_loads`: load issue slots per
   //! accumulator of the body's reduction step (version 7).
-  void add_roofline(std::vector<float>& f, double flops, double par, double packed_bytes, double busy,
-                    double step_loads) const;
+  Cycles add_roofline(std::vector<float>& f, double flops, double par, double packed_bytes, double busy,
+                      double step_loads) const;
   //! How the SIMD axis meets memory, as the code generators classify it (ir/schedule.hpp).
   void add_vector_access(std::vector<float>& f) const;
   //! Per buffer (the kTopBuffers largest), its bytes, lines, reuse and strides.

@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <set>
 
 #include "codegen/backend.hpp"
@@ -50,6 +51,9 @@ TEST_CASE("features: one documented feature per slot, each named once") {
   CHECK(costmodel::feature_count(6) == 87);
   CHECK(costmodel::feature_version_of(87) == 6);
   CHECK(costmodel::feature_count(6) < costmodel::feature_count());
+  CHECK(costmodel::feature_count(7) == 91);
+  CHECK(costmodel::feature_version_of(91) == 7);
+  CHECK(costmodel::feature_count(7) < costmodel::feature_count());
   CHECK(costmodel::feature_version_of(costmodel::feature_count()) == costmodel::kFeatureVersion);
   for (int old : {0, 1, 2, costmodel::kFeatureVersion + 1}) CHECK(costmodel::feature_count(old) == 0);
   CHECK(costmodel::feature_version_of(31) == 0);
@@ -394,4 +398,43 @@ TEST_CASE("features: the micro-kernel's loads of its body, and the vectors that 
       ir::Schedule::from_json(R"({"version":1,"stages":[{"stage":"O","tile":{"n":[1],"c":[1],"y":[1],"x":[16],)"
                               R"("r":[3],"s":[3]},"order":["n.0","c.0","y.0","x.0","r.0","s.0"],"vectorize":"x"}]})"));
   CHECK(feature(strided, "split_loads_per_update") == 0.0f);
+}
+
+TEST_CASE("features: the program's roofline weighs each nest by its cycles (version 8)") {
+  // One nest: the program's estimate is the nest's own.
+  auto matmul = library_workload("matmul", "M=64,N=128,K=32");
+  auto one = costmodel::featurize(
+      matmul,
+      ir::Schedule::from_json(R"({"version":1,"stages":[{"stage":"C","tile":{"m":[4],"n":[32],"k":[16]},)"
+                              R"("order":["m.0","n.0","k.0"],"vectorize":"n"}]})"),
+      kAvx512);
+  REQUIRE(one.stages.size() == 1);
+  auto plus_one = [](float log_ratio) { return std::log2(1 + std::exp2(log_ratio)); };
+  CHECK(feature(one.stages[0], "program_roof_work_log") ==
+        doctest::Approx(plus_one(feature(one.stages[0], "roof_work_log"))));
+  CHECK(feature(one.stages[0], "program_roof_steps_log") ==
+        doctest::Approx(plus_one(feature(one.stages[0], "roof_steps_log"))));
+  // A projection in SIMD vectors, then each row's max in scalar loops: two nests, each far from
+  // its bound in its own way. The program's estimate is their cycles over their bounds, so it
+  // lies between the two ratios, and only the first row holds it (either pooling keeps it).
+  auto proj_max = ir::bind(ir::parse_op("op proj_max(X: f32[M, K], W: f32[K, N]) -> Y: f32[M] {\n"
+                                        "  p[m, n] += X[m, k] * W[k, n]\n  Y[m] max= p[m, n]\n}"),
+                           ir::parse_sizes("M=64,N=256,K=128"));
+  auto two = costmodel::featurize(
+      proj_max,
+      ir::Schedule::from_json(R"({"version":1,"stages":[{"stage":"p","tile":{"m":[4],"n":[32],"k":[16]},)"
+                              R"("order":["m.0","n.0","k.0"],"vectorize":"n"},)"
+                              R"({"stage":"Y","tile":{"m":[1],"n":[1]},"order":["m.0","n.0"]}]})"),
+      kAvx512);
+  REQUIRE(two.stages.size() == 2);
+  for (const char* name : {"work", "steps"}) {
+    CAPTURE(name);
+    const std::string nest = std::string("roof_") + name + "_log", program = "program_" + nest;
+    const float a = plus_one(feature(two.stages[0], nest)), b = plus_one(feature(two.stages[1], nest));
+    CHECK(a != doctest::Approx(b));
+    CHECK(feature(two.stages[0], program) > std::min(a, b));
+    CHECK(feature(two.stages[0], program) < std::max(a, b));
+    CHECK(feature(two.stages[1], program) == 0.0f);
+    CHECK(feature(two.pooled(costmodel::Pooling::Max), program) == feature(two.stages[0], program));
+  }
 }
