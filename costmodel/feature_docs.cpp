@@ -116,7 +116,8 @@ const std::vector<std::pair<std::string, std::string>> kDocsV7 = {
 const std::vector<std::pair<std::string, std::string>> kDocsV8 = {
     {"program_roof_work_log",
      "log2(1 + the cycles of roof_work_log summed over the program's nests over their bounds summed), first row "
-     "only: the program's distance from its bound, each nest weighed by its time"},
+     "only: the program's estimated cycles over its bound, where a ratio per nest says nothing of the nest's share "
+     "(a fused epilogue's reads count as in roof_work_log)"},
     {"program_roof_steps_log", "the same with the cycles of roof_steps_log"},
 };
 

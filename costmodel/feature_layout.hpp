@@ -91,7 +91,8 @@ enum Feature {
   kEpilogueLoads,
   kRoofSteps,
   // Version 8 appends whole-program rooflines (first row only): the nests' cycles summed over
-  // their bounds summed, where a per-nest ratio pooled by max lets a small nest's stand for all.
+  // their bounds summed, the program's estimate over its bound, where a per-nest ratio pooled by
+  // max lets a small nest's stand for all.
   kProgramRoofWork,
   kProgramRoofSteps,
   kCount

@@ -27,8 +27,7 @@ namespace tiletune::costmodel {
 //! included a fused epilogue's reads), the vectors among them that straddle cache lines, the
 //! epilogue's loads per output, and the roofline estimate with those loads.
 //! 8: appended the program's roofline estimates (its nests' cycles over their bounds, both
-//! summed), which ops of several nests need: pooled per nest, a ratio says nothing of a nest's
-//! share of the time.
+//! summed), which ops of several nests need: a ratio per nest says nothing of the nest's share.
 //! A version that only appends keeps the models of the one before: each reads the prefix of
 //! every row that it was trained on (feature_count(version)).
 inline constexpr int kFeatureVersion = 8;
