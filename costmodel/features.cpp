@@ -310,10 +310,7 @@ Features extract_features(const ir::Workload& w, const ir::LoopNest& nest, const
   StageFeatures::Cycles program;
   for (auto& sn : nest.stages) {
     out.stages.emplace_back(kCount, 0.0f);
-    const StageFeatures::Cycles nest_cycles = StageFeatures(w, nest, sn, t).add_to(out.stages.back());
-    program.work += nest_cycles.work;
-    program.steps += nest_cycles.steps;
-    program.bound += nest_cycles.bound;
+    program += StageFeatures(w, nest, sn, t).add_to(out.stages.back());
   }
   if (out.stages.empty()) out.stages.emplace_back(kCount, 0.0f);
   FeatureRow& f = out.stages.front();

@@ -159,6 +159,10 @@ struct StageFeatures {
   //! which add up over a program's nests.
   struct Cycles {
     double work = 0, steps = 0, bound = 0;
+    Cycles& operator+=(const Cycles& o) {
+      work += o.work, steps += o.steps, bound += o.bound;
+      return *this;
+    }
   };
   //! Adds the stage's features to row `f` (feature_layout.hpp's slots).
   Cycles add_to(std::vector<float>& f) const;
