@@ -3,6 +3,7 @@
 // stopped resumes where it was: workloads whose records are there measure nothing.
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <iostream>
 #include <set>
 
@@ -21,6 +22,7 @@ namespace tiletune::cli {
 int run_corpus(const CommonOptions& c, const tuner::TuneOptions& t, const CorpusOptions& o) {
   std::string text = is_file(o.recipe) ? read_text_file(o.recipe) : ops::corpus_text(o.recipe);
   tuner::CorpusRecipe recipe = tuner::parse_recipe(text, o.recipe);
+  if (is_file(o.recipe)) recipe.dir = std::filesystem::path(o.recipe).parent_path().string();
   std::vector<std::string> notes;
   std::vector<tuner::CorpusCase> cases = tuner::corpus_cases(recipe, &notes);
   for (auto& n : notes) std::cerr << "tiletune: note: " << n << "\n";

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "ir/lexer.hpp"
@@ -38,7 +39,48 @@ struct Checker {
     for (auto& a : e.args) collect_checked(a, out);
   }
 
-  void check_stmt(Stmt& s) {
+  //! The range a later statement than `stmts[at]` gives the index it reads `tensor`'s dimension
+  //! `dim` with: an intermediate is as large as its consumers read it (`acc[b, t, o] += X[b, t + r,
+  //! c] * W[r, c, o]` then `Y[b, t, o] = tanh(acc[b, t, o])` gives t Y's range). The consumer's
+  //! own range for that index comes as checking would give it: its 'where', its output's shape,
+  //! a tensor of known shape it reads alone, else (on the left of another intermediate) that
+  //! intermediate's consumers. Binding checks every read against the shape so inferred.
+  std::optional<SizeExpr> consumer_extent(size_t at, const std::string& tensor, size_t dim) {
+    for (size_t j = at + 1; j < op.stmts.size(); ++j) {
+      const Stmt& t = op.stmts[j];
+      std::optional<SizeExpr> found;
+      for_each_access(t.rhs, [&](const Expr& a) {
+        if (found || a.name != tensor || a.indices.size() <= dim) return;
+        if (const std::string& u = a.indices[dim].plain_var(); !u.empty()) found = extent_in(j, u);
+      });
+      if (found) return found;
+    }
+    return std::nullopt;
+  }
+
+  //! The range statement `stmts[j]` (not yet checked) gives index `u`, if it gives one.
+  std::optional<SizeExpr> extent_in(size_t j, const std::string& u) {
+    const Stmt& t = op.stmts[j];
+    for (auto& r : t.ranges)
+      if (r.var == u) return r.extent;
+    auto lhs = std::find(t.lhs_vars.begin(), t.lhs_vars.end(), u);
+    const size_t p = static_cast<size_t>(lhs - t.lhs_vars.begin());
+    if (lhs != t.lhs_vars.end())
+      if (auto out = outputs.find(t.tensor); out != outputs.end())
+        return p < out->second->dims.size() ? std::optional(out->second->dims[p]) : std::nullopt;
+    std::optional<SizeExpr> read;
+    for_each_access(t.rhs, [&](const Expr& a) {
+      const TensorDecl* known = readable(a.name);
+      if (auto o = outputs.find(a.name); !known && o != outputs.end()) known = o->second;
+      for (size_t d = 0; !read && known && d < a.indices.size() && d < known->dims.size(); ++d)
+        if (a.indices[d].plain_var() == u) read = known->dims[d];
+    });
+    if (read || lhs == t.lhs_vars.end()) return read;
+    return consumer_extent(j, t.tensor, p);
+  }
+
+  void check_stmt(size_t at) {
+    Stmt& s = op.stmts[at];
     if (inputs.count(s.tensor)) fail_at(s.loc, "cannot assign to input '" + s.tensor + "'");
     if (defined.count(s.tensor))
       fail_at(s.loc, "tensor '" + s.tensor + "' is assigned twice: each tensor has exactly one statement");
@@ -109,6 +151,17 @@ struct Checker {
       extent[r.var] = r.extent;
     }
 
+    // An intermediate's left-hand index that nothing here gives a range takes the one its
+    // consumers read it with, recorded as if written in 'where' (so the op prints, keys and
+    // binds as that spelling does).
+    if (!out)
+      for (size_t d = 0; d < s.lhs_vars.size(); ++d)
+        if (!extent.count(s.lhs_vars[d]))
+          if (auto e = consumer_extent(at, s.tensor, d)) {
+            extent[s.lhs_vars[d]] = *e;
+            s.ranges.push_back({s.lhs_vars[d], *e, s.loc});
+          }
+
     s.vars.clear();
     for (auto& v : order) {
       auto it = extent.find(v);
@@ -117,7 +170,10 @@ struct Checker {
         fail_at(loc, "index '" + v +
                          "' has no inferable range: it must appear alone as the index of some "
                          "dimension (like 'k' in A[m, k]), or be given one with 'where " +
-                         v + " < SIZE'");
+                         v + " < SIZE'" +
+                         (!out && lhs.count(v) ? ", or be read alone by a later statement ('" + s.tensor + "[.., " +
+                                                     v + ", ..]')"
+                                               : ""));
       }
       s.vars.push_back({v, it->second, !lhs.count(v)});
     }
@@ -151,7 +207,7 @@ struct Checker {
     }
     for (auto& t : op.outputs) outputs[t.name] = &t;
     op.intermediates.clear();
-    for (auto& s : op.stmts) check_stmt(s);
+    for (size_t i = 0; i < op.stmts.size(); ++i) check_stmt(i);
     for (auto& t : op.outputs)
       if (!defined.count(t.name)) fail_at(t.loc, "output '" + t.name + "' is never assigned");
   }

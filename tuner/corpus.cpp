@@ -12,6 +12,7 @@
 #include "models/onnx_import.hpp"
 #include "ops/library.hpp"
 #include "support/error.hpp"
+#include "support/files.hpp"
 #include "tuner/random_ops.hpp"
 
 namespace tiletune::tuner {
@@ -136,7 +137,9 @@ CorpusRecipe parse_recipe(const std::string& text, const std::string& where) {
         bad(where, "each library entry needs a string \"op\"");
       if (!e.contains("count") || !e["count"].is_number_integer() || e["count"].get<int>() < 1)
         bad(where, "library entry " + e["op"].get<std::string>() + " needs a \"count\" >= 1");
-      check_fields(e, {"op", "count", "sizes"}, where, "library entry " + e["op"].get<std::string>() + ": ");
+      check_fields(e, {"op", "op_name", "count", "sizes"}, where, "library entry " + e["op"].get<std::string>() + ": ");
+      if (e.contains("op_name") && !e["op_name"].is_string())
+        bad(where, "library entry " + e["op"].get<std::string>() + ": \"op_name\" must be a string");
       check_sizes(e.value("sizes", nlohmann::json::object()), where + ", " + e["op"].get<std::string>());
     }
   }
@@ -155,6 +158,38 @@ CorpusRecipe parse_recipe(const std::string& text, const std::string& where) {
   return r;
 }
 
+namespace {
+
+//! A library entry's op: a library op by name, or the op of a .tile file (relative to the
+//! recipe's folder), "op_name" choosing one of several.
+struct EntryOp {
+  std::string text, source;
+  ir::OpDef def;
+};
+EntryOp entry_op(const CorpusRecipe& recipe, const nlohmann::json& entry) {
+  const std::string op = entry["op"];
+  const std::string ext = ".tile";
+  if (op.size() <= ext.size() || op.compare(op.size() - ext.size(), ext.size(), ext) != 0) {
+    std::string text = ops::op_text(op);
+    return {text, "library", ir::parse_op(text)};
+  }
+  std::filesystem::path path = op;
+  if (path.is_relative() && !recipe.dir.empty()) path = std::filesystem::path(recipe.dir) / path;
+  if (!is_file(path.string()))
+    throw_error(ErrorKind::NotFound, "corpus recipe " + recipe.name + ": library entry " + op + ": no file " +
+                                         path.string() + " (a .tile path is relative to the recipe's folder)");
+  std::string text = read_text_file(path.string());
+  std::vector<ir::OpDef> defs;
+  try {
+    defs = ir::parse_ops(text);
+  } catch (const Error& e) {
+    throw_error(e.kind(), path.string() + ":" + e.what());  // the message starts LINE:COLUMN
+  }
+  return {text, "file:" + op, ir::select_op(std::move(defs), entry.value("op_name", ""), path.string())};
+}
+
+}  // namespace
+
 std::vector<CorpusCase> corpus_cases(const CorpusRecipe& recipe, std::vector<std::string>* notes) {
   std::vector<CorpusCase> out;
   std::set<std::string> keys;
@@ -165,12 +200,11 @@ std::vector<CorpusCase> corpus_cases(const CorpusRecipe& recipe, std::vector<std
   const auto& j = recipe.json;
   std::mt19937_64 rng(recipe.seed);
   for (auto& e : j.value("library", nlohmann::json::array())) {
-    std::string op = e["op"];
-    std::string text = ops::op_text(op);
-    ir::OpDef def = ir::parse_op(text);
+    const EntryOp op = entry_op(recipe, e);
     for (int i = 0; i < e["count"].get<int>(); ++i)
-      add({text, op, draw_sizes(rng, def, e.value("sizes", nlohmann::json::object()), recipe.max_flops, op),
-           "library", {}});
+      add({op.text, op.def.name,
+           draw_sizes(rng, op.def, e.value("sizes", nlohmann::json::object()), recipe.max_flops, e["op"]), op.source,
+           {}});
   }
   const auto generated = j.value("generated", nlohmann::json::object());
   using Draw = GeneratedOp (*)(std::uint64_t, int, double);

@@ -13,7 +13,7 @@ namespace tiletune::tuner {
 //! One workload of the corpus: an op's text and sizes, and where it came from.
 struct CorpusCase {
   std::string op_text, op_name, sizes;
-  std::string source;  //!< "library", "generated:<kind>" or "onnx:<model>"
+  std::string source;  //!< "library", "file:<path>", "generated:<kind>" or "onnx:<model>"
   ir::Workload workload;  //!< the op bound to the sizes
 };
 
@@ -38,6 +38,9 @@ struct CorpusRecipe {
   int label_sessions = 1;
   double max_flops = 4e8;
   nlohmann::json json;  //!< the whole recipe: library entries, generated ops, ONNX models
+  //! The recipe file's folder, which a library entry's .tile path is relative to (empty: the
+  //! working directory, as for a recipe shipped with tiletune).
+  std::string dir;
 };
 
 //! Error(InvalidInput) naming the field for a malformed recipe; `where` names it in messages.

@@ -293,6 +293,48 @@ TEST_CASE("windows: errors say which index and why") {
   CHECK(error_of([&] { ir::bind(op, ir::parse_sizes("N=2,M=4")); }).find("must be at least 1") != std::string::npos);
 }
 
+TEST_CASE("windows: an intermediate's left-hand index takes the range its consumers read it with") {
+  // A channels-last 1-D conv with an activation, the conv's result a temporary: nothing in its own
+  // statement gives t a range; the output it feeds does.
+  const std::string conv =
+      "op c(X: f32[B, T, C], W: f32[R, C, O]) -> Y: f32[B, T - R + 1, O] {\n"
+      "  acc[b, t, o] += X[b, t + r, c] * W[r, c, o]\n"
+      "  Y[b, t, o] = tanh(acc[b, t, o])\n}";
+  auto op = ir::parse_op(conv);
+  REQUIRE(op.intermediates.size() == 1);
+  CHECK(ir::to_string(op.intermediates[0].dims[1]) == "((T - R) + 1)");
+  // Recorded as if written: the op binds to the workload of the spelling with 'where'.
+  std::string written = conv;
+  written.replace(written.find("W[r, c, o]\n"), 11, "W[r, c, o] where t < T - R + 1\n");
+  const auto sizes = ir::parse_sizes("B=2,T=9,C=3,O=4,R=3");
+  auto inferred = ir::bind(op, sizes), explicit_range = ir::bind(ir::parse_op(written), sizes);
+  CHECK(inferred.key == explicit_range.key);
+  CHECK(inferred.canonical_text == explicit_range.canonical_text);
+  CHECK(inferred.stages[0].axes[1].extent == 7);
+
+  // Through a chain of intermediates, and from a tensor the consumer reads alone.
+  auto chain = ir::parse_op(
+      "op f(X: f32[N] pad 0, G: f32[M]) -> Y: f32[M] {\n  s[i] += X[i + r - 1] where r < 3\n"
+      "  u[j] = s[j] * 2.0\n  Y[k] = u[k] + G[k]\n}");
+  REQUIRE(chain.intermediates.size() == 2);
+  CHECK(ir::to_string(chain.intermediates[0].dims[0]) == "M");
+  auto read_alone = ir::parse_op(
+      "op f(X: f32[N] pad 0, G: f32[M]) -> Y: f32[N] {\n  s[i] += X[i + r - 1] where r < 3\n"
+      "  Y[k] += s[j] * G[j] * X[k]\n}");
+  CHECK(ir::to_string(read_alone.intermediates[0].dims[0]) == "M");
+
+  // A consumer that reads past the inferred range is refused where sizes are bound.
+  auto past = ir::parse_op(
+      "op f(X: f32[N] pad 0) -> Y: f32[N] {\n  s[i] += X[i + r - 1] where r < 3\n  Y[k] = s[k] + s[k + 1]\n}");
+  CHECK(error_of([&] { ir::bind(past, ir::parse_sizes("N=8")); }).find("index k + 1 of 's' runs over [1, 8]") !=
+        std::string::npos);
+  // No consumer reads it alone: the error says all three ways to give the range.
+  std::string none = parse_error(
+      "op f(X: f32[N] pad 0) -> Y: f32[N] {\n  s[i] += X[i + r - 1] where r < 3\n  Y[k] = s[k + 1]\n}");
+  CHECK(none.find("index 'i' has no inferable range") != std::string::npos);
+  CHECK(none.find("or be read alone by a later statement ('s[.., i, ..]')") != std::string::npos);
+}
+
 TEST_CASE("padding: an input's declared pad value lets reads fall outside it; it is part of the key") {
   const char* conv =
       "op c(I: f32[H, W] pad 0, F: f32[R, S]) -> O: f32[H + 3 - R, W + 3 - S] {\n"

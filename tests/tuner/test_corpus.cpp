@@ -3,6 +3,7 @@
 #include <sqlite3.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <map>
@@ -205,6 +206,42 @@ TEST_CASE("corpus: a malformed recipe is refused naming the field; a missing ONN
       R"({"name": "x", "max_flops": 1000, "library": [{"op": "matmul", "count": 1, "sizes": {"M": 512, "N": 512, "K": 512}}]})",
       "r.json");
   CHECK(error_of([&] { tuner::corpus_cases(huge, nullptr); }).find("max_flops") != std::string::npos);
+}
+
+TEST_CASE("corpus: a library entry may name a .tile file, relative to the recipe's folder") {
+  test::TempDir dir;
+  std::filesystem::create_directories(dir.path / "mine");
+  std::ofstream(dir.file("mine/two.tile")) << "op scale(X: f32[N]) -> Y: f32[N] {\n  Y[i] = X[i] * 2.0\n}\n"
+                                              "op shift(X: f32[N, D]) -> Y: f32[N] {\n  Y[i] += X[i, d]\n}\n";
+  std::ofstream(dir.file("mine/bad.tile")) << "op broken(X: f32[N]) -> Y: f32[N] {\n  Y[i] = X[j]\n}\n";
+  auto recipe = [&](const std::string& entry) {
+    auto r = tuner::parse_recipe(R"({"name": "x", "library": [)" + entry + "]}", "r.json");
+    r.dir = dir.path.string();
+    return r;
+  };
+  auto cases = tuner::corpus_cases(
+      recipe(R"({"op": "mine/two.tile", "op_name": "shift", "count": 2, "sizes": {"N": [2000, 4000], "D": 256}})"), nullptr);
+  REQUIRE(cases.size() == 2);
+  for (auto& c : cases) {
+    CHECK(c.op_name == "shift");
+    CHECK(c.source == "file:mine/two.tile");
+    CHECK(c.sizes.find("D=256") != std::string::npos);
+    CHECK(c.workload.op.name == "shift");
+  }
+  // Library names keep their meaning; the file's folder is the recipe's, not the working one's.
+  CHECK(tuner::corpus_cases(recipe(R"({"op": "matmul", "count": 1, "sizes": {"M": 64, "N": 64, "K": 64}})"), nullptr)[0].source == "library");
+  auto elsewhere = recipe(R"({"op": "mine/two.tile", "op_name": "scale", "count": 1})");
+  elsewhere.dir.clear();
+  CHECK(error_of([&] { tuner::corpus_cases(elsewhere, nullptr); })
+            .find("library entry mine/two.tile: no file mine/two.tile") != std::string::npos);
+  // The file's errors name it and the place in it; several ops need "op_name".
+  CHECK(error_of([&] { tuner::corpus_cases(recipe(R"({"op": "mine/bad.tile", "count": 1})"), nullptr); })
+            .find("bad.tile:2:") != std::string::npos);
+  CHECK(error_of([&] { tuner::corpus_cases(recipe(R"({"op": "mine/two.tile", "count": 1})"), nullptr); })
+            .find("op_name") != std::string::npos);
+  CHECK(error_of([&] { tuner::parse_recipe(R"({"name": "x", "library": [{"op": "a.tile", "count": 1, "op_name": 3}]})",
+                                           "r.json"); })
+            .find("\"op_name\" must be a string") != std::string::npos);
 }
 
 TEST_CASE("cli: corpus lists, measures phase by phase, resumes where it stopped and adds label sessions") {
