@@ -58,8 +58,17 @@ struct Checker {
     return std::nullopt;
   }
 
+  //! extent_in's answers while one statement is checked: statements may read each other's
+  //! tensors in a lattice, whose paths a search without it would walk exponentially often.
+  std::map<std::pair<size_t, std::string>, std::optional<SizeExpr>> extents_seen;
+
   //! The range statement `stmts[j]` (not yet checked) gives index `u`, if it gives one.
   std::optional<SizeExpr> extent_in(size_t j, const std::string& u) {
+    auto [seen, first] = extents_seen.try_emplace({j, u});
+    if (first) seen->second = find_extent_in(j, u);
+    return seen->second;
+  }
+  std::optional<SizeExpr> find_extent_in(size_t j, const std::string& u) {
     const Stmt& t = op.stmts[j];
     for (auto& r : t.ranges)
       if (r.var == u) return r.extent;
@@ -154,6 +163,7 @@ struct Checker {
     // An intermediate's left-hand index that nothing here gives a range takes the one its
     // consumers read it with, recorded as if written in 'where' (so the op prints, keys and
     // binds as that spelling does).
+    extents_seen.clear();  // what is readable has grown since the statement before
     if (!out)
       for (size_t d = 0; d < s.lhs_vars.size(); ++d)
         if (!extent.count(s.lhs_vars[d]))
@@ -215,6 +225,6 @@ struct Checker {
 
 }  // namespace
 
-void check_op(OpDef& op) { Checker{op, {}, {}, {}, {}}.run(); }
+void check_op(OpDef& op) { Checker{op, {}, {}, {}, {}, {}}.run(); }
 
 }  // namespace tiletune::ir

@@ -244,6 +244,22 @@ TEST_CASE("corpus: a library entry may name a .tile file, relative to the recipe
             .find("\"op_name\" must be a string") != std::string::npos);
 }
 
+TEST_CASE("corpus: the outside ops' recipe (bench/outside_ops) parses and binds, 24 workloads of 12 ops") {
+  const std::string dir = std::string(TILETUNE_SOURCE_DIR) + "/bench/outside_ops";
+  auto recipe = tuner::parse_recipe(test::source_file("bench/outside_ops/recipe.json"), "recipe.json");
+  recipe.dir = dir;
+  auto cases = tuner::corpus_cases(recipe, nullptr);
+  std::set<std::string> ops;
+  for (auto& c : cases) {
+    ops.insert(c.op_name);
+    CHECK(c.source.rfind("file:ops/", 0) == 0);
+  }
+  CHECK(cases.size() == 24);
+  CHECK(ops.size() == 12);
+  // No op of it is in the library: the check is of ops the models never saw.
+  for (auto& name : ops::op_names()) CHECK_MESSAGE(!ops.count(name), name);
+}
+
 TEST_CASE("cli: corpus lists, measures phase by phase, resumes where it stopped and adds label sessions") {
   test::TempDir dir;
   std::string recipe = dir.file("r.json"), db = dir.file("c.db");
