@@ -8,33 +8,15 @@
 
 namespace tiletune::cli {
 
-namespace {
-
-//! Where op text came from, for messages that point into it: "FILE:" or "library op NAME:".
-std::string op_origin(const std::string& op) { return (is_file(op) ? op : "library op " + op) + ":"; }
-
-ir::OpDef resolve_op(const std::string& op, const std::string& op_name) {
-  std::string text = is_file(op) ? read_text_file(op) : ops::op_text(op);
-  std::vector<ir::OpDef> defs;
-  try {
-    defs = ir::parse_ops(text);
-  } catch (const Error& e) {
-    throw_error(e.kind(), op_origin(op) + e.what());
-  }
-  return ir::select_op(std::move(defs), op_name, op);
-}
-
-}  // namespace
-
 ir::Workload load_workload(const std::string& op, const std::string& op_name, const std::string& sizes) {
-  ir::OpDef def = resolve_op(op, op_name);
+  ir::OpDef def = ops::load_op(op, op_name).def;
   try {
     return ir::bind(def, ir::parse_sizes(sizes));
   } catch (const Error& e) {
     // Binding errors point into the op text by line:column (an access out of bounds) too.
     std::string what = e.what();
     bool located = !what.empty() && std::isdigit(static_cast<unsigned char>(what[0]));
-    throw_error(e.kind(), located ? op_origin(op) + what : what);
+    throw_error(e.kind(), located ? ops::op_origin(op) + what : what);
   }
 }
 

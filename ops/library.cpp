@@ -2,7 +2,9 @@
 
 #include <map>
 
+#include "ir/parse.hpp"
 #include "support/error.hpp"
+#include "support/files.hpp"
 
 namespace tiletune::ops {
 
@@ -43,6 +45,21 @@ std::string suite_text(const std::string& name) {
 std::vector<std::string> corpus_names() { return names_in("corpus", ".json"); }
 std::string corpus_text(const std::string& name) {
   return lookup("corpus/" + name + ".json", "corpus recipe", corpus_names(), name);
+}
+
+std::string op_origin(const std::string& op) { return (is_file(op) ? op : "library op " + op) + ":"; }
+
+LoadedOp load_op(const std::string& op, const std::string& op_name) {
+  LoadedOp out;
+  out.text = is_file(op) ? read_text_file(op) : op_text(op);
+  std::vector<ir::OpDef> defs;
+  try {
+    defs = ir::parse_ops(out.text);
+  } catch (const Error& e) {
+    throw_error(e.kind(), op_origin(op) + e.what());
+  }
+  out.def = ir::select_op(std::move(defs), op_name, op);
+  return out;
 }
 
 }  // namespace tiletune::ops

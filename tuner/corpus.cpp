@@ -163,29 +163,22 @@ namespace {
 //! A library entry's op: a library op by name, or the op of a .tile file (relative to the
 //! recipe's folder), "op_name" choosing one of several.
 struct EntryOp {
-  std::string text, source;
-  ir::OpDef def;
+  ops::LoadedOp op;
+  std::string source;
 };
 EntryOp entry_op(const CorpusRecipe& recipe, const nlohmann::json& entry) {
   const std::string op = entry["op"];
   const std::string ext = ".tile";
   if (op.size() <= ext.size() || op.compare(op.size() - ext.size(), ext.size(), ext) != 0) {
-    std::string text = ops::op_text(op);
-    return {text, "library", ir::parse_op(text)};
+    std::string text = ops::op_text(op);  // the library's, even where a file of that name exists
+    return {{text, ir::parse_op(text)}, "library"};
   }
   std::filesystem::path path = op;
   if (path.is_relative() && !recipe.dir.empty()) path = std::filesystem::path(recipe.dir) / path;
   if (!is_file(path.string()))
     throw_error(ErrorKind::NotFound, "corpus recipe " + recipe.name + ": library entry " + op + ": no file " +
                                          path.string() + " (a .tile path is relative to the recipe's folder)");
-  std::string text = read_text_file(path.string());
-  std::vector<ir::OpDef> defs;
-  try {
-    defs = ir::parse_ops(text);
-  } catch (const Error& e) {
-    throw_error(e.kind(), path.string() + ":" + e.what());  // the message starts LINE:COLUMN
-  }
-  return {text, "file:" + op, ir::select_op(std::move(defs), entry.value("op_name", ""), path.string())};
+  return {ops::load_op(path.string(), entry.value("op_name", "")), "file:" + op};
 }
 
 }  // namespace
@@ -200,11 +193,10 @@ std::vector<CorpusCase> corpus_cases(const CorpusRecipe& recipe, std::vector<std
   const auto& j = recipe.json;
   std::mt19937_64 rng(recipe.seed);
   for (auto& e : j.value("library", nlohmann::json::array())) {
-    const EntryOp op = entry_op(recipe, e);
+    const auto [op, source] = entry_op(recipe, e);
     for (int i = 0; i < e["count"].get<int>(); ++i)
       add({op.text, op.def.name,
-           draw_sizes(rng, op.def, e.value("sizes", nlohmann::json::object()), recipe.max_flops, e["op"]), op.source,
-           {}});
+           draw_sizes(rng, op.def, e.value("sizes", nlohmann::json::object()), recipe.max_flops, e["op"]), source, {}});
   }
   const auto generated = j.value("generated", nlohmann::json::object());
   using Draw = GeneratedOp (*)(std::uint64_t, int, double);

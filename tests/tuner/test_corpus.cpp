@@ -258,6 +258,10 @@ TEST_CASE("corpus: the outside ops' recipe (bench/outside_ops) parses and binds,
   CHECK(ops.size() == 12);
   // No op of it is in the library: the check is of ops the models never saw.
   for (auto& name : ops::op_names()) CHECK_MESSAGE(!ops.count(name), name);
+  // From the command line the .tile paths are the recipe's folder's, not the working directory's.
+  auto list = run_process({std::string(TILETUNE_BINARY_DIR) + "/tiletune", "corpus", dir + "/recipe.json", "--list"}, 60);
+  CHECK_MESSAGE(list.exit_code == 0, list.output);
+  CHECK(list.output.find("24 workloads of 12 ops") != std::string::npos);
 }
 
 TEST_CASE("cli: corpus lists, measures phase by phase, resumes where it stopped and adds label sessions") {
