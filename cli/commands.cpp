@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "cli/exit_codes.hpp"
@@ -267,27 +268,44 @@ tuner::Dataset target_dataset(const CommonOptions& c, db::Store& store, const co
   return data;
 }
 
+//! The model of `kind` shipped for the target's machine kind, named as a model's base is
+//! ("xgb-cpu-simd16.model"); Error(NotFound) where none is.
+std::pair<std::string, std::unique_ptr<costmodel::CostModel>> shipped_base(const std::string& kind,
+                                                                           const codegen::TargetInfo& target) {
+  auto model = tuner::shipped_model(kind, target);
+  if (!model) throw_error(ErrorKind::NotFound, "no " + kind + " model is shipped for " + tuner::machine_kind(target));
+  return {tuner::shipped_model_file(kind, target), std::move(model)};
+}
+
 }  // namespace
 
-int run_model_train(const CommonOptions& c, const std::vector<std::string>& kinds, std::uint64_t seed,
-                    const std::string& out, const std::string& target_key) {
-  if (!out.empty() && kinds.size() != 1)
+int run_model_train(const CommonOptions& c, const ModelEvalOptions& o, const std::string& out) {
+  if (!out.empty() && o.kinds.size() != 1)
     throw_error(ErrorKind::InvalidInput, "--out writes one model: give one --kind");
   auto store = db::open_store(c.db, /*create=*/false);
-  const codegen::TargetInfo target = model_target(c, *store, target_key);
+  const codegen::TargetInfo target = model_target(c, *store, o.target_key);
   auto data = target_dataset(c, *store, target);
   std::vector<Row> rows;
-  for (auto& kind : kinds) {
-    db::ModelRow m = tuner::train_model(data, kind, target.key, seed);
+  for (auto& kind : o.kinds) {
+    std::optional<std::pair<std::string, std::unique_ptr<costmodel::CostModel>>> shipped;
+    if (o.from_shipped) {
+      try {
+        shipped = shipped_base(kind, target);
+      } catch (const Error& e) {  // none shipped for this machine kind, or of a version this build cannot read
+        std::cerr << "tiletune: " << e.what() << ": the " << kind << " model is trained from nothing\n";
+      }
+    }
+    const tuner::Base base = shipped ? tuner::Base{shipped->first, shipped->second.get()} : tuner::Base{};
+    db::ModelRow m = tuner::train_model(data, kind, target.key, o.seed, shipped ? &base : nullptr);
     store->put_model(m);
     if (!out.empty()) write_file_atomically(out, m.blob);
     auto metrics = nlohmann::json::parse(m.metrics_json);
     auto held = metrics.value("held-out sizes", nlohmann::json::object());
     auto get = [&](const char* k) { return held.contains(k) ? fmt("%.3f", held[k].get<double>()) : "-"; };
-    rows.push_back({{kind, std::to_string(m.records), get("pairwise_accuracy"), get("top5"),
-                     fmt("%.0f", m.blob.size() / 1024.0)}});
+    rows.push_back({{kind, shipped ? shipped->first : "nothing", std::to_string(m.records),
+                     get("pairwise_accuracy"), get("top5"), fmt("%.0f", m.blob.size() / 1024.0)}});
   }
-  print_table({"model", "records", "pairwise (held-out sizes)", "top-5", "KiB"}, rows);
+  print_table({"model", "from", "records", "pairwise (held-out sizes)", "top-5", "KiB"}, rows);
   std::cout << "stored in " << c.db << " for target " << target.key << (out.empty() ? "" : " and written to " + out)
             << "\n";
   return kOk;
@@ -302,23 +320,28 @@ int run_model_eval(const CommonOptions& c, const ModelEvalOptions& o) {
   std::vector<std::pair<std::string, std::unique_ptr<costmodel::CostModel>>> given;
   if (o.shipped)
     for (auto& kind : o.kinds) {
-      auto model = tuner::shipped_model(kind, target);
-      if (!model)
-        throw_error(ErrorKind::NotFound, "no " + kind + " model is shipped for " + tuner::machine_kind(target));
+      auto [file, model] = shipped_base(kind, target);
       // A kind shipped for no machine starts from another's model: named, since it ranks as that
       // one does until it is fine-tuned (--transfer).
-      const std::string file = tuner::shipped_model_file(kind, target);
       given.emplace_back("shipped " + kind + (file == tuner::shipped_model_name(kind, tuner::machine_kind(target))
                                                   ? ""
                                                   : " (from " + file + ")"),
                          std::move(model));
+    }
+  tuner::EvalOptions eval{o.transfer, o.op_shares, {}};
+  std::vector<std::unique_ptr<costmodel::CostModel>> bases;  // what eval.bases points to
+  if (o.from_shipped)
+    for (auto& kind : o.kinds) {
+      auto [file, model] = shipped_base(kind, target);
+      eval.bases[kind] = {file, model.get()};
+      bases.push_back(std::move(model));
     }
   for (auto& path : o.model_files) {
     auto model = costmodel::load_model(read_text_file(path));
     given.emplace_back(path + " (" + model->kind() + ")", std::move(model));
   }
   std::vector<tuner::EvalRow> results;
-  if (given.empty()) results = tuner::evaluate_models(data, o.kinds, o.seed, o.transfer, o.op_shares);
+  if (given.empty()) results = tuner::evaluate_models(data, o.kinds, o.seed, eval);
   for (auto& [name, model] : given)
     for (auto& row : tuner::evaluate_trained(data, *model, name, o.transfer, o.seed)) results.push_back(std::move(row));
   // One printed line per result and, with --by-op, per op of each result (worst ranked first):

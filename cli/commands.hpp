@@ -87,17 +87,15 @@ struct CorpusOptions {
 //! Collects the records of a corpus recipe (tuner/corpus.hpp), resuming from the database.
 int run_corpus(const CommonOptions& c, const tuner::TuneOptions& t, const CorpusOptions& o);
 
-//! Trains cost models of the given kinds on every record of a target and stores them: the
-//! backend's target, or `target_key`, one the database holds. With `out`, the (single) model's
-//! blob is also written to that file: how the shipped models (costmodel/pretrained/) are made
-//! from a corpus.
-int run_model_train(const CommonOptions& c, const std::vector<std::string>& kinds, std::uint64_t seed,
-                    const std::string& out, const std::string& target_key);
-//! What `tiletune model eval` evaluates and prints.
+//! What `tiletune model eval` evaluates and prints; kinds, seed, target_key and from_shipped are
+//! `model train`'s too.
 struct ModelEvalOptions {
   std::vector<std::string> kinds;
   std::uint64_t seed = 1;
   std::string target_key;                //!< another target's records (as run_model_train picks it)
+  //! Models start from those shipped for the target's machine kind, fine-tuned on the records,
+  //! instead of from nothing (tuner::EvalOptions::bases). `model train` does unless --fresh.
+  bool from_shipped = false;
   bool shipped = false;                  //!< rank with the models shipped for the target's machine kind
   std::vector<std::string> model_files;  //!< rank with saved models (`model train --out`)
   std::vector<int> transfer;             //!< record counts of the transfer test (tuner::evaluate_models)
@@ -112,6 +110,13 @@ struct ModelEvalOptions {
 //! measured, fine-tuned or not, against a cold start; with `op_shares`, how each ranks held-out
 //! ops when trained on fewer of the others.
 int run_model_eval(const CommonOptions& c, const ModelEvalOptions& o);
+//! Trains cost models of `o.kinds` on every record of a target and stores them: the backend's
+//! target, or `o.target_key`, one the database holds. With `o.from_shipped`, each starts from the
+//! model shipped for the target's machine kind where there is one it can read (else from
+//! nothing, with a note): a target's few records then refine what the corpus taught instead of
+//! replacing it. With `out`, the (single) model's blob is also written to that file: how the
+//! shipped models (costmodel/pretrained/) are made from a corpus, from nothing.
+int run_model_train(const CommonOptions& c, const ModelEvalOptions& o, const std::string& out);
 
 //! Prints what a database holds and its integrity check; Error(Database) when it fails.
 int run_db_check(const std::string& where);

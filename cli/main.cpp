@@ -249,6 +249,12 @@ int main(int argc, char** argv) {
                    "rank the records with this saved model (model train --out), untrained on them; repeatable")
       ->check(CLI::ExistingFile)
       ->excludes("--shipped");
+  eval_cmd
+      ->add_flag("--from-shipped", model.from_shipped,
+                 "each fold's model starts from the one shipped for this machine kind, fine-tuned on the fold's "
+                 "records, as model train makes them (without it, from nothing: what these records teach alone)")
+      ->excludes("--shipped")
+      ->excludes("--model");
   eval_cmd->add_flag("--by-op", model.by_op, "also print the metrics per op, worst ranked first");
   eval_cmd
       ->add_option("--transfer", model.transfer,
@@ -264,6 +270,10 @@ int main(int argc, char** argv) {
       ->excludes("--model");
   std::string train_out;
   train_cmd->add_option("--out,-o", train_out, "also write the model to this file (one --kind)");
+  bool train_fresh = false;
+  train_cmd->add_flag("--fresh", train_fresh,
+                      "train from nothing, not from the model shipped for this machine kind (how the shipped "
+                      "models are made from a corpus)");
 
   auto* report_cmd = app.add_subcommand(
       "report",
@@ -325,7 +335,10 @@ int main(int argc, char** argv) {
     if (*report_cmd) return cli::run_report(common, report_out);
     if (*db_check_cmd) return cli::run_db_check(db_where);
     if (*db_push_cmd || *db_pull_cmd) return cli::run_db_copy(db_from, db_to, db_target);
-    if (*train_cmd) return cli::run_model_train(common, model.kinds, model.seed, train_out, model.target_key);
+    if (*train_cmd) {
+      model.from_shipped = !train_fresh;  // train starts from the shipped model unless told not to
+      return cli::run_model_train(common, model, train_out);
+    }
     if (*eval_cmd) return cli::run_model_eval(common, model);
     return cli::run_ops();
   } catch (const Error& e) {

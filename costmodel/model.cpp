@@ -76,6 +76,7 @@ std::string save_model(const CostModel& model, const ModelMeta& meta) {
                            {"metrics", nlohmann::json::parse(meta.metrics_json.empty() ? "{}" : meta.metrics_json)},
                            {"payload_bytes", payload.size()},
                            {"payload_hash", hash_hex(payload)}};
+  if (!meta.base.empty()) header["base"] = meta.base;
   return header.dump() + "\n" + payload;
 }
 
@@ -107,6 +108,7 @@ std::unique_ptr<CostModel> load_model(const std::string& blob, ModelMeta* meta) 
       meta->feature_version = version;
       meta->records = h.at("records").get<std::int64_t>();
       meta->metrics_json = h.at("metrics").dump();
+      meta->base = h.value("base", "");
     }
     return model;
   } catch (const nlohmann::json::exception& e) {

@@ -70,6 +70,10 @@ struct ModelMeta {
   int feature_version = kFeatureVersion;
   std::int64_t records = 0;
   std::string metrics_json = "{}";
+  //! The pretrained model it was fine-tuned from ("xgb-cpu-simd16.model"), "" if trained from
+  //! nothing: a search fine-tunes such a model further, as it would its base, instead of
+  //! retraining it from nothing (tuner::SearchContext).
+  std::string base;
 };
 
 //! A self-describing blob: a JSON header line (the metadata, a format tag) and the payload.

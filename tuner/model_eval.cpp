@@ -247,10 +247,35 @@ void transfer_rows(const std::string& split, int folds, const std::map<int, Tran
     }
 }
 
+//! A model of `kind` trained on `train`: from nothing, or its base in `bases` fine-tuned on them.
+std::unique_ptr<costmodel::CostModel> trained_on(const std::string& kind, const std::vector<costmodel::Sample>& train,
+                                                 std::uint64_t seed, const std::map<std::string, Base>& bases) {
+  auto model = costmodel::make_model(kind, seed);
+  auto base = bases.find(kind);
+  if (base == bases.end()) {
+    model->fit(train);
+  } else {
+    model->load_payload(base->second.model->payload());  // as costmodel::OnlineModel starts from its base
+    model->fine_tune(train);
+  }
+  return model;
+}
+
 }  // namespace
 
 std::vector<EvalRow> evaluate_models(const Dataset& data, const std::vector<std::string>& kinds, std::uint64_t seed,
-                                     const std::vector<int>& transfer, const std::vector<double>& op_shares) {
+                                     const EvalOptions& options) {
+  const std::vector<int>& transfer = options.transfer;
+  const std::vector<double>& op_shares = options.op_shares;
+  for (auto& [kind, base] : options.bases)
+    if (!base.model || base.model->kind() != kind || !base.model->trained())
+      throw_error(ErrorKind::InvalidInput, "a " + kind + " model starts from a trained " + kind + " model, not " +
+                                               (base.model ? base.model->kind() : std::string("none")));
+  // A kind's row: its name, or what it starts from.
+  auto row_name = [&](const std::string& kind) {
+    auto b = options.bases.find(kind);
+    return b == options.bases.end() ? kind : kind + " from " + b->second.name;
+  };
   for (double share : op_shares)
     if (!(share > 0 && share < 1))
       throw_error(ErrorKind::InvalidInput,
@@ -276,12 +301,11 @@ std::vector<EvalRow> evaluate_models(const Dataset& data, const std::vector<std:
       }
       if (train.empty() || test.empty()) continue;
       for (auto& kind : kinds) {
-        auto model = costmodel::make_model(kind, seed);
-        model->fit(train);
+        auto model = trained_on(kind, train, seed, options.bases);
         std::vector<float> score = rank_by_workload(*model, test, test_x);
         parts[kind].push_back(test_on(test, score));
         test_by_op(data, test, score, op_parts[kind]);
-        for (int k : transfer) test_transfer(test, *model, kind, k, seed, transfer_parts[k]);
+        for (int k : transfer) test_transfer(test, *model, row_name(kind), k, seed, transfer_parts[k]);
       }
       // The learning curve: each share's subset drawn once a fold, whatever the kinds. A held-out
       // size trains on its own op's other sizes, which a share could drop: no curve there.
@@ -291,8 +315,7 @@ std::vector<EvalRow> evaluate_models(const Dataset& data, const std::vector<std:
           for (double share : shares) {
             const std::vector<costmodel::Sample> subset = share_of_ops(data, train, order, share);
             for (auto& kind : kinds) {
-              auto subset_model = costmodel::make_model(kind, seed);
-              subset_model->fit(subset);
+              auto subset_model = trained_on(kind, subset, seed, options.bases);
               share_parts[share][kind].push_back(test_on(test, rank_by_workload(*subset_model, test, test_x)));
             }
           }
@@ -307,13 +330,13 @@ std::vector<EvalRow> evaluate_models(const Dataset& data, const std::vector<std:
     std::vector<std::string> names = kinds;
     names.push_back("random");
     for (auto& name : names)
-      out.push_back({name, split, static_cast<int>(folds.size()), costmodel::combine(parts[name]),
-                     combine_by_op(op_parts[name])});
+      out.push_back({name == "random" ? name : row_name(name), split, static_cast<int>(folds.size()),
+                     costmodel::combine(parts[name]), combine_by_op(op_parts[name])});
     transfer_rows(split, static_cast<int>(folds.size()), transfer_parts, out);
     for (auto& [share, by_kind] : share_parts)
       for (auto& [kind, p] : by_kind)
-        out.push_back(
-            {kind, share_split(share), static_cast<int>(folds.size()), combine_draws(p, kShareDraws), {}});
+        out.push_back({row_name(kind), share_split(share), static_cast<int>(folds.size()),
+                       combine_draws(p, kShareDraws), {}});
   }
   return out;
 }
@@ -338,22 +361,25 @@ std::vector<EvalRow> evaluate_trained(const Dataset& data, const costmodel::Cost
 }
 
 db::ModelRow train_model(const Dataset& data, const std::string& kind, const std::string& target_key,
-                         std::uint64_t seed) {
+                         std::uint64_t seed, const Base* base) {
   if (data.samples.size() < 2)
     throw_error(ErrorKind::InvalidInput, "too few records to train a " + kind + " model on (" +
                                              std::to_string(data.samples.size()) + "): tune some ops first");
+  EvalOptions options;
+  if (base) options.bases[kind] = *base;
+  const std::string name = base ? kind + " from " + base->name : kind;  // its rows (evaluate_models)
   nlohmann::json metrics = nlohmann::json::object();
-  for (auto& row : evaluate_models(data, {kind}, seed))
-    if (row.model == kind && row.folds > 0)
+  for (auto& row : evaluate_models(data, {kind}, seed, options))
+    if (row.model == name && row.folds > 0)
       metrics[row.split] = {{"folds", row.folds},
                             {"pairwise_accuracy", row.metrics.pairwise_accuracy},
                             {"spearman", row.metrics.spearman},
                             {"top1", row.metrics.top1},
                             {"top5", row.metrics.top5}};
-  auto model = costmodel::make_model(kind, seed);
-  model->fit(data.samples);
+  auto model = trained_on(kind, data.samples, seed, options.bases);
   const int version = costmodel::feature_version_of(model->width());  // what save_model writes
-  costmodel::ModelMeta meta{kind, target_key, version, static_cast<std::int64_t>(data.samples.size()), metrics.dump()};
+  costmodel::ModelMeta meta{kind,           target_key, version, static_cast<std::int64_t>(data.samples.size()),
+                            metrics.dump(), base ? base->name : ""};
   return {kind, target_key, version, meta.records, meta.metrics_json, costmodel::save_model(*model, meta), 0};
 }
 

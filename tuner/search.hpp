@@ -25,10 +25,11 @@ class SearchStrategy {
 //! workloads on the same target (transfer, for a cold start) and a saved model, if any.
 struct SearchContext {
   std::vector<costmodel::Sample> prior;
-  //! The target's own saved model: retrained from scratch as records arrive.
+  //! The target's own saved model, trained from nothing: retrained from scratch as records arrive.
   std::unique_ptr<costmodel::CostModel> pretrained;
-  //! Without one, the model shipped for the target's machine kind (tuner/pretrained.hpp):
-  //! fine-tuned on `prior` and the new records (costmodel::OnlineModel::FromBase).
+  //! Else the target's saved model fine-tuned from a shipped one (`model train --from-shipped`),
+  //! or the model shipped for the target's machine kind (tuner/pretrained.hpp): fine-tuned on
+  //! `prior` and the new records (costmodel::OnlineModel::FromBase).
   std::unique_ptr<costmodel::CostModel> base;
 };
 

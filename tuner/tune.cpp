@@ -140,26 +140,23 @@ int retime_finalists(const ir::Workload& w, const std::string& target_key, measu
   return retimed;
 }
 
-namespace {
-
-//! The search a tuning run uses, with what a model-guided one starts from: the target's records
-//! of other workloads (transfer), its saved model, else the model shipped for its machine kind.
-//! Models that cannot be used are noted and left out.
-std::unique_ptr<SearchStrategy> build_search(const ir::Workload& w, const codegen::TargetInfo& target,
-                                             db::RecordStore& store, const Space& space, const TuneOptions& options,
-                                             std::vector<std::string>& notes) {
+SearchContext search_context(const ir::Workload& w, const codegen::TargetInfo& target, db::RecordStore& store,
+                             const TuneOptions& options, std::vector<std::string>& notes) {
   SearchContext context;
   if (std::string kind = model_of_strategy(options.strategy); !kind.empty()) {
     context.prior = load_dataset(store, target.key, target.traits, w.key, options.prior_records).samples;
     if (auto row = options.models ? options.models->model(kind, target.key) : std::nullopt) {
       try {
-        context.pretrained = costmodel::load_model(row->blob);
+        costmodel::ModelMeta meta;
+        auto saved = costmodel::load_model(row->blob, &meta);
+        // One fine-tuned from a shipped model keeps what that one learned: it is fine-tuned further.
+        (meta.base.empty() ? context.pretrained : context.base) = std::move(saved);
       } catch (const Error& e) {
         notes.push_back(std::string("ignored the saved ") + kind + " model (" + e.what() +
                         "); training on the records instead");
       }
     }
-    if (!context.pretrained && options.shipped_model) {
+    if (!context.pretrained && !context.base && options.shipped_model) {
       try {
         context.base = shipped_model(kind, target);
       } catch (const Error& e) {
@@ -167,8 +164,10 @@ std::unique_ptr<SearchStrategy> build_search(const ir::Workload& w, const codege
       }
     }
   }
-  return make_search(options.strategy, space, options.seed, std::move(context));
+  return context;
 }
+
+namespace {
 
 //! How many side-by-side sessions a record's times come from: its kSessionsParam's count, one
 //! where it was timed side by side with `rivals` records, else none.
@@ -293,7 +292,7 @@ TuneSummary tune(const ir::Workload& w, const codegen::TargetInfo& target, measu
   // finished workloads at once.
   std::unique_ptr<SearchStrategy> search;
   if (summary.already < options.trials) {
-    search = build_search(w, target, store, space, options, summary.notes);
+    search = make_search(options.strategy, space, options.seed, search_context(w, target, store, options, summary.notes));
     search->notify(known, known_latency);
   }
 

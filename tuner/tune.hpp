@@ -77,6 +77,13 @@ TuneSummary tune(const ir::Workload& w, const codegen::TargetInfo& target, measu
                  db::RecordStore& store, const TuneOptions& options,
                  const std::function<void(const Progress&)>& on_progress = {});
 
+struct SearchContext;  // tuner/search.hpp
+//! What the search of `options.strategy` starts from, if model-guided: the target's records of
+//! other workloads (transfer), its saved model, else the model shipped for its machine kind.
+//! Models that cannot be used are left out, and `notes` says why.
+SearchContext search_context(const ir::Workload& w, const codegen::TargetInfo& target, db::RecordStore& store,
+                             const TuneOptions& options, std::vector<std::string>& notes);
+
 //! The fastest options.finalists records of the workload timed again in turns
 //! (BatchMeasurer::side_by_side), each keeping its new times: records taken minutes apart on a
 //! shared machine differ by up to 1.6x for the machine's sake, and the fastest of many is the

@@ -120,7 +120,7 @@ TEST_CASE("xgb: a large batch, predicted in slices on all cores, scores each row
     CHECK(differ == 0);
     CHECK(m->predict({x.back()}).at(0) == together.back());
     // A loaded model predicts the same way.
-    auto loaded = costmodel::load_model(costmodel::save_model(*m, {"xgb", "t", costmodel::kFeatureVersion, 180, "{}"}));
+    auto loaded = costmodel::load_model(costmodel::save_model(*m, {"xgb", "t", costmodel::kFeatureVersion, 180, "{}", ""}));
     CHECK(loaded->predict(x) == together);
   }
 }
@@ -132,7 +132,8 @@ TEST_CASE("models: save/load round-trips with metadata; corrupt and mismatched b
     auto m = costmodel::make_model(kind);
     CHECK(error_of([&] { costmodel::save_model(*m, {}); }).find("untrained") != std::string::npos);
     m->fit(train);
-    costmodel::ModelMeta meta{kind, "target1", costmodel::kFeatureVersion, 120, R"({"pairwise_accuracy":0.9})"};
+    costmodel::ModelMeta meta{
+        kind, "target1", costmodel::kFeatureVersion, 120, R"({"pairwise_accuracy":0.9})", "base.model"};
     std::string blob = costmodel::save_model(*m, meta);
     costmodel::ModelMeta back;
     auto loaded = costmodel::load_model(blob, &back);
@@ -140,6 +141,7 @@ TEST_CASE("models: save/load round-trips with metadata; corrupt and mismatched b
     CHECK(back.target_key == "target1");
     CHECK(back.records == 120);
     CHECK(back.metrics_json.find("0.9") != std::string::npos);
+    CHECK(back.base == "base.model");
     std::vector<Features> x;
     for (auto& s : synthetic(1, 20, 9)) x.push_back(s.x);
     CHECK(loaded->predict(x) == m->predict(x));
@@ -192,7 +194,7 @@ TEST_CASE("xgb: a new model pools a candidate's nests by max, and keeps that thr
   }
   CHECK(m->predict(two) == m->predict(as_max));
   CHECK(m->predict(two) != m->predict(as_sum));
-  auto loaded = costmodel::load_model(costmodel::save_model(*m, {"xgb", "t", costmodel::kFeatureVersion, 180, "{}"}));
+  auto loaded = costmodel::load_model(costmodel::save_model(*m, {"xgb", "t", costmodel::kFeatureVersion, 180, "{}", ""}));
   CHECK(loaded->predict(two) == loaded->predict(as_max));
   loaded->fine_tune(synthetic(2, 30, 6));
   CHECK(loaded->predict(two) == loaded->predict(as_max));
@@ -278,7 +280,7 @@ TEST_CASE("models: fine-tuning a trained model on a few samples keeps what it le
     CHECK(after > before - 0.05);
     CHECK(after >= alone);
     // A fine-tuned model saves and loads like any other.
-    auto blob = costmodel::save_model(*tuned, {kind, "t", costmodel::kFeatureVersion, 16, "{}"});
+    auto blob = costmodel::save_model(*tuned, {kind, "t", costmodel::kFeatureVersion, 16, "{}", ""});
     CHECK(metrics_on(*costmodel::load_model(blob), test).pairwise_accuracy == doctest::Approx(after));
   }
 }
@@ -364,7 +366,7 @@ TEST_CASE("xgb-pairs: the comparator orders the ranker's first picks of a worklo
   }
   CHECK(costmodel::evaluate_ranking(group, first_latency, first_score).pairwise_accuracy > 0.75);
   // Saved and loaded, it ranks alike; a broken payload is a clear error.
-  auto loaded = costmodel::load_model(costmodel::save_model(*m, {"xgb-pairs", "t", costmodel::kFeatureVersion, 600, "{}"}));
+  auto loaded = costmodel::load_model(costmodel::save_model(*m, {"xgb-pairs", "t", costmodel::kFeatureVersion, 600, "{}", ""}));
   CHECK(loaded->rank(x) == ranked);
   auto fresh = costmodel::make_model("xgb-pairs");
   ErrorKind k{};
@@ -431,7 +433,7 @@ TEST_CASE("xgb-pairs: records with nothing to compare rank as the ranker does, u
   std::vector<Features> x;
   for (auto& s : synthetic(1, 40, 6)) x.push_back(s.x);
   CHECK(m->rank(x) == m->predict(x));
-  auto loaded = costmodel::load_model(costmodel::save_model(*m, {"xgb-pairs", "t", costmodel::kFeatureVersion, 40, "{}"}));
+  auto loaded = costmodel::load_model(costmodel::save_model(*m, {"xgb-pairs", "t", costmodel::kFeatureVersion, 40, "{}", ""}));
   CHECK(loaded->rank(x) == m->predict(x));
   const std::size_t without = loaded->payload().size();
   loaded->fine_tune(synthetic(2, 30, 7));

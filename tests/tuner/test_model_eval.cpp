@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "costmodel/model.hpp"
@@ -42,7 +43,7 @@ const tuner::EvalRow* find(const std::vector<tuner::EvalRow>& rows, const std::s
 
 TEST_CASE("model eval's transfer test: a held-out workload's other records ranked once k are measured") {
   const tuner::Dataset data = shared_structure(5, 2, 20, 7);
-  auto rows = tuner::evaluate_models(data, {"xgb"}, 1, {4, 10, 19});
+  auto rows = tuner::evaluate_models(data, {"xgb"}, 1, {{4, 10, 19}, {}, {}});
   const std::string split = "held-out ops, 4 measured";
   const auto *pretrained = find(rows, split, "xgb pretrained"), *tuned = find(rows, split, "xgb fine-tuned"),
              *cold = find(rows, split, "xgb cold");
@@ -113,7 +114,7 @@ TEST_CASE("model eval's learning curve: held-out ops ranked by models trained on
         data.samples.push_back({{{row}}, key, (2 + std::sin(6.28 * 2 * row[3])) * (1 + size) * 1e-3});
       }
     }
-  const auto rows = tuner::evaluate_models(data, {"xgb"}, 1, {}, {0.25, 0.5, 0.5});
+  const auto rows = tuner::evaluate_models(data, {"xgb"}, 1, {{}, {0.25, 0.5, 0.5}, {}});
   const auto *all = find(rows, "held-out ops", "xgb"), *half = find(rows, "held-out ops, 50 % of the other ops", "xgb"),
              *quarter = find(rows, "held-out ops, 25 % of the other ops", "xgb");
   REQUIRE(all);
@@ -134,6 +135,58 @@ TEST_CASE("model eval's learning curve: held-out ops ranked by models trained on
   CHECK(find(rows, "held-out sizes", "xgb"));
   // A share is of the ops: none, or all of them, is no curve.
   for (double share : {0.0, 1.0, -0.5, 1.5})
-    CHECK_THROWS_WITH(tuner::evaluate_models(data, {"xgb"}, 1, {}, {share}),
+    CHECK_THROWS_WITH(tuner::evaluate_models(data, {"xgb"}, 1, {{}, {share}, {}}),
                       doctest::Contains("above 0 and below 1"));
+}
+
+TEST_CASE("model eval and train from a base: a machine's few records fine-tune a model that learnt the structure elsewhere") {
+  // The base learnt the structure from many ops; this machine has three ops of two sizes, eight
+  // records a workload: too few to learn it from nothing.
+  auto base = costmodel::make_model("xgb", 1);
+  base->fit(shared_structure(8, 2, 24, 21).samples);
+  const tuner::Dataset few = shared_structure(3, 2, 8, 11);
+  tuner::EvalOptions options;
+  options.bases["xgb"] = {"base.model", base.get()};
+  const auto rows = tuner::evaluate_models(few, {"xgb"}, 1, options);
+  const auto fresh_rows = tuner::evaluate_models(few, {"xgb"}, 1);
+  for (const char* split : {"held-out ops", "held-out sizes"}) {
+    const auto *from_base = find(rows, split, "xgb from base.model"), *fresh = find(fresh_rows, split, "xgb");
+    REQUIRE_MESSAGE(from_base, split);
+    REQUIRE_MESSAGE(fresh, split);
+    CHECK(!find(rows, split, "xgb"));  // the kind's row is named after its base
+    CHECK(from_base->folds == fresh->folds);
+    CHECK(from_base->metrics.groups == fresh->metrics.groups);
+    CHECK_MESSAGE(from_base->metrics.pairwise_accuracy > fresh->metrics.pairwise_accuracy + 0.05, split);
+  }
+  // A base of another kind, or untrained, is refused before any training.
+  options.bases.clear();
+  options.bases["nn"] = {"base.model", base.get()};
+  CHECK_THROWS_WITH(tuner::evaluate_models(few, {"nn"}, 1, options),
+                    doctest::Contains("a nn model starts from a trained nn model, not xgb"));
+  auto untrained = costmodel::make_model("xgb", 1);
+  options.bases.clear();
+  options.bases["xgb"] = {"empty.model", untrained.get()};
+  CHECK_THROWS_WITH(tuner::evaluate_models(few, {"xgb"}, 1, options), doctest::Contains("starts from a trained"));
+
+  // Trained from the base: its header names the base, its metrics are those of the folds
+  // fine-tuned from it, and it ranks as the base fine-tuned on every record does.
+  const tuner::Base named{"base.model", base.get()};
+  const db::ModelRow row = tuner::train_model(few, "xgb", "t1", 1, &named);
+  costmodel::ModelMeta meta;
+  auto saved = costmodel::load_model(row.blob, &meta);
+  CHECK(meta.base == "base.model");
+  const auto metrics = nlohmann::json::parse(row.metrics_json);
+  REQUIRE(metrics.contains("held-out sizes"));
+  CHECK(metrics["held-out sizes"]["pairwise_accuracy"].get<double>() ==
+        doctest::Approx(find(rows, "held-out sizes", "xgb from base.model")->metrics.pairwise_accuracy));
+  auto expected = costmodel::make_model("xgb", 1);
+  expected->load_payload(base->payload());
+  expected->fine_tune(few.samples);
+  std::vector<costmodel::Features> x;
+  for (auto& s : few.samples) x.push_back(s.x);
+  CHECK(saved->predict(x) == expected->predict(x));
+  // Trained from nothing, it names no base.
+  costmodel::ModelMeta plain;
+  costmodel::load_model(tuner::train_model(few, "xgb", "t1", 1).blob, &plain);
+  CHECK(plain.base.empty());
 }

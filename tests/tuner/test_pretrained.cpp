@@ -8,11 +8,13 @@
 #include <set>
 
 #include "costmodel/features.hpp"
+#include "db/store.hpp"
 #include "helpers.hpp"
 #include "support/subprocess.hpp"
 #include "tuner/pretrained.hpp"
 #include "tuner/search.hpp"
 #include "tuner/space.hpp"
+#include "tuner/tune.hpp"
 
 using namespace tiletune;
 
@@ -210,7 +212,7 @@ TEST_CASE("cli: model train --out writes the shipped-model file; eval --shipped 
                        "--cache", test::kernel_cache(), "--min-time", "0.01"});
     REQUIRE_MESSAGE(r.exit_code == 0, r.output);
   }
-  auto train = tiletune({"model", "train", "--db", db, "--kind", "xgb", "--out", out});
+  auto train = tiletune({"model", "train", "--db", db, "--kind", "xgb", "--fresh", "--out", out});
   CHECK_MESSAGE(train.exit_code == 0, train.output);
   CHECK(train.output.find("written to " + out) != std::string::npos);
   std::ifstream in(out, std::ios::binary);
@@ -249,4 +251,66 @@ TEST_CASE("cli: model train --out writes the shipped-model file; eval --shipped 
     CHECK(eval.output.find("no xgb model is shipped for " + tuner::machine_kind(backend->target())) !=
           std::string::npos);
   }
+  CHECK(tiletune({"model", "eval", "--db", db, "--shipped", "--from-shipped"}).exit_code == 2);
+  // model train starts from the shipped model (fine-tuned on this machine's records, it names
+  // its base, and a search fine-tunes it further instead of retraining it from nothing), or,
+  // where none is shipped, from nothing, saying so.
+  const std::string from_out = dir.file("from.model");
+  auto from = tiletune({"model", "train", "--db", db, "--kind", "xgb", "--out", from_out});
+  REQUIRE_MESSAGE(from.exit_code == 0, from.output);
+  std::ifstream from_in(from_out, std::ios::binary);
+  costmodel::ModelMeta meta;
+  costmodel::load_model(std::string((std::istreambuf_iterator<char>(from_in)), std::istreambuf_iterator<char>()), &meta);
+  auto from_eval = tiletune({"model", "eval", "--db", db, "--kind", "xgb", "--from-shipped", "--json"});
+  {
+    // Records of a machine kind nothing is shipped for (3 lanes): trained from nothing, saying so.
+    auto store = db::open_store(db);
+    db::TargetRow other = store->targets().front();
+    const std::string here = other.key;
+    other.key = "00000000000000b3";
+    auto traits = nlohmann::json::parse(other.traits_json);
+    traits["vector_lanes"] = 3;
+    other.traits_json = traits.dump();
+    store->put_target(other);
+    for (db::Record r : store->records(db::RecordQuery{"", here, 0, 1000, true})) {
+      r.target_key = other.key;
+      store->add_record(r);
+    }
+  }
+  auto none = tiletune({"model", "train", "--db", db, "--kind", "xgb", "--target", "00000000000000b3"});
+  CHECK_MESSAGE(none.exit_code == 0, none.output);
+  CHECK_MESSAGE(none.output.find("no xgb model is shipped for cpu-simd3: the xgb model is trained from nothing") !=
+                    std::string::npos,
+                none.output);
+  const std::string shipped_name = tuner::shipped_model_name("xgb", tuner::machine_kind(backend->target()));
+  if (!tuner::shipped_model("xgb", backend->target())) {
+    CHECK(meta.base.empty());
+    CHECK(from_eval.exit_code == 3);  // asked for by name: not there
+    CHECK(from_eval.output.find("no xgb model is shipped") != std::string::npos);
+    return;
+  }
+  CHECK(meta.base == shipped_name);
+  CHECK(from.output.find(shipped_name) != std::string::npos);  // the table's "from"
+  CHECK_MESSAGE(from_eval.exit_code == 0, from_eval.output);
+  CHECK(from_eval.output.find("\"model\":\"xgb from " + shipped_name + "\"") != std::string::npos);
+  auto store = db::open_store(db);
+  tuner::TuneOptions options;
+  options.strategy = "xgb";
+  options.models = store.get();
+  const auto w = test::library_workload("matmul", "M=32,N=48,K=16");
+  auto context_now = [&] {
+    std::vector<std::string> notes;
+    tuner::SearchContext c = tuner::search_context(w, backend->target(), *store, options, notes);
+    CHECK(notes.empty());
+    CHECK(c.prior.size() == 8);  // the other workload's records
+    return c;
+  };
+  tuner::SearchContext fine_tuned = context_now();
+  CHECK(fine_tuned.base);
+  CHECK(!fine_tuned.pretrained);
+  // Trained from nothing (the newer model now), it is retrained from nothing as records come.
+  REQUIRE(tiletune({"model", "train", "--db", db, "--kind", "xgb", "--fresh"}).exit_code == 0);
+  tuner::SearchContext fresh = context_now();
+  CHECK(fresh.pretrained);
+  CHECK(!fresh.base);
 }
