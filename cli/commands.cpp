@@ -6,8 +6,8 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "cli/exit_codes.hpp"
 #include "cli/inputs.hpp"
@@ -302,8 +302,8 @@ int run_model_train(const CommonOptions& c, const ModelEvalOptions& o, const std
     auto metrics = nlohmann::json::parse(m.metrics_json);
     auto held = metrics.value("held-out sizes", nlohmann::json::object());
     auto get = [&](const char* k) { return held.contains(k) ? fmt("%.3f", held[k].get<double>()) : "-"; };
-    rows.push_back({{kind, shipped ? shipped->first : "nothing", std::to_string(m.records),
-                     get("pairwise_accuracy"), get("top5"), fmt("%.0f", m.blob.size() / 1024.0)}});
+    rows.push_back({{kind, shipped ? shipped->first : "nothing", std::to_string(m.records), get("pairwise_accuracy"),
+                     get("top5"), fmt("%.0f", m.blob.size() / 1024.0)}});
   }
   print_table({"model", "from", "records", "pairwise (held-out sizes)", "top-5", "KiB"}, rows);
   std::cout << "stored in " << c.db << " for target " << target.key << (out.empty() ? "" : " and written to " + out)

@@ -292,7 +292,8 @@ TuneSummary tune(const ir::Workload& w, const codegen::TargetInfo& target, measu
   // finished workloads at once.
   std::unique_ptr<SearchStrategy> search;
   if (summary.already < options.trials) {
-    search = make_search(options.strategy, space, options.seed, search_context(w, target, store, options, summary.notes));
+    search =
+        make_search(options.strategy, space, options.seed, search_context(w, target, store, options, summary.notes));
     search->notify(known, known_latency);
   }
 

@@ -120,7 +120,8 @@ TEST_CASE("xgb: a large batch, predicted in slices on all cores, scores each row
     CHECK(differ == 0);
     CHECK(m->predict({x.back()}).at(0) == together.back());
     // A loaded model predicts the same way.
-    auto loaded = costmodel::load_model(costmodel::save_model(*m, {"xgb", "t", costmodel::kFeatureVersion, 180, "{}", ""}));
+    auto loaded =
+        costmodel::load_model(costmodel::save_model(*m, {"xgb", "t", costmodel::kFeatureVersion, 180, "{}", ""}));
     CHECK(loaded->predict(x) == together);
   }
 }
@@ -132,8 +133,8 @@ TEST_CASE("models: save/load round-trips with metadata; corrupt and mismatched b
     auto m = costmodel::make_model(kind);
     CHECK(error_of([&] { costmodel::save_model(*m, {}); }).find("untrained") != std::string::npos);
     m->fit(train);
-    costmodel::ModelMeta meta{
-        kind, "target1", costmodel::kFeatureVersion, 120, R"({"pairwise_accuracy":0.9})", "base.model"};
+    const std::string metrics = R"({"pairwise_accuracy":0.9})";
+    costmodel::ModelMeta meta{kind, "target1", costmodel::kFeatureVersion, 120, metrics, "base.model"};
     std::string blob = costmodel::save_model(*m, meta);
     costmodel::ModelMeta back;
     auto loaded = costmodel::load_model(blob, &back);
@@ -194,7 +195,8 @@ TEST_CASE("xgb: a new model pools a candidate's nests by max, and keeps that thr
   }
   CHECK(m->predict(two) == m->predict(as_max));
   CHECK(m->predict(two) != m->predict(as_sum));
-  auto loaded = costmodel::load_model(costmodel::save_model(*m, {"xgb", "t", costmodel::kFeatureVersion, 180, "{}", ""}));
+  auto loaded =
+      costmodel::load_model(costmodel::save_model(*m, {"xgb", "t", costmodel::kFeatureVersion, 180, "{}", ""}));
   CHECK(loaded->predict(two) == loaded->predict(as_max));
   loaded->fine_tune(synthetic(2, 30, 6));
   CHECK(loaded->predict(two) == loaded->predict(as_max));
@@ -366,7 +368,8 @@ TEST_CASE("xgb-pairs: the comparator orders the ranker's first picks of a worklo
   }
   CHECK(costmodel::evaluate_ranking(group, first_latency, first_score).pairwise_accuracy > 0.75);
   // Saved and loaded, it ranks alike; a broken payload is a clear error.
-  auto loaded = costmodel::load_model(costmodel::save_model(*m, {"xgb-pairs", "t", costmodel::kFeatureVersion, 600, "{}", ""}));
+  auto loaded =
+      costmodel::load_model(costmodel::save_model(*m, {"xgb-pairs", "t", costmodel::kFeatureVersion, 600, "{}", ""}));
   CHECK(loaded->rank(x) == ranked);
   auto fresh = costmodel::make_model("xgb-pairs");
   ErrorKind k{};
@@ -433,7 +436,8 @@ TEST_CASE("xgb-pairs: records with nothing to compare rank as the ranker does, u
   std::vector<Features> x;
   for (auto& s : synthetic(1, 40, 6)) x.push_back(s.x);
   CHECK(m->rank(x) == m->predict(x));
-  auto loaded = costmodel::load_model(costmodel::save_model(*m, {"xgb-pairs", "t", costmodel::kFeatureVersion, 40, "{}", ""}));
+  auto loaded =
+      costmodel::load_model(costmodel::save_model(*m, {"xgb-pairs", "t", costmodel::kFeatureVersion, 40, "{}", ""}));
   CHECK(loaded->rank(x) == m->predict(x));
   const std::size_t without = loaded->payload().size();
   loaded->fine_tune(synthetic(2, 30, 7));

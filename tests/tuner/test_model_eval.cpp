@@ -139,7 +139,7 @@ TEST_CASE("model eval's learning curve: held-out ops ranked by models trained on
                       doctest::Contains("above 0 and below 1"));
 }
 
-TEST_CASE("model eval and train from a base: a machine's few records fine-tune a model that learnt the structure elsewhere") {
+TEST_CASE("model eval and train from a base: a few records fine-tune a model that learnt the structure elsewhere") {
   // The base learnt the structure from many ops; this machine has three ops of two sizes, eight
   // records a workload: too few to learn it from nothing.
   auto base = costmodel::make_model("xgb", 1);

@@ -259,8 +259,9 @@ TEST_CASE("cli: model train --out writes the shipped-model file; eval --shipped 
   auto from = tiletune({"model", "train", "--db", db, "--kind", "xgb", "--out", from_out});
   REQUIRE_MESSAGE(from.exit_code == 0, from.output);
   std::ifstream from_in(from_out, std::ios::binary);
+  const std::string from_blob((std::istreambuf_iterator<char>(from_in)), std::istreambuf_iterator<char>());
   costmodel::ModelMeta meta;
-  costmodel::load_model(std::string((std::istreambuf_iterator<char>(from_in)), std::istreambuf_iterator<char>()), &meta);
+  costmodel::load_model(from_blob, &meta);
   auto from_eval = tiletune({"model", "eval", "--db", db, "--kind", "xgb", "--from-shipped", "--json"});
   {
     // Records of a machine kind nothing is shipped for (3 lanes): trained from nothing, saying so.
