@@ -247,15 +247,36 @@ void transfer_rows(const std::string& split, int folds, const std::map<int, Tran
     }
 }
 
-//! A model of `kind` trained on `train`: from nothing, or its base in `bases` fine-tuned on them.
+//! Each base's payload, taken once for all the models that start from it (as
+//! costmodel::OnlineModel keeps its base's); Error(InvalidInput) for a base that is missing,
+//! untrained or not of the kind it is given for.
+std::map<std::string, std::string> base_payloads(const std::map<std::string, Base>& bases) {
+  std::map<std::string, std::string> out;
+  for (auto& [kind, base] : bases) {
+    if (!base.model || base.model->kind() != kind || !base.model->trained())
+      throw_error(ErrorKind::InvalidInput, "a " + kind + " model starts from a trained " + kind + " model, not " +
+                                               (base.model ? base.model->kind() : std::string("none")));
+    out[kind] = base.model->payload();
+  }
+  return out;
+}
+
+//! The rows of a kind: its name, or "KIND from NAME" for one that starts from a base.
+std::string row_name(const std::string& kind, const std::map<std::string, Base>& bases) {
+  auto b = bases.find(kind);
+  return b == bases.end() ? kind : kind + " from " + b->second.name;
+}
+
+//! A model of `kind` trained on `train`: from nothing, or from its base's payload fine-tuned on them.
 std::unique_ptr<costmodel::CostModel> trained_on(const std::string& kind, const std::vector<costmodel::Sample>& train,
-                                                 std::uint64_t seed, const std::map<std::string, Base>& bases) {
+                                                 std::uint64_t seed,
+                                                 const std::map<std::string, std::string>& payloads) {
   auto model = costmodel::make_model(kind, seed);
-  auto base = bases.find(kind);
-  if (base == bases.end()) {
+  auto payload = payloads.find(kind);
+  if (payload == payloads.end()) {
     model->fit(train);
   } else {
-    model->load_payload(base->second.model->payload());  // as costmodel::OnlineModel starts from its base
+    model->load_payload(payload->second);
     model->fine_tune(train);
   }
   return model;
@@ -267,15 +288,7 @@ std::vector<EvalRow> evaluate_models(const Dataset& data, const std::vector<std:
                                      const EvalOptions& options) {
   const std::vector<int>& transfer = options.transfer;
   const std::vector<double>& op_shares = options.op_shares;
-  for (auto& [kind, base] : options.bases)
-    if (!base.model || base.model->kind() != kind || !base.model->trained())
-      throw_error(ErrorKind::InvalidInput, "a " + kind + " model starts from a trained " + kind + " model, not " +
-                                               (base.model ? base.model->kind() : std::string("none")));
-  // A kind's row: its name, or what it starts from.
-  auto row_name = [&](const std::string& kind) {
-    auto b = options.bases.find(kind);
-    return b == options.bases.end() ? kind : kind + " from " + b->second.name;
-  };
+  const std::map<std::string, std::string> payloads = base_payloads(options.bases);
   for (double share : op_shares)
     if (!(share > 0 && share < 1))
       throw_error(ErrorKind::InvalidInput,
@@ -301,11 +314,11 @@ std::vector<EvalRow> evaluate_models(const Dataset& data, const std::vector<std:
       }
       if (train.empty() || test.empty()) continue;
       for (auto& kind : kinds) {
-        auto model = trained_on(kind, train, seed, options.bases);
+        auto model = trained_on(kind, train, seed, payloads);
         std::vector<float> score = rank_by_workload(*model, test, test_x);
         parts[kind].push_back(test_on(test, score));
         test_by_op(data, test, score, op_parts[kind]);
-        for (int k : transfer) test_transfer(test, *model, row_name(kind), k, seed, transfer_parts[k]);
+        for (int k : transfer) test_transfer(test, *model, row_name(kind, options.bases), k, seed, transfer_parts[k]);
       }
       // The learning curve: each share's subset drawn once a fold, whatever the kinds. A held-out
       // size trains on its own op's other sizes, which a share could drop: no curve there.
@@ -315,7 +328,7 @@ std::vector<EvalRow> evaluate_models(const Dataset& data, const std::vector<std:
           for (double share : shares) {
             const std::vector<costmodel::Sample> subset = share_of_ops(data, train, order, share);
             for (auto& kind : kinds) {
-              auto subset_model = trained_on(kind, subset, seed, options.bases);
+              auto subset_model = trained_on(kind, subset, seed, payloads);
               share_parts[share][kind].push_back(test_on(test, rank_by_workload(*subset_model, test, test_x)));
             }
           }
@@ -330,12 +343,12 @@ std::vector<EvalRow> evaluate_models(const Dataset& data, const std::vector<std:
     std::vector<std::string> names = kinds;
     names.push_back("random");
     for (auto& name : names)
-      out.push_back({name == "random" ? name : row_name(name), split, static_cast<int>(folds.size()),
+      out.push_back({name == "random" ? name : row_name(name, options.bases), split, static_cast<int>(folds.size()),
                      costmodel::combine(parts[name]), combine_by_op(op_parts[name])});
     transfer_rows(split, static_cast<int>(folds.size()), transfer_parts, out);
     for (auto& [share, by_kind] : share_parts)
       for (auto& [kind, p] : by_kind)
-        out.push_back({row_name(kind), share_split(share), static_cast<int>(folds.size()),
+        out.push_back({row_name(kind, options.bases), share_split(share), static_cast<int>(folds.size()),
                        combine_draws(p, kShareDraws), {}});
   }
   return out;
@@ -367,7 +380,7 @@ db::ModelRow train_model(const Dataset& data, const std::string& kind, const std
                                              std::to_string(data.samples.size()) + "): tune some ops first");
   EvalOptions options;
   if (base) options.bases[kind] = *base;
-  const std::string name = base ? kind + " from " + base->name : kind;  // its rows (evaluate_models)
+  const std::string name = row_name(kind, options.bases);
   nlohmann::json metrics = nlohmann::json::object();
   for (auto& row : evaluate_models(data, {kind}, seed, options))
     if (row.model == name && row.folds > 0)
@@ -376,7 +389,7 @@ db::ModelRow train_model(const Dataset& data, const std::string& kind, const std
                             {"spearman", row.metrics.spearman},
                             {"top1", row.metrics.top1},
                             {"top5", row.metrics.top5}};
-  auto model = trained_on(kind, data.samples, seed, options.bases);
+  auto model = trained_on(kind, data.samples, seed, base_payloads(options.bases));
   const int version = costmodel::feature_version_of(model->width());  // what save_model writes
   costmodel::ModelMeta meta{kind,           target_key, version, static_cast<std::int64_t>(data.samples.size()),
                             metrics.dump(), base ? base->name : ""};

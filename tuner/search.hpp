@@ -27,7 +27,7 @@ struct SearchContext {
   std::vector<costmodel::Sample> prior;
   //! The target's own saved model, trained from nothing: retrained from scratch as records arrive.
   std::unique_ptr<costmodel::CostModel> pretrained;
-  //! Else the target's saved model fine-tuned from a shipped one (`model train --from-shipped`),
+  //! Else the target's saved model fine-tuned from a shipped one (`model train` without --fresh),
   //! or the model shipped for the target's machine kind (tuner/pretrained.hpp): fine-tuned on
   //! `prior` and the new records (costmodel::OnlineModel::FromBase).
   std::unique_ptr<costmodel::CostModel> base;

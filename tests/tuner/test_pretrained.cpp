@@ -283,6 +283,11 @@ TEST_CASE("cli: model train --out writes the shipped-model file; eval --shipped 
   CHECK_MESSAGE(none.output.find("no xgb model is shipped for cpu-simd3: the xgb model is trained from nothing") !=
                     std::string::npos,
                 none.output);
+  // Asked for by name, a shipped model that is not there is "not found".
+  auto none_eval =
+      tiletune({"model", "eval", "--db", db, "--kind", "xgb", "--from-shipped", "--target", "00000000000000b3"});
+  CHECK(none_eval.exit_code == 3);
+  CHECK(none_eval.output.find("no xgb model is shipped for cpu-simd3") != std::string::npos);
   const std::string shipped_name = tuner::shipped_model_name("xgb", tuner::machine_kind(backend->target()));
   if (!tuner::shipped_model("xgb", backend->target())) {
     CHECK(meta.base.empty());
