@@ -1,5 +1,6 @@
 // The features' names and documentation, in row order (feature_layout.hpp), and the versions
 // whose rows are prefixes of this build's.
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -120,6 +121,11 @@ const std::vector<std::pair<std::string, std::string>> kDocsV8 = {
      "(a fused epilogue's reads count as in roof_work_log)"},
     {"program_roof_steps_log", "the same with the cycles of roof_steps_log"},
 };
+const std::vector<std::pair<std::string, std::string>> kDocsV9 = {
+    {"stage_share",
+     "the nest's share of the program's estimated cycles (those of roof_work_log over those of "
+     "program_roof_work_log): the dominant pooling reads the row of the largest"},
+};
 
 //! The per-buffer features' names: buffer i of the stage, the largest first.
 std::vector<std::pair<std::string, std::string>> all_docs() {
@@ -154,6 +160,7 @@ std::vector<std::pair<std::string, std::string>> all_docs() {
   docs.insert(docs.end(), kDocsV6.begin(), kDocsV6.end());
   docs.insert(docs.end(), kDocsV7.begin(), kDocsV7.end());
   docs.insert(docs.end(), kDocsV8.begin(), kDocsV8.end());
+  docs.insert(docs.end(), kDocsV9.begin(), kDocsV9.end());
   return docs;
 }
 
@@ -165,11 +172,16 @@ const std::vector<std::pair<std::string, std::string>>& feature_docs() {
 }
 std::size_t feature_count() { return kCount; }
 
+bool whole_program_feature(std::size_t i) {
+  return std::any_of(std::begin(kProgramFeatures), std::end(kProgramFeatures),
+                     [&](Feature f) { return static_cast<std::size_t>(f) == i; });
+}
+
 namespace {
 //! The versions this build's rows begin with, oldest first: each appended to the one before.
 constexpr std::pair<int, std::size_t> kPrefixVersions[] = {
     {3, kScatterStores}, {4, kRoofLines}, {5, kParallelWork}, {6, kBodyLoads}, {7, kProgramRoofWork},
-    {kFeatureVersion, kCount}};
+    {8, kStageShare}, {kFeatureVersion, kCount}};
 }  // namespace
 
 std::size_t feature_count(int version) {

@@ -95,9 +95,17 @@ enum Feature {
   // max lets a small nest's stand for all.
   kProgramRoofWork,
   kProgramRoofSteps,
+  // Version 9 appends the nest's share of the program's estimated cycles (the cycles of
+  // kRoofWork over the program's), by which Pooling::Dominant picks the row that stands for it.
+  kStageShare,
   kCount
 };
 
-static_assert(kCount == 93, "name the features in feature_docs.cpp and raise kFeatureVersion with them");
+//! The whole-program features: set in the first row only (0 in the others), so that every
+//! pooling keeps them.
+inline constexpr Feature kProgramFeatures[] = {kInlined, kFuseRows, kStages, kTempBytes, kProgramRoofWork,
+                                               kProgramRoofSteps};
+
+static_assert(kCount == 94, "name the features in feature_docs.cpp and raise kFeatureVersion with them");
 
 }  // namespace tiletune::costmodel::layout

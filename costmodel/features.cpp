@@ -308,10 +308,15 @@ Features extract_features(const ir::Workload& w, const ir::LoopNest& nest, const
   Features out;
   out.stages.reserve(std::max<size_t>(1, nest.stages.size()));
   StageFeatures::Cycles program;
+  detail::Small<double> work;  // each nest's
   for (auto& sn : nest.stages) {
     out.stages.emplace_back(kCount, 0.0f);
-    program += StageFeatures(w, nest, sn, t).add_to(out.stages.back());
+    const StageFeatures::Cycles cycles = StageFeatures(w, nest, sn, t).add_to(out.stages.back());
+    work.push_back(cycles.work);
+    program += cycles;
   }
+  for (size_t r = 0; r < work.size(); ++r)  // each nest's work is at least a cycle
+    out.stages[r][kStageShare] = static_cast<float>(work[r] / program.work);
   if (out.stages.empty()) out.stages.emplace_back(kCount, 0.0f);
   FeatureRow& f = out.stages.front();
   // log2(1 + ratio): never below 0, which the other rows hold here, so that max pooling keeps it.
@@ -338,6 +343,17 @@ void check_feature_row(const FeatureRow& row) {
 void Features::pool_into(float* out, Pooling how, std::size_t width) const {
   width = std::min<std::size_t>(width, kCount);
   if (stages.empty()) std::fill(out, out + width, 0.0f);
+  if (how == Pooling::Dominant && !stages.empty()) {
+    std::size_t top = 0;
+    for (std::size_t r = 0; r < stages.size(); ++r) {
+      check_feature_row(stages[r]);
+      if (stages[r][kStageShare] > stages[top][kStageShare]) top = r;
+    }
+    std::copy_n(stages[top].begin(), width, out);
+    for (Feature i : kProgramFeatures)
+      if (static_cast<std::size_t>(i) < width) out[i] = stages.front()[i];
+    return;
+  }
   for (size_t r = 0; r < stages.size(); ++r) {
     const FeatureRow& row = stages[r];
     check_feature_row(row);

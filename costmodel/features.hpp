@@ -28,13 +28,18 @@ namespace tiletune::costmodel {
 //! epilogue's loads per output, and the roofline estimate with those loads.
 //! 8: appended the program's roofline estimates (its nests' cycles over their bounds, both
 //! summed), which ops of several nests need: a ratio per nest says nothing of the nest's share.
+//! 9: appended each nest's share of the program's estimated cycles, by which new xgb models pool
+//! a program's rows (Pooling::Dominant).
 //! A version that only appends keeps the models of the one before: each reads the prefix of
 //! every row that it was trained on (feature_count(version)).
-inline constexpr int kFeatureVersion = 8;
+inline constexpr int kFeatureVersion = 9;
 
 //! Names of the features, one line of documentation each, in vector order.
 const std::vector<std::pair<std::string, std::string>>& feature_docs();
 std::size_t feature_count();
+//! Whether feature `i` (in feature_docs' order) is a whole-program one: set in a candidate's first
+//! row only, 0 in the others, so that every pooling keeps it.
+bool whole_program_feature(std::size_t i);
 //! Features of a version this build's rows begin with: a model trained on it reads that prefix
 //! of every row. 0 for a version they do not begin with (1 and 2, whose features differ).
 std::size_t feature_count(int version);
@@ -44,11 +49,16 @@ int feature_version_of(std::size_t count);
 using FeatureRow = std::vector<float>;
 
 //! How a model that reads one fixed-length vector per candidate combines its rows.
-//! Sum: each feature summed over the nests (the first models, the shipped ones among them).
+//! Sum: each feature summed over the nests (the first models, cpu-simd8's shipped one among them).
 //! Max: each feature's largest over the nests, feature by feature, where a sum would mix
 //! meanings: most features are per-nest ratios or log2 scales (a sum of log2 flops is the log
-//! of a product). New xgb models pool by max: it ranks better (docs/cost-models.md, recipes v1 and v2).
-enum class Pooling { Sum, Max };
+//! of a product). Ranked better than sums (docs/cost-models.md, recipes v1 and v2).
+//! Dominant: the row of the nest with the largest share of the program's estimated cycles
+//! (stage_share, the first of equals), with the first row's whole-program features: one nest's
+//! features together, where max pooling joins one nest's vector width to another's strides and
+//! a third's loop trips. New xgb models pool so: trained on one corpus, they rank ops outside it
+//! better (docs/cost-models.md, "Which nest stands for a program").
+enum class Pooling { Sum, Max, Dominant };
 
 //! Features of one candidate: one row per loop nest it runs (a statement, with what is inlined
 //! or fused into it); whole-program features sit in the first row (0 in the others) so that

@@ -9,6 +9,9 @@
 namespace tiletune::costmodel {
 
 std::unique_ptr<CostModel> make_xgb_model(std::uint64_t seed);
+//! How a model of make_xgb_model's pools a candidate's rows: its trees' (kept through save and
+//! load); xgb-pairs' comparator pools as its ranker does. Error(Internal) for another kind.
+Pooling xgb_pooling(const CostModel& xgb);
 std::unique_ptr<CostModel> make_nn_model(std::uint64_t seed);
 //! "xgb-pairs" (costmodel/pair_model.cpp): an xgb ranker and a comparator of two candidates;
 //! `ranker` (a trained xgb) if given, else a fresh one.

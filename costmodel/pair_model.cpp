@@ -1,9 +1,9 @@
 // "xgb-pairs": the xgb ranker, whose first picks among one workload's candidates a comparator
 // orders again. The comparator is gradient-boosted trees on a pair of candidates (the difference
-// of their pooled rows and their mean) that give the chance the first is the faster. A model of
-// one candidate at a time has to place every config of every workload on one scale; the
-// comparator only has to say which of two configs of one workload is faster, which is what a
-// search asks. Measured on the Intel Xeon's corpus (docs/cost-models.md): held-out sizes 0.880 ->
+// of their rows, pooled as the ranker pools them, and their mean) that give the chance the first
+// is the faster. A model of one candidate at a time has to place every config of every workload
+// on one scale; the comparator only has to say which of two configs of one workload is faster,
+// which is what a search asks. Measured on the Intel Xeon's corpus (docs/cost-models.md): held-out sizes 0.880 ->
 // 0.895, held-out ops 0.854 -> 0.870, in a throwaway harness before this model existed.
 #include <xgboost/c_api.h>
 
@@ -46,10 +46,10 @@ void pair_row(const float* a, const float* b, std::size_t width, float* out) {
   }
 }
 
-//! The max-pooled rows of `x`, `width` features each.
-std::vector<float> pooled_rows(const std::vector<const Features*>& x, std::size_t width) {
+//! The pooled rows of `x`, `width` features each.
+std::vector<float> pooled_rows(const std::vector<const Features*>& x, Pooling how, std::size_t width) {
   std::vector<float> rows(x.size() * width);
-  for (std::size_t i = 0; i < x.size(); ++i) x[i]->pool_into(&rows[i * width], Pooling::Max, width);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i]->pool_into(&rows[i * width], how, width);
   return rows;
 }
 
@@ -93,7 +93,7 @@ class PairModel final : public CostModel {
     std::vector<const Features*> top;
     for (std::size_t i = 0; i < n; ++i) top.push_back(&x[order[i]]);
     const std::size_t w = width();
-    const std::vector<float> rows = pooled_rows(top, w);
+    const std::vector<float> rows = pooled_rows(top, xgb_pooling(*ranker_), w);
     std::vector<float> pairs(n * n * 2 * w);  // every ordered pair (a, b); a == b is scored and unused
     for (std::size_t a = 0; a < n; ++a)
       for (std::size_t b = 0; b < n; ++b) pair_row(&rows[a * w], &rows[b * w], w, &pairs[(a * n + b) * 2 * w]);
@@ -197,7 +197,7 @@ class PairModel final : public CostModel {
     p.width = width();
     std::vector<const Features*> x;
     for (const Sample* s : g.samples) x.push_back(&s->x);
-    const std::vector<float> rows = pooled_rows(x, p.width);
+    const std::vector<float> rows = pooled_rows(x, xgb_pooling(*ranker_), p.width);
     std::mt19937_64 rng(seed_);
     bool flip = false;
     auto add = [&](std::size_t a, std::size_t b) {

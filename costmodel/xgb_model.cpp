@@ -25,12 +25,19 @@ std::vector<float> dense(const std::vector<const Features*>& x, std::size_t begi
   return data;
 }
 
-//! The booster attribute (saved in the payload) naming how a model pools its rows, and its one
-//! value: models trained from now on pool by max (Pooling's comment); those trained before the
-//! attribute existed have none and were trained on sums.
+//! The booster attribute (saved in the payload) naming how a model pools its rows, and its
+//! values: models trained before the attribute existed have none and were trained on sums; those
+//! trained before feature version 9 pool by max; new ones pool by the dominant nest (Pooling's
+//! comment).
 constexpr const char* kPoolingAttr = "tiletune_pooling";
-constexpr const char* kMaxPooling = "max";
-constexpr Pooling kNewModelPooling = Pooling::Max;  //!< what kMaxPooling names
+constexpr std::pair<Pooling, const char*> kPoolingNames[] = {{Pooling::Max, "max"}, {Pooling::Dominant, "dominant"}};
+constexpr Pooling kNewModelPooling = Pooling::Dominant;
+
+const char* pooling_name(Pooling how) {
+  for (auto [pooling, name] : kPoolingNames)
+    if (pooling == how) return name;
+  throw_error(ErrorKind::Internal, "xgb: a pooling with no name");
+}
 
 //! Owns a DMatrix of pooled rows.
 class Matrix {
@@ -172,11 +179,12 @@ class XgbModel final : public CostModel {
     Grouped g = group_samples(samples);
     Matrix m = training_matrix(g, kNewModelPooling, feature_count());
     reset();
-    pooling_ = kNewModelPooling;  // before anything can throw: a booster left half-trained reads max too
+    pooling_ = kNewModelPooling;  // before anything can throw: a booster left half-trained pools so too
     width_ = feature_count();
     DMatrixHandle train[] = {m.get()};
     check_xgboost(XGBoosterCreate(train, 1, &booster_), ErrorKind::Internal, "creating a booster");
-    check_xgboost(XGBoosterSetAttr(booster_, kPoolingAttr, kMaxPooling), ErrorKind::Internal, "setting the pooling");
+    check_xgboost(XGBoosterSetAttr(booster_, kPoolingAttr, pooling_name(pooling_)), ErrorKind::Internal,
+                  "setting the pooling");
     boost(m, g, 0, kRounds);
     compile_trees(payload());
   }
@@ -225,6 +233,8 @@ class XgbModel final : public CostModel {
     return scores;
   }
 
+  Pooling pooling() const { return pooling_; }
+
   std::string payload() const override {
     bst_ulong n = 0;
     const char* bytes = nullptr;
@@ -246,12 +256,17 @@ class XgbModel final : public CostModel {
     const char* pooling = nullptr;
     int found = 0;
     check_xgboost(XGBoosterGetAttr(booster_, kPoolingAttr, &pooling, &found), ErrorKind::Internal, "reading the pooling");
-    if (found && std::string(pooling) != kMaxPooling) {
+    pooling_ = Pooling::Sum;
+    if (found) {
       const std::string name = pooling;
-      reset();
-      throw_error(ErrorKind::InvalidInput, "the model pools its rows by '" + name + "', unknown to this build");
+      auto known = std::find_if(std::begin(kPoolingNames), std::end(kPoolingNames),
+                                [&](auto& p) { return name == p.second; });
+      if (known == std::end(kPoolingNames)) {
+        reset();
+        throw_error(ErrorKind::InvalidInput, "the model pools its rows by '" + name + "', unknown to this build");
+      }
+      pooling_ = known->first;
     }
-    pooling_ = found ? kNewModelPooling : Pooling::Sum;
     // A model of an earlier feature version reads the prefix of each row it was trained on.
     bst_ulong features = 0;
     try {
@@ -337,6 +352,12 @@ void check_xgboost(int rc, ErrorKind kind, const std::string& what) {
 }
 
 std::unique_ptr<CostModel> make_xgb_model(std::uint64_t seed) { return std::make_unique<XgbModel>(seed); }
+
+Pooling xgb_pooling(const CostModel& xgb) {
+  auto* model = dynamic_cast<const XgbModel*>(&xgb);
+  if (!model) throw_error(ErrorKind::Internal, "the pooling of a " + xgb.kind() + " model asked of xgb");
+  return model->pooling();
+}
 
 int xgb_fine_tune_rounds(std::size_t samples) {
   const std::size_t steps = std::max<std::size_t>(1, (samples + kXgbFineTuneStep - 1) / kXgbFineTuneStep);

@@ -54,6 +54,9 @@ TEST_CASE("features: one documented feature per slot, each named once") {
   CHECK(costmodel::feature_count(7) == 91);
   CHECK(costmodel::feature_version_of(91) == 7);
   CHECK(costmodel::feature_count(7) < costmodel::feature_count());
+  CHECK(costmodel::feature_count(8) == 93);
+  CHECK(costmodel::feature_version_of(93) == 8);
+  CHECK(costmodel::feature_count(8) < costmodel::feature_count());
   CHECK(costmodel::feature_version_of(costmodel::feature_count()) == costmodel::kFeatureVersion);
   for (int old : {0, 1, 2, costmodel::kFeatureVersion + 1}) CHECK(costmodel::feature_count(old) == 0);
   CHECK(costmodel::feature_version_of(31) == 0);
@@ -438,7 +441,40 @@ TEST_CASE("features: the program's roofline weighs each nest by its cycles (vers
     CHECK(whole < std::max(a, b));
     CHECK(std::abs(whole - a) < std::abs(whole - b));  // weighed by the nests' bounds, not a plain mean
     CHECK(feature(two.stages[1], program) == 0.0f);
-    for (auto pooling : {costmodel::Pooling::Max, costmodel::Pooling::Sum})
+    for (auto pooling : {costmodel::Pooling::Max, costmodel::Pooling::Sum, costmodel::Pooling::Dominant})
       CHECK(feature(two.pooled(pooling), program) == whole);
   }
+}
+
+TEST_CASE("features: each nest's share of the program's cycles, and the dominant nest's row (version 9)") {
+  // A scaling, then a projection of what it wrote: the projection's nest, the second, does
+  // nearly all the work.
+  auto w = ir::bind(ir::parse_op("op scale_proj(X: f32[M, K], W: f32[K, N]) -> Y: f32[M, N] {\n"
+                                 "  s[m, k] = X[m, k] * 2.0\n  Y[m, n] += s[m, k] * W[k, n]\n}"),
+                    ir::parse_sizes("M=64,N=256,K=128"));
+  auto f = costmodel::featurize(w, ir::naive_schedule(w), kAvx512);
+  REQUIRE(f.stages.size() == 2);
+  const float first = feature(f.stages[0], "stage_share"), second = feature(f.stages[1], "stage_share");
+  CHECK(first > 0);
+  CHECK(second > 0.9f);
+  CHECK(first + second == doctest::Approx(1));
+  // The second row, with the first's whole-program features (0 in the others).
+  const std::set<std::string> program = {"inlined",        "fuse_rows_log",         "stages",
+                                         "temp_bytes_log", "program_roof_work_log", "program_roof_steps_log"};
+  const auto dominant = f.pooled(costmodel::Pooling::Dominant);
+  const auto& docs = costmodel::feature_docs();
+  for (size_t k = 0; k < docs.size(); ++k) {
+    CAPTURE(docs[k].first);
+    CHECK(costmodel::whole_program_feature(k) == (program.count(docs[k].first) == 1));
+    CHECK(dominant[k] == (program.count(docs[k].first) ? f.stages[0][k] : f.stages[1][k]));
+    if (program.count(docs[k].first)) CHECK(f.stages[1][k] == 0.0f);
+  }
+  CHECK(feature(dominant, "stages") == 2.0f);
+  // A model of an earlier version reads the prefix of that row.
+  std::vector<float> prefix(costmodel::feature_count(8));
+  f.pool_into(prefix.data(), costmodel::Pooling::Dominant, prefix.size());
+  CHECK(prefix == std::vector<float>(dominant.begin(), dominant.begin() + prefix.size()));
+  // One nest: its share is the whole.
+  auto matmul = library_workload("matmul", "M=64,N=128,K=32");
+  CHECK(feature(costmodel::featurize(matmul, ir::naive_schedule(matmul), kAvx512).stages[0], "stage_share") == 1.0f);
 }

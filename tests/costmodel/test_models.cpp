@@ -22,10 +22,20 @@ using test::error_of;
 
 namespace {
 
+std::size_t feature_index(const std::string& name) {
+  const auto& docs = costmodel::feature_docs();
+  auto it = std::find_if(docs.begin(), docs.end(), [&](auto& d) { return d.first == name; });
+  REQUIRE(it != docs.end());
+  return static_cast<std::size_t>(it - docs.begin());
+}
+
 //! Random feature rows whose latency is a known function of a few features; one or two nests
 //! per candidate, so the pooling of nests is exercised. As in a program, the nests' latencies
-//! add up, and each grows exponentially with features that are log-scale like the real ones.
+//! add up, each nest's share of them is its stage_share, the whole-program features are the
+//! first row's, and each latency grows exponentially with features that are log-scale like
+//! the real ones.
 std::vector<Sample> synthetic(int groups, int per_group, std::uint64_t seed) {
+  const std::size_t share = feature_index("stage_share");
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> u(0, 4);
   std::vector<Sample> out;
@@ -34,15 +44,60 @@ std::vector<Sample> synthetic(int groups, int per_group, std::uint64_t seed) {
       Features f;
       int nests = 1 + static_cast<int>(rng() % 2);
       double latency = 0;
+      std::vector<double> own;  // each nest's
       for (int n = 0; n < nests; ++n) {
         costmodel::FeatureRow row(costmodel::feature_count());
-        for (auto& x : row) x = u(rng);
+        for (std::size_t k = 0; k < row.size(); ++k) row[k] = n > 0 && costmodel::whole_program_feature(k) ? 0 : u(rng);
         double cost = 1.0 + g + 2.0 * row[3] + std::max(0.0f, row[7] - 2.0f) - 0.5 * row[11];
-        latency += std::exp(0.3 * cost) * 1e-3;  // groups differ in scale: only orderings within one count
+        own.push_back(std::exp(0.3 * cost) * 1e-3);  // groups differ in scale: only orderings within one count
+        latency += own.back();
         f.stages.push_back(row);
       }
+      for (int n = 0; n < nests; ++n) f.stages[n][share] = static_cast<float>(own[n] / latency);
       out.push_back({f, "w" + std::to_string(g), latency});
     }
+  return out;
+}
+
+//! An xgb payload whose pooling attribute is set to `name`.
+std::string with_pooling(const std::string& payload, const char* name) {
+  BoosterHandle b = nullptr;
+  REQUIRE(XGBoosterCreate(nullptr, 0, &b) == 0);
+  REQUIRE(XGBoosterLoadModelFromBuffer(b, payload.data(), payload.size()) == 0);
+  REQUIRE(XGBoosterSetAttr(b, "tiletune_pooling", name) == 0);
+  bst_ulong n = 0;
+  const char* bytes = nullptr;
+  REQUIRE(XGBoosterSaveModelToBuffer(b, R"({"format": "ubj"})", &n, &bytes) == 0);
+  std::string out(bytes, n);
+  XGBoosterFree(b);
+  return out;
+}
+
+//! Programs of two nests, the second of the larger share of the program's cycles, and each as
+//! the one row of each pooling: the dominant one is the second nest's row with the first's
+//! whole-program features.
+struct TwoNests {
+  std::vector<Features> two, as_dominant, as_max, as_sum;
+};
+TwoNests two_nests(std::uint64_t seed) {
+  const std::size_t share = feature_index("stage_share");
+  TwoNests out;
+  for (auto& s : synthetic(1, 40, seed)) {
+    Features f = s.x;
+    if (f.stages.size() < 2) {
+      f.stages.push_back(f.stages[0]), f.stages[1][3] *= 0.5f;
+      for (std::size_t k = 0; k < f.stages[1].size(); ++k)
+        if (costmodel::whole_program_feature(k)) f.stages[1][k] = 0;
+    }
+    f.stages[0][share] = 0.25f, f.stages[1][share] = 0.75f;
+    out.two.push_back(f);
+    costmodel::FeatureRow dominant = f.stages[1];
+    for (std::size_t k = 0; k < dominant.size(); ++k)
+      if (costmodel::whole_program_feature(k)) dominant[k] = f.stages[0][k];
+    out.as_dominant.push_back(Features{{dominant}});
+    out.as_max.push_back(Features{{f.pooled(costmodel::Pooling::Max)}});
+    out.as_sum.push_back(Features{{f.pooled(costmodel::Pooling::Sum)}});
+  }
   return out;
 }
 
@@ -180,37 +235,33 @@ TEST_CASE("models: save/load round-trips with metadata; corrupt and mismatched b
   }
 }
 
-TEST_CASE("xgb: a new model pools a candidate's nests by max, and keeps that through save, load and fine-tuning") {
+TEST_CASE("xgb: a new model reads a program by its dominant nest, and keeps that through save, load and fine-tuning") {
   auto train = synthetic(3, 60, 3);
   auto m = costmodel::make_model("xgb", 7);
   m->fit(train);
-  // Two nests score as the one row of their largest features would, not as their sum.
-  std::vector<Features> two, as_max, as_sum;
-  for (auto& s : synthetic(1, 40, 5)) {
-    Features f = s.x;
-    if (f.stages.size() < 2) f.stages.push_back(f.stages[0]), f.stages[1][3] *= 0.5f;
-    two.push_back(f);
-    as_max.push_back(Features{{f.pooled(costmodel::Pooling::Max)}});
-    as_sum.push_back(Features{{f.pooled(costmodel::Pooling::Sum)}});
-  }
-  CHECK(m->predict(two) == m->predict(as_max));
-  CHECK(m->predict(two) != m->predict(as_sum));
+  // A program of two nests scores as the row of the one of the larger share of the program's
+  // cycles would alone, with the first row's whole-program features; not as their features'
+  // largest or sums.
+  const TwoNests p = two_nests(5);
+  CHECK(p.as_dominant.front().stages[0] == p.two.front().pooled(costmodel::Pooling::Dominant));
+  CHECK(m->predict(p.two) == m->predict(p.as_dominant));
+  CHECK(m->predict(p.two) != m->predict(p.as_max));
+  CHECK(m->predict(p.two) != m->predict(p.as_sum));
   auto loaded =
       costmodel::load_model(costmodel::save_model(*m, {"xgb", "t", costmodel::kFeatureVersion, 180, "{}", ""}));
-  CHECK(loaded->predict(two) == loaded->predict(as_max));
+  CHECK(loaded->predict(p.two) == loaded->predict(p.as_dominant));
   loaded->fine_tune(synthetic(2, 30, 6));
-  CHECK(loaded->predict(two) == loaded->predict(as_max));
+  CHECK(loaded->predict(p.two) == loaded->predict(p.as_dominant));
+  // A model saved as pooling by max (the shipped cpu-simd16 one, of feature version 8) still
+  // reads by max, also fine-tuned.
+  auto by_max = costmodel::make_model("xgb");
+  by_max->load_payload(with_pooling(m->payload(), "max"));
+  CHECK(by_max->predict(p.two) == by_max->predict(p.as_max));
+  CHECK(by_max->predict(p.two) != by_max->predict(p.as_dominant));
+  by_max->fine_tune(synthetic(2, 30, 6));
+  CHECK(by_max->predict(p.two) == by_max->predict(p.as_max));
   // A pooling this build does not know is refused, by name, not read as another.
-  BoosterHandle b = nullptr;
-  const std::string payload = m->payload();
-  REQUIRE(XGBoosterCreate(nullptr, 0, &b) == 0);
-  REQUIRE(XGBoosterLoadModelFromBuffer(b, payload.data(), payload.size()) == 0);
-  REQUIRE(XGBoosterSetAttr(b, "tiletune_pooling", "median") == 0);
-  bst_ulong n = 0;
-  const char* bytes = nullptr;
-  REQUIRE(XGBoosterSaveModelToBuffer(b, R"({"format": "ubj"})", &n, &bytes) == 0);
-  const std::string odd(bytes, n);
-  XGBoosterFree(b);
+  const std::string odd = with_pooling(m->payload(), "median");
   ErrorKind k{};
   CHECK(error_of([&] { costmodel::make_model("xgb")->load_payload(odd); }, &k).find("'median'") != std::string::npos);
   CHECK(k == ErrorKind::InvalidInput);
@@ -219,6 +270,9 @@ TEST_CASE("xgb: a new model pools a candidate's nests by max, and keeps that thr
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 7) % 13);
   for (std::size_t i = 0; i < y.size(); ++i) y[i] = static_cast<float>(i % 3);
   DMatrixHandle d = nullptr;
+  BoosterHandle b = nullptr;
+  bst_ulong n = 0;
+  const char* bytes = nullptr;
   REQUIRE(XGDMatrixCreateFromMat(x.data(), 40, 10, NAN, &d) == 0);
   REQUIRE(XGDMatrixSetFloatInfo(d, "label", y.data(), y.size()) == 0);
   REQUIRE(XGBoosterCreate(&d, 1, &b) == 0);
@@ -383,6 +437,28 @@ TEST_CASE("xgb-pairs: the comparator orders the ranker's first picks of a worklo
   CHECK_THROWS(loaded->load_payload(payload.substr(0, payload.size() - 10)));
   CHECK(loaded->rank(x) == ranked);
   CHECK(m->rank({x[0]}) == m->predict({x[0]}));
+}
+
+TEST_CASE("xgb-pairs: the comparator reads a program's nests as its ranker does") {
+  // A ranker trained now reads the dominant nest; one saved as pooling by max reads by max. The
+  // comparator fine-tuned on top of each must read the programs alike, or its first picks'
+  // order would differ between a program and its pooled row.
+  const TwoNests programs = two_nests(5);
+  auto trained = costmodel::make_model("xgb", 4);
+  trained->fit(synthetic(4, 150, 1));
+  for (const std::string pooling : {"dominant", "max"}) {
+    CAPTURE(pooling);
+    auto ranker = costmodel::make_model("xgb", 4);
+    ranker->load_payload(with_pooling(trained->payload(), pooling.c_str()));
+    auto m = costmodel::make_model_on("xgb-pairs", std::move(ranker));
+    m->fine_tune(synthetic(2, 60, 7));
+    const bool by_max = pooling == "max";
+    const auto& own = by_max ? programs.as_max : programs.as_dominant;
+    const auto& other = by_max ? programs.as_dominant : programs.as_max;
+    CHECK(m->rank(programs.two) != m->predict(programs.two));  // the comparator orders them
+    CHECK(m->rank(programs.two) == m->rank(own));
+    CHECK(m->rank(programs.two) != m->rank(other));
+  }
 }
 
 TEST_CASE("xgb-pairs started from a trained xgb ranks as it does, until fine-tuning brings a comparator") {

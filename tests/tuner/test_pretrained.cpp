@@ -55,9 +55,9 @@ TEST_CASE("pretrained: a model is shipped for this machine kind, of a feature ve
     CHECK(tuner::shipped_model("xgb", backend->target()) != nullptr);
   // How each shipped xgb model reads a program of several nests: cpu-simd8's was trained before
   // models recorded their pooling, on sums, and keeps summing, also once fine-tuned on a target's
-  // records; cpu-simd16's was trained since, and takes each feature's largest.
+  // records; cpu-simd16's was trained on feature version 9, and reads the dominant nest's row.
   const std::pair<int, costmodel::Pooling> pooling_by_lanes[] = {{8, costmodel::Pooling::Sum},
-                                                                  {16, costmodel::Pooling::Max}};
+                                                                  {16, costmodel::Pooling::Dominant}};
   for (auto& [lanes, pooling] : pooling_by_lanes) {
     codegen::TargetInfo t = backend->target();
     t.traits.vector_lanes = lanes;
@@ -70,16 +70,17 @@ TEST_CASE("pretrained: a model is shipped for this machine kind, of a feature ve
 })"), ir::parse_sizes("N=64,D=256"));
     auto f = costmodel::featurize(w, ir::naive_schedule(w), t.traits);
     REQUIRE(f.stages.size() == 2);
-    const costmodel::Features summed{{f.pooled(costmodel::Pooling::Sum)}}, most{{f.pooled(costmodel::Pooling::Max)}};
-    const auto& own_pooling = pooling == costmodel::Pooling::Sum ? summed : most;
-    const auto& other_pooling = pooling == costmodel::Pooling::Sum ? most : summed;
+    const costmodel::Features summed{{f.pooled(costmodel::Pooling::Sum)}}, most{{f.pooled(costmodel::Pooling::Max)}},
+        dominant{{f.pooled(costmodel::Pooling::Dominant)}};
+    const auto& own_pooling = pooling == costmodel::Pooling::Sum ? summed : dominant;
     CHECK(m->predict({f}) == m->predict({own_pooling}));
-    CHECK(m->predict({f}) != m->predict({other_pooling}));  // (the two poolings score this program apart)
+    for (auto* other : {&summed, &most, &dominant})  // (the poolings score this program apart)
+      if (other != &own_pooling) CHECK(m->predict({f}) != m->predict({*other}));
     std::vector<costmodel::Sample> own;
     for (int i = 0; i < 8; ++i) own.push_back({f, "w", 1e-3 * (1 + i % 3)});
     m->fine_tune(own);
     CHECK(m->predict({f}) == m->predict({own_pooling}));
-    // The same model object trained anew pools by max, as every new model does.
+    // The same model object trained anew reads the dominant nest, as every new model does.
     std::vector<costmodel::Sample> varied;
     for (int i = 0; i < 40; ++i) {
       costmodel::Features g = f;
@@ -88,7 +89,8 @@ TEST_CASE("pretrained: a model is shipped for this machine kind, of a feature ve
       varied.push_back({g, "w", 1e-3 * (1 + (7 * i) % 11)});
     }
     m->fit(varied);
-    CHECK(m->predict({f}) == m->predict({most}));
+    CHECK(m->predict({f}) == m->predict({dominant}));
+    CHECK(m->predict({f}) != m->predict({most}));
   }
   codegen::TargetInfo other = backend->target();
   other.traits.vector_lanes = 3;  // no machine of this kind
