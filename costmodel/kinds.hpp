@@ -10,8 +10,12 @@ namespace tiletune::costmodel {
 
 std::unique_ptr<CostModel> make_xgb_model(std::uint64_t seed);
 //! How a model of make_xgb_model's pools a candidate's rows: its trees' (kept through save and
-//! load); xgb-pairs' comparator pools as its ranker does. Error(Internal) for another kind.
+//! load); a new comparator of xgb-pairs pools as its ranker does. Error(Internal) for another kind.
 Pooling xgb_pooling(const CostModel& xgb);
+//! The pooling an XGBoost booster's attribute names, kept in its payload; `absent` where it has
+//! none (a booster saved before the attribute). Error(InvalidInput) naming an unknown one.
+Pooling read_pooling_attr(void* booster, Pooling absent);
+void write_pooling_attr(void* booster, Pooling how);
 std::unique_ptr<CostModel> make_nn_model(std::uint64_t seed);
 //! "xgb-pairs" (costmodel/pair_model.cpp): an xgb ranker and a comparator of two candidates;
 //! `ranker` (a trained xgb) if given, else a fresh one.

@@ -68,12 +68,14 @@ class PairModel final : public CostModel {
   void fit(const std::vector<Sample>& samples) override {
     ranker_->fit(samples);
     reset_comparator();
+    comparator_pooling_ = xgb_pooling(*ranker_);
     train_comparator(training_pairs(samples), kComparatorRounds);
   }
 
   void fine_tune(const std::vector<Sample>& samples) override {
     if (!trained()) throw_error(ErrorKind::Internal, "xgb-pairs: fine-tuning an untrained model");
     ranker_->fine_tune(samples);
+    if (!comparator_) comparator_pooling_ = xgb_pooling(*ranker_);  // a loaded one keeps its own
     train_comparator(training_pairs(samples), comparator_ ? xgb_fine_tune_rounds(samples.size()) : kComparatorRounds);
   }
 
@@ -93,7 +95,7 @@ class PairModel final : public CostModel {
     std::vector<const Features*> top;
     for (std::size_t i = 0; i < n; ++i) top.push_back(&x[order[i]]);
     const std::size_t w = width();
-    const std::vector<float> rows = pooled_rows(top, xgb_pooling(*ranker_), w);
+    const std::vector<float> rows = pooled_rows(top, comparator_pooling_, w);
     std::vector<float> pairs(n * n * 2 * w);  // every ordered pair (a, b); a == b is scored and unused
     for (std::size_t a = 0; a < n; ++a)
       for (std::size_t b = 0; b < n; ++b) pair_row(&rows[a * w], &rows[b * w], w, &pairs[(a * n + b) * 2 * w]);
@@ -148,6 +150,7 @@ class PairModel final : public CostModel {
     ranker->load_payload(bytes.substr(eol + 1, ranker_size));
     const std::string comparator = bytes.substr(eol + 1 + ranker_size);
     BoosterHandle loaded = nullptr;
+    Pooling pooling = xgb_pooling(*ranker);
     if (!comparator.empty()) {
       check_xgboost(XGBoosterCreate(nullptr, 0, &loaded), ErrorKind::Internal, "creating the comparator");
       std::string why;
@@ -161,6 +164,13 @@ class PairModel final : public CostModel {
               std::to_string(ranker->width());
       else if (XGBoosterSetParam(loaded, "nthread", "1") != 0)
         why = std::string("XGBoost: parameter nthread: ") + XGBGetLastError();
+      if (why.empty()) {
+        try {
+          pooling = read_pooling_attr(loaded, Pooling::Max);  // comparators saved before the attribute pooled by max
+        } catch (const Error& e) {
+          why = std::string("xgb-pairs: the comparator: ") + e.what();
+        }
+      }
       if (!why.empty()) {
         XGBoosterFree(loaded);
         throw_error(ErrorKind::InvalidInput, why);
@@ -169,6 +179,7 @@ class PairModel final : public CostModel {
     ranker_ = std::move(ranker);
     reset_comparator();
     comparator_ = loaded;
+    comparator_pooling_ = pooling;
   }
 
  private:
@@ -197,7 +208,7 @@ class PairModel final : public CostModel {
     p.width = width();
     std::vector<const Features*> x;
     for (const Sample* s : g.samples) x.push_back(&s->x);
-    const std::vector<float> rows = pooled_rows(x, xgb_pooling(*ranker_), p.width);
+    const std::vector<float> rows = pooled_rows(x, comparator_pooling_, p.width);
     std::mt19937_64 rng(seed_);
     bool flip = false;
     auto add = [&](std::size_t a, std::size_t b) {
@@ -240,8 +251,10 @@ class PairModel final : public CostModel {
     int first = 0;
     if (comparator_)
       check_xgboost(XGBoosterBoostedRounds(comparator_, &first), ErrorKind::Internal, "reading the rounds");
-    else
+    else {
       check_xgboost(XGBoosterCreate(&m.handle, 1, &comparator_), ErrorKind::Internal, "creating the comparator");
+      write_pooling_attr(comparator_, comparator_pooling_);
+    }
     for (auto& [k, v] : kComparatorParams)
       check_xgboost(XGBoosterSetParam(comparator_, k, v), ErrorKind::Internal, std::string("parameter ") + k);
     check_xgboost(XGBoosterSetParam(comparator_, "seed", std::to_string(seed_ % 2147483647).c_str()),
@@ -267,6 +280,9 @@ class PairModel final : public CostModel {
   std::uint64_t seed_;
   std::unique_ptr<CostModel> ranker_;  //!< the xgb ranker: predict(), and rank()'s first picks
   BoosterHandle comparator_ = nullptr;
+  //! How the comparator reads a candidate's rows: as the ranker did when the comparator was made
+  //! (kept in its payload; one saved before that pooled by max, whatever its ranker).
+  Pooling comparator_pooling_ = Pooling::Max;
 };
 
 }  // namespace

@@ -25,19 +25,14 @@ std::vector<float> dense(const std::vector<const Features*>& x, std::size_t begi
   return data;
 }
 
-//! The booster attribute (saved in the payload) naming how a model pools its rows, and its
-//! values: models trained before the attribute existed have none and were trained on sums; those
-//! trained before feature version 9 pool by max; new ones pool by the dominant nest (Pooling's
-//! comment).
+//! The booster attribute (saved in the payload) naming how a booster's rows are pooled, and its
+//! values (read_pooling_attr). xgb models trained before the attribute existed have none and
+//! were trained on sums; those trained before feature version 9 pool by max; new ones pool by the
+//! dominant nest (Pooling's comment).
 constexpr const char* kPoolingAttr = "tiletune_pooling";
-constexpr std::pair<Pooling, const char*> kPoolingNames[] = {{Pooling::Max, "max"}, {Pooling::Dominant, "dominant"}};
+constexpr std::pair<Pooling, const char*> kPoolingNames[] = {
+    {Pooling::Sum, "sum"}, {Pooling::Max, "max"}, {Pooling::Dominant, "dominant"}};
 constexpr Pooling kNewModelPooling = Pooling::Dominant;
-
-const char* pooling_name(Pooling how) {
-  for (auto [pooling, name] : kPoolingNames)
-    if (pooling == how) return name;
-  throw_error(ErrorKind::Internal, "xgb: a pooling with no name");
-}
 
 //! Owns a DMatrix of pooled rows.
 class Matrix {
@@ -183,8 +178,7 @@ class XgbModel final : public CostModel {
     width_ = feature_count();
     DMatrixHandle train[] = {m.get()};
     check_xgboost(XGBoosterCreate(train, 1, &booster_), ErrorKind::Internal, "creating a booster");
-    check_xgboost(XGBoosterSetAttr(booster_, kPoolingAttr, pooling_name(pooling_)), ErrorKind::Internal,
-                  "setting the pooling");
+    write_pooling_attr(booster_, pooling_);
     boost(m, g, 0, kRounds);
     compile_trees(payload());
   }
@@ -253,19 +247,11 @@ class XgbModel final : public CostModel {
     }
     // A loaded model keeps no training parameters: it predicts on one thread too.
     check_xgboost(XGBoosterSetParam(booster_, "nthread", "1"), ErrorKind::Internal, "parameter nthread");
-    const char* pooling = nullptr;
-    int found = 0;
-    check_xgboost(XGBoosterGetAttr(booster_, kPoolingAttr, &pooling, &found), ErrorKind::Internal, "reading the pooling");
-    pooling_ = Pooling::Sum;
-    if (found) {
-      const std::string name = pooling;
-      auto known = std::find_if(std::begin(kPoolingNames), std::end(kPoolingNames),
-                                [&](auto& p) { return name == p.second; });
-      if (known == std::end(kPoolingNames)) {
-        reset();
-        throw_error(ErrorKind::InvalidInput, "the model pools its rows by '" + name + "', unknown to this build");
-      }
-      pooling_ = known->first;
+    try {
+      pooling_ = read_pooling_attr(booster_, Pooling::Sum);
+    } catch (const Error&) {
+      reset();
+      throw;
     }
     // A model of an earlier feature version reads the prefix of each row it was trained on.
     bst_ulong features = 0;
@@ -352,6 +338,26 @@ void check_xgboost(int rc, ErrorKind kind, const std::string& what) {
 }
 
 std::unique_ptr<CostModel> make_xgb_model(std::uint64_t seed) { return std::make_unique<XgbModel>(seed); }
+
+Pooling read_pooling_attr(void* booster, Pooling absent) {
+  const char* value = nullptr;
+  int found = 0;
+  check_xgboost(XGBoosterGetAttr(booster, kPoolingAttr, &value, &found), ErrorKind::Internal, "reading the pooling");
+  if (!found) return absent;
+  const std::string name = value;
+  for (auto [pooling, known] : kPoolingNames)
+    if (name == known) return pooling;
+  throw_error(ErrorKind::InvalidInput, "the model pools its rows by '" + name + "', unknown to this build");
+}
+
+void write_pooling_attr(void* booster, Pooling how) {
+  for (auto [pooling, name] : kPoolingNames)
+    if (pooling == how) {
+      check_xgboost(XGBoosterSetAttr(booster, kPoolingAttr, name), ErrorKind::Internal, "setting the pooling");
+      return;
+    }
+  throw_error(ErrorKind::Internal, "xgb: a pooling with no name");
+}
 
 Pooling xgb_pooling(const CostModel& xgb) {
   auto* model = dynamic_cast<const XgbModel*>(&xgb);

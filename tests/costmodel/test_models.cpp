@@ -59,7 +59,7 @@ std::vector<Sample> synthetic(int groups, int per_group, std::uint64_t seed) {
   return out;
 }
 
-//! An xgb payload whose pooling attribute is set to `name`.
+//! An xgb payload whose pooling attribute is set to `name` (removed if null).
 std::string with_pooling(const std::string& payload, const char* name) {
   BoosterHandle b = nullptr;
   REQUIRE(XGBoosterCreate(nullptr, 0, &b) == 0);
@@ -459,6 +459,35 @@ TEST_CASE("xgb-pairs: the comparator reads a program's nests as its ranker does"
     CHECK(m->rank(programs.two) == m->rank(own));
     CHECK(m->rank(programs.two) != m->rank(other));
   }
+}
+
+TEST_CASE("xgb-pairs: a comparator saved before it named its pooling reads by max, as it was trained") {
+  // The payload: its tag, the ranker's size, the ranker, the comparator.
+  auto trained = costmodel::make_model("xgb", 4);
+  trained->fit(synthetic(4, 150, 1));
+  auto ranker = costmodel::make_model("xgb", 4);
+  ranker->load_payload(with_pooling(trained->payload(), "max"));
+  auto m = costmodel::make_model_on("xgb-pairs", std::move(ranker));
+  m->fine_tune(synthetic(2, 60, 7));
+  const std::string payload = m->payload();
+  const std::size_t tag_end = payload.find('\n'), size_end = payload.find('\n', tag_end + 1);
+  const std::size_t ranker_size = std::stoull(payload.substr(tag_end + 1, size_end - tag_end - 1));
+  const std::string head = payload.substr(0, size_end + 1 + ranker_size);
+  const std::string comparator = payload.substr(size_end + 1 + ranker_size);
+  auto comparator_named = [&](const char* name) {
+    auto loaded = costmodel::make_model("xgb-pairs");
+    loaded->load_payload(head + with_pooling(comparator, name));
+    return loaded;
+  };
+  const TwoNests programs = two_nests(5);
+  const auto ranked = m->rank(programs.two);
+  CHECK(comparator_named(nullptr)->rank(programs.two) == ranked);
+  CHECK(comparator_named("max")->rank(programs.two) == ranked);
+  CHECK(comparator_named("dominant")->rank(programs.two) != ranked);
+  ErrorKind k{};
+  CHECK(error_of([&] { comparator_named("median"); }, &k) ==
+        "xgb-pairs: the comparator: the model pools its rows by 'median', unknown to this build");
+  CHECK(k == ErrorKind::InvalidInput);
 }
 
 TEST_CASE("xgb-pairs started from a trained xgb ranks as it does, until fine-tuning brings a comparator") {
