@@ -1,10 +1,11 @@
 // "xgb-pairs": the xgb ranker, whose first picks among one workload's candidates a comparator
 // orders again. The comparator is gradient-boosted trees on a pair of candidates (the difference
-// of their rows, pooled as the ranker pools them, and their mean) that give the chance the first
-// is the faster. A model of one candidate at a time has to place every config of every workload
-// on one scale; the comparator only has to say which of two configs of one workload is faster,
-// which is what a search asks. Measured on the Intel Xeon's corpus (docs/cost-models.md): held-out sizes 0.880 ->
-// 0.895, held-out ops 0.854 -> 0.870, in a throwaway harness before this model existed.
+// of their rows, pooled as the ranker pooled them when the comparator was made, and their mean)
+// that give the chance the first is the faster. A model of one candidate at a time has to place
+// every config of every workload on one scale; the comparator only has to say which of two
+// configs of one workload is faster, which is what a search asks. Measured on the Intel Xeon's
+// corpus (docs/cost-models.md): held-out sizes 0.880 -> 0.895, held-out ops 0.854 -> 0.870, in a
+// throwaway harness before this model existed.
 #include <xgboost/c_api.h>
 
 #include <algorithm>
@@ -166,7 +167,8 @@ class PairModel final : public CostModel {
         why = std::string("XGBoost: parameter nthread: ") + XGBGetLastError();
       if (why.empty()) {
         try {
-          pooling = read_pooling_attr(loaded, Pooling::Max);  // comparators saved before the attribute pooled by max
+          // Comparators saved before the attribute pooled by max.
+          pooling = read_pooling_attr(loaded, Pooling::Max);
         } catch (const Error& e) {
           why = std::string("xgb-pairs: the comparator: ") + e.what();
         }
