@@ -349,11 +349,10 @@ void Features::pool_into(float* out, Pooling how, std::size_t width) const {
       check_feature_row(stages[r]);
       if (stages[r][kStageShare] > stages[top][kStageShare]) top = r;
     }
-    std::copy_n(stages[top].begin(), width, out);
-    for (Feature i : kProgramFeatures)
-      if (static_cast<std::size_t>(i) < width) out[i] = stages.front()[i];
+    nest_row_into(top, out, width);
     return;
   }
+  if (how == Pooling::PerNest) throw_error(ErrorKind::Internal, "a program pooled into one row per nest");
   for (size_t r = 0; r < stages.size(); ++r) {
     const FeatureRow& row = stages[r];
     check_feature_row(row);
@@ -364,6 +363,14 @@ void Features::pool_into(float* out, Pooling how, std::size_t width) const {
     else
       for (size_t i = 0; i < width; ++i) out[i] = std::max(out[i], row[i]);
   }
+}
+
+void Features::nest_row_into(std::size_t nest, float* out, std::size_t width) const {
+  width = std::min<std::size_t>(width, kCount);
+  check_feature_row(stages.at(nest));
+  std::copy_n(stages[nest].begin(), width, out);
+  for (Feature i : kProgramFeatures)
+    if (static_cast<std::size_t>(i) < width) out[i] = stages.front()[i];
 }
 
 FeatureRow Features::pooled(Pooling how) const {

@@ -28,8 +28,8 @@ namespace tiletune::costmodel {
 //! epilogue's loads per output, and the roofline estimate with those loads.
 //! 8: appended the program's roofline estimates (its nests' cycles over their bounds, both
 //! summed), which ops of several nests need: a ratio per nest says nothing of the nest's share.
-//! 9: appended each nest's share of the program's estimated cycles, by which new xgb models pool
-//! a program's rows (Pooling::Dominant).
+//! 9: appended each nest's share of the program's estimated cycles (by which Pooling::Dominant
+//! picks a program's row, and which tells a model scoring each nest apart what the nest weighs).
 //! A version that only appends keeps the models of the one before: each reads the prefix of
 //! every row that it was trained on (feature_count(version)).
 inline constexpr int kFeatureVersion = 9;
@@ -56,9 +56,15 @@ using FeatureRow = std::vector<float>;
 //! Dominant: the row of the nest with the largest share of the program's estimated cycles
 //! (stage_share, the first of equals), with the first row's whole-program features: one nest's
 //! features together, where max pooling joins one nest's vector width to another's strides and
-//! a third's loop trips. New xgb models pool so: trained on one corpus, they rank ops outside it
-//! better (docs/cost-models.md, "Which nest stands for a program").
-enum class Pooling { Sum, Max, Dominant };
+//! a third's loop trips. Ranked ops outside the corpus better than max (docs/cost-models.md,
+//! "Which nest stands for a program").
+//! PerNest: no pooling: a model scores each nest's row (with the whole-program features, as
+//! nest_row_into) and adds the scores, as Ansor's and TenSet's XGBoost do: a program's time is
+//! its nests' times added, and the nests the dominant row leaves out (a small nest done slowly,
+//! a centred temporary inlined or not) count. New xgb models score so: on a corpus of 230
+//! workloads they rank ops outside it and held-out ops better than by the dominant row
+//! (docs/cost-models.md, "Each nest scored apart").
+enum class Pooling { Sum, Max, Dominant, PerNest };
 
 //! Features of one candidate: one row per loop nest it runs (a statement, with what is inlined
 //! or fused into it); whole-program features sit in the first row (0 in the others) so that
@@ -70,6 +76,9 @@ struct Features {
   //! The first `width` features of pooled(how) written to row[0, width); Error(InvalidInput)
   //! for a row of another length than feature_count().
   void pool_into(float* row, Pooling how, std::size_t width) const;
+  //! The first `width` features of nest `nest`'s row, with the program's whole-program features
+  //! (the first row's), to row[0, width): what Pooling::Dominant and PerNest read of a nest.
+  void nest_row_into(std::size_t nest, float* row, std::size_t width) const;
 };
 
 //! Error(InvalidInput) unless the row has feature_count() features.

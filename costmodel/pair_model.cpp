@@ -47,6 +47,10 @@ void pair_row(const float* a, const float* b, std::size_t width, float* out) {
   }
 }
 
+//! How a new comparator reads a candidate: as its ranker does, in one row (a ranker that scores
+//! each nest apart reads the program by its dominant nest here).
+Pooling comparator_pooling_of(Pooling ranker) { return ranker == Pooling::PerNest ? Pooling::Dominant : ranker; }
+
 //! The pooled rows of `x`, `width` features each.
 std::vector<float> pooled_rows(const std::vector<const Features*>& x, Pooling how, std::size_t width) {
   std::vector<float> rows(x.size() * width);
@@ -69,14 +73,14 @@ class PairModel final : public CostModel {
   void fit(const std::vector<Sample>& samples) override {
     ranker_->fit(samples);
     reset_comparator();
-    comparator_pooling_ = xgb_pooling(*ranker_);
+    comparator_pooling_ = comparator_pooling_of(xgb_pooling(*ranker_));
     train_comparator(training_pairs(samples), kComparatorRounds);
   }
 
   void fine_tune(const std::vector<Sample>& samples) override {
     if (!trained()) throw_error(ErrorKind::Internal, "xgb-pairs: fine-tuning an untrained model");
     ranker_->fine_tune(samples);
-    if (!comparator_) comparator_pooling_ = xgb_pooling(*ranker_);  // a loaded one keeps its own
+    if (!comparator_) comparator_pooling_ = comparator_pooling_of(xgb_pooling(*ranker_));  // a loaded one keeps its own
     train_comparator(training_pairs(samples), comparator_ ? xgb_fine_tune_rounds(samples.size()) : kComparatorRounds);
   }
 
@@ -151,7 +155,7 @@ class PairModel final : public CostModel {
     ranker->load_payload(bytes.substr(eol + 1, ranker_size));
     const std::string comparator = bytes.substr(eol + 1 + ranker_size);
     BoosterHandle loaded = nullptr;
-    Pooling pooling = xgb_pooling(*ranker);
+    Pooling pooling = comparator_pooling_of(xgb_pooling(*ranker));
     if (!comparator.empty()) {
       check_xgboost(XGBoosterCreate(nullptr, 0, &loaded), ErrorKind::Internal, "creating the comparator");
       std::string why;

@@ -1,4 +1,5 @@
-// The gradient-boosted ranker: XGBoost's C API over the pooled program features (Pooling).
+// The gradient-boosted ranker: XGBoost's C API over the program features, each nest scored apart
+// and the scores summed (Pooling::PerNest), or, in models of before, one pooled row (Pooling).
 #include <xgboost/c_api.h>
 
 #include <algorithm>
@@ -16,31 +17,54 @@ namespace tiletune::costmodel {
 
 namespace {
 
-//! The pooled rows of x[begin, end), their first `width` features, row-major: what XGBoost
-//! and CompleteTrees read.
-std::vector<float> dense(const std::vector<const Features*>& x, std::size_t begin, std::size_t end, Pooling how,
-                         std::size_t width) {
-  std::vector<float> data((end - begin) * width);
-  for (std::size_t i = begin; i < end; ++i) x[i]->pool_into(&data[(i - begin) * width], how, width);
-  return data;
+//! The rows XGBoost and CompleteTrees read for candidates x[begin, end), their first `width`
+//! features, row-major: one pooled row each, or with Pooling::PerNest one per nest (a program of
+//! none keeps one row of zeros). Candidate begin + i owns rows [starts[i], starts[i + 1]).
+struct DenseRows {
+  std::vector<float> data;
+  std::vector<std::size_t> starts{0};
+  std::size_t rows() const { return starts.back(); }
+  //! Each candidate's score: the sum of its rows'.
+  std::vector<float> per_candidate(const float* row_scores) const {
+    std::vector<float> out(starts.size() - 1, 0.0f);
+    for (std::size_t i = 0; i + 1 < starts.size(); ++i)
+      for (std::size_t r = starts[i]; r < starts[i + 1]; ++r) out[i] += row_scores[r];
+    return out;
+  }
+};
+
+DenseRows dense(const std::vector<const Features*>& x, std::size_t begin, std::size_t end, Pooling how,
+                std::size_t width) {
+  DenseRows d;
+  d.starts.reserve(end - begin + 1);
+  for (std::size_t i = begin; i < end; ++i)
+    d.starts.push_back(d.starts.back() + (how == Pooling::PerNest ? std::max<std::size_t>(1, x[i]->stages.size()) : 1));
+  d.data.assign(d.rows() * width, 0.0f);
+  for (std::size_t i = begin; i < end; ++i) {
+    float* at = &d.data[d.starts[i - begin] * width];
+    if (how != Pooling::PerNest)
+      x[i]->pool_into(at, how, width);
+    else
+      for (std::size_t r = 0; r < x[i]->stages.size(); ++r) x[i]->nest_row_into(r, at + r * width, width);
+  }
+  return d;
 }
 
 //! The booster attribute (saved in the payload) naming how a booster's rows are pooled, and its
 //! values (read_pooling_attr). xgb models trained before the attribute existed have none and
-//! were trained on sums; those trained before feature version 9 pool by max; new ones pool by the
-//! dominant nest (Pooling's comment).
+//! were trained on sums; those trained before feature version 9 pool by max, the shipped ones of
+//! version 9 by the dominant nest; new ones score each nest apart (Pooling's comment).
 constexpr const char* kPoolingAttr = "tiletune_pooling";
 constexpr std::pair<Pooling, const char*> kPoolingNames[] = {
-    {Pooling::Sum, "sum"}, {Pooling::Max, "max"}, {Pooling::Dominant, "dominant"}};
-constexpr Pooling kNewModelPooling = Pooling::Dominant;
+    {Pooling::Sum, "sum"}, {Pooling::Max, "max"}, {Pooling::Dominant, "dominant"}, {Pooling::PerNest, "nests"}};
+constexpr Pooling kNewModelPooling = Pooling::PerNest;
 
-//! Owns a DMatrix of pooled rows.
+//! Owns a DMatrix of DenseRows.
 class Matrix {
  public:
-  Matrix(const std::vector<const Features*>& rows, Pooling how, std::size_t width) {
-    std::vector<float> data = dense(rows, 0, rows.size(), how, width);
-    check_xgboost(XGDMatrixCreateFromMat(data.data(), rows.size(), width, NAN, &handle_), ErrorKind::Internal,
-          "creating a matrix");
+  Matrix(const DenseRows& d, std::size_t width) {
+    check_xgboost(XGDMatrixCreateFromMat(d.data.data(), d.rows(), width, NAN, &handle_), ErrorKind::Internal,
+                  "creating a matrix");
   }
   ~Matrix() {
     if (handle_) XGDMatrixFree(handle_);
@@ -172,14 +196,17 @@ class XgbModel final : public CostModel {
   void fit(const std::vector<Sample>& samples) override {
     if (samples.empty()) throw_error(ErrorKind::InvalidInput, "xgb: no samples to train on");
     Grouped g = group_samples(samples);
-    Matrix m = training_matrix(g, kNewModelPooling, feature_count());
+    auto [m, d] = training_matrix(g, kNewModelPooling, feature_count());
     reset();
     pooling_ = kNewModelPooling;  // before anything can throw: a booster left half-trained pools so too
     width_ = feature_count();
     DMatrixHandle train[] = {m.get()};
     check_xgboost(XGBoosterCreate(train, 1, &booster_), ErrorKind::Internal, "creating a booster");
     write_pooling_attr(booster_, pooling_);
-    boost(m, g, 0, kRounds);
+    // A candidate's score is its nests' summed (Pooling::PerNest): a base score would count once
+    // per nest, and the programs of one workload differ in nests (an inlined stage has none).
+    check_xgboost(XGBoosterSetParam(booster_, "base_score", "0"), ErrorKind::Internal, "base score");
+    boost(m, d, g, 0, kRounds);
     compile_trees(payload());
   }
 
@@ -187,12 +214,12 @@ class XgbModel final : public CostModel {
     if (!booster_) throw_error(ErrorKind::Internal, "xgb: fine-tuning an untrained model");
     if (samples.empty()) return;
     Grouped g = group_samples(samples);
-    Matrix m = training_matrix(g, pooling_, width_);  // the base's trees read its pooling and width
+    auto [m, d] = training_matrix(g, pooling_, width_);  // the base's trees read its pooling and width
     int done = 0;
     check_xgboost(XGBoosterBoostedRounds(booster_, &done), ErrorKind::Internal, "reading the rounds");
     trees_.reset();  // until the new trees are laid out: a failure midway leaves XGBoost to score them
     // New trees fit what the base's trees get wrong on these samples.
-    boost(m, g, done, xgb_fine_tune_rounds(samples.size()));
+    boost(m, d, g, done, xgb_fine_tune_rounds(samples.size()));
     compile_trees(payload());
   }
 
@@ -213,13 +240,22 @@ class XgbModel final : public CostModel {
     std::mutex error_lock;
     std::string error;  // of any slice
     for_slices(x.size(), 1024, [&](size_t begin, size_t end) {
-      const std::vector<float> data = dense(rows, begin, end, pooling_, width_);
-      if (trees_) {
-        trees_->predict(data.data(), end - begin, &scores[begin]);
+      const DenseRows d = dense(rows, begin, end, pooling_, width_);
+      const bool summed = d.rows() != end - begin;
+      std::vector<float> row_scores(summed ? d.rows() : 0);
+      float* out = summed ? row_scores.data() : &scores[begin];
+      std::string why;
+      if (trees_)
+        trees_->predict(d.data.data(), d.rows(), out);
+      else
+        why = xgb_predict_dense(booster_, d.data.data(), d.rows(), width_, out);
+      if (why.empty()) {
+        if (summed) {
+          const std::vector<float> sums = d.per_candidate(out);
+          std::copy(sums.begin(), sums.end(), scores.begin() + begin);
+        }
         return;
       }
-      std::string why = xgb_predict_dense(booster_, data.data(), end - begin, width_, &scores[begin]);
-      if (why.empty()) return;
       std::lock_guard<std::mutex> hold(error_lock);
       error = std::move(why);
     });
@@ -267,34 +303,48 @@ class XgbModel final : public CostModel {
   }
 
  private:
-  //! The samples' pooled rows with their labels and groups: what training reads.
-  static Matrix training_matrix(const Grouped& g, Pooling how, std::size_t width) {
+  //! The samples' rows with their labels and groups (in rows): what training reads.
+  static std::pair<Matrix, DenseRows> training_matrix(const Grouped& g, Pooling how, std::size_t width) {
     std::vector<const Features*> rows;
     for (auto* s : g.samples) rows.push_back(&s->x);
-    Matrix m(rows, how, width);
-    check_xgboost(XGDMatrixSetFloatInfo(m.get(), "label", g.labels.data(), g.labels.size()), ErrorKind::Internal, "labels");
-    check_xgboost(XGDMatrixSetUIntInfo(m.get(), "group", g.group_sizes.data(), g.group_sizes.size()), ErrorKind::Internal,
-          "groups");
-    return m;
+    DenseRows d = dense(rows, 0, rows.size(), how, width);
+    Matrix m(d, width);
+    std::vector<float> labels(d.rows());
+    for (std::size_t i = 0; i < g.labels.size(); ++i)
+      std::fill(labels.begin() + d.starts[i], labels.begin() + d.starts[i + 1], g.labels[i]);
+    std::vector<unsigned> groups;
+    for (std::size_t at = 0, gi = 0; gi < g.group_sizes.size(); at += g.group_sizes[gi++])
+      groups.push_back(static_cast<unsigned>(d.starts[at + g.group_sizes[gi]] - d.starts[at]));
+    check_xgboost(XGDMatrixSetFloatInfo(m.get(), "label", labels.data(), labels.size()), ErrorKind::Internal, "labels");
+    check_xgboost(XGDMatrixSetUIntInfo(m.get(), "group", groups.data(), groups.size()), ErrorKind::Internal, "groups");
+    return {std::move(m), std::move(d)};
   }
 
   //! Rounds [first, first + rounds) on the matrix of `g`'s samples; parameters are set each
   //! time, since a loaded model keeps its trees but not its training parameters.
-  void boost(const Matrix& m, const Grouped& g, int first, int rounds) {
+  void boost(const Matrix& m, const DenseRows& d, const Grouped& g, int first, int rounds) {
     for (auto& [k, v] : kParams)
       check_xgboost(XGBoosterSetParam(booster_, k, v), ErrorKind::Internal, std::string("parameter ") + k);
     check_xgboost(XGBoosterSetParam(booster_, "seed", std::to_string(seed_ % 2147483647).c_str()), ErrorKind::Internal, "seed");
     const PairLoss loss(g, seed_);
-    std::vector<float> grad, hess;
+    std::vector<float> grad, hess, row_grad, row_hess;
     for (int i = first; i < first + rounds; ++i) {
       bst_ulong n = 0;
       const float* score = nullptr;
       check_xgboost(XGBoosterPredict(booster_, m.get(), 0, 0, /*training=*/1, &n, &score), ErrorKind::Internal,
             "scoring round " + std::to_string(i));
-      if (n != g.labels.size()) throw_error(ErrorKind::Internal, "XGBoost: scores of the wrong shape while training");
-      loss.gradients(score, grad, hess);
-      check_xgboost(XGBoosterBoostOneIter(booster_, m.get(), grad.data(), hess.data(), n), ErrorKind::Internal,
-            "training round " + std::to_string(i));
+      if (n != d.rows()) throw_error(ErrorKind::Internal, "XGBoost: scores of the wrong shape while training");
+      // A candidate's score is the sum of its rows': each row takes its candidate's gradient.
+      loss.gradients(d.per_candidate(score).data(), grad, hess);
+      row_grad.resize(n);
+      row_hess.resize(n);
+      for (std::size_t c = 0; c + 1 < d.starts.size(); ++c)
+        for (std::size_t r = d.starts[c]; r < d.starts[c + 1]; ++r) {
+          row_grad[r] = grad[c];
+          row_hess[r] = hess[c];
+        }
+      check_xgboost(XGBoosterBoostOneIter(booster_, m.get(), row_grad.data(), row_hess.data(), n), ErrorKind::Internal,
+                    "training round " + std::to_string(i));
     }
   }
 

@@ -73,11 +73,11 @@ std::string with_pooling(const std::string& payload, const char* name) {
   return out;
 }
 
-//! Programs of two nests, the second of the larger share of the program's cycles, and each as
-//! the one row of each pooling: the dominant one is the second nest's row with the first's
-//! whole-program features.
+//! Programs of two nests, the second of the larger share of the program's cycles, each as the
+//! one row of each pooling (the dominant one is the second nest's row with the first's
+//! whole-program features), and its first nest alone.
 struct TwoNests {
-  std::vector<Features> two, as_dominant, as_max, as_sum;
+  std::vector<Features> two, as_dominant, as_max, as_sum, first_nest;
 };
 TwoNests two_nests(std::uint64_t seed) {
   const std::size_t share = feature_index("stage_share");
@@ -97,9 +97,32 @@ TwoNests two_nests(std::uint64_t seed) {
     out.as_dominant.push_back(Features{{dominant}});
     out.as_max.push_back(Features{{f.pooled(costmodel::Pooling::Max)}});
     out.as_sum.push_back(Features{{f.pooled(costmodel::Pooling::Sum)}});
+    out.first_nest.push_back(Features{{f.stages[0]}});
   }
   return out;
 }
+
+//! A model's scores of the programs' two nests, each scored alone (the second with the first's
+//! whole-program features, as_dominant), added.
+std::vector<float> nests_added(const costmodel::CostModel& m, const TwoNests& p) {
+  std::vector<float> out = m.predict(p.first_nest);
+  const std::vector<float> second = m.predict(p.as_dominant);
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] += second[i];
+  return out;
+}
+
+//! An xgb-pairs payload's parts: its tag, the ranker's size, the ranker, the comparator.
+struct PairsPayload {
+  std::string tag, ranker, comparator;
+  explicit PairsPayload(const std::string& payload) {
+    const std::size_t tag_end = payload.find('\n'), size_end = payload.find('\n', tag_end + 1);
+    const std::size_t ranker_size = std::stoull(payload.substr(tag_end + 1, size_end - tag_end - 1));
+    tag = payload.substr(0, tag_end);
+    ranker = payload.substr(size_end + 1, ranker_size);
+    comparator = payload.substr(size_end + 1 + ranker_size);
+  }
+  std::string str() const { return tag + "\n" + std::to_string(ranker.size()) + "\n" + ranker + comparator; }
+};
 
 costmodel::RankingMetrics metrics_on(const costmodel::CostModel& m, const std::vector<Sample>& test) {
   // Each workload's candidates ranked together, as a search ranks them (CostModel::rank).
@@ -235,31 +258,34 @@ TEST_CASE("models: save/load round-trips with metadata; corrupt and mismatched b
   }
 }
 
-TEST_CASE("xgb: a new model reads a program by its dominant nest, and keeps that through save, load and fine-tuning") {
+TEST_CASE("xgb: a new model scores each nest apart and adds the scores, through save, load and fine-tuning") {
   auto train = synthetic(3, 60, 3);
   auto m = costmodel::make_model("xgb", 7);
   m->fit(train);
-  // A program of two nests scores as the row of the one of the larger share of the program's
-  // cycles would alone, with the first row's whole-program features; not as their features'
-  // largest or sums.
+  // A program of two nests scores as its nests' rows would alone (each with the first row's
+  // whole-program features), added; not as one pooled row.
   const TwoNests p = two_nests(5);
   CHECK(p.as_dominant.front().stages[0] == p.two.front().pooled(costmodel::Pooling::Dominant));
-  CHECK(m->predict(p.two) == m->predict(p.as_dominant));
+  CHECK(m->predict(p.two) == nests_added(*m, p));
+  CHECK(m->predict(p.two) != m->predict(p.as_dominant));
   CHECK(m->predict(p.two) != m->predict(p.as_max));
-  CHECK(m->predict(p.two) != m->predict(p.as_sum));
   auto loaded =
       costmodel::load_model(costmodel::save_model(*m, {"xgb", "t", costmodel::kFeatureVersion, 180, "{}", ""}));
-  CHECK(loaded->predict(p.two) == loaded->predict(p.as_dominant));
+  CHECK(loaded->predict(p.two) == nests_added(*loaded, p));
   loaded->fine_tune(synthetic(2, 30, 6));
-  CHECK(loaded->predict(p.two) == loaded->predict(p.as_dominant));
-  // A model saved as pooling by max (the shipped cpu-simd16 one, of feature version 8) still
-  // reads by max, also fine-tuned.
-  auto by_max = costmodel::make_model("xgb");
-  by_max->load_payload(with_pooling(m->payload(), "max"));
-  CHECK(by_max->predict(p.two) == by_max->predict(p.as_max));
-  CHECK(by_max->predict(p.two) != by_max->predict(p.as_dominant));
-  by_max->fine_tune(synthetic(2, 30, 6));
-  CHECK(by_max->predict(p.two) == by_max->predict(p.as_max));
+  CHECK(loaded->predict(p.two) == nests_added(*loaded, p));
+  // Models saved as pooling by the dominant nest (the shipped cpu-simd16 one before) or by max
+  // still read so, also fine-tuned.
+  for (const char* pooling : {"dominant", "max"}) {
+    CAPTURE(pooling);
+    const bool by_max = std::string(pooling) == "max";
+    auto old = costmodel::make_model("xgb");
+    old->load_payload(with_pooling(m->payload(), pooling));
+    CHECK(old->predict(p.two) == old->predict(by_max ? p.as_max : p.as_dominant));
+    CHECK(old->predict(p.two) != old->predict(by_max ? p.as_dominant : p.as_max));
+    old->fine_tune(synthetic(2, 30, 6));
+    CHECK(old->predict(p.two) == old->predict(by_max ? p.as_max : p.as_dominant));
+  }
   // A pooling this build does not know is refused, by name, not read as another.
   const std::string odd = with_pooling(m->payload(), "median");
   ErrorKind k{};
@@ -439,10 +465,10 @@ TEST_CASE("xgb-pairs: the comparator orders the ranker's first picks of a worklo
   CHECK(m->rank({x[0]}) == m->predict({x[0]}));
 }
 
-TEST_CASE("xgb-pairs: the comparator reads a program's nests as its ranker does") {
-  // A ranker trained now reads the dominant nest; one saved as pooling by max reads by max. The
-  // comparator fine-tuned on top of each must read the programs alike, or its first picks'
-  // order would differ between a program and its pooled row.
+TEST_CASE("xgb-pairs: the comparator reads a program's nests as its ranker does, in one row") {
+  // A ranker saved as pooling by the dominant nest or by max: the comparator fine-tuned on top of
+  // each must read the programs alike, or its first picks' order would differ between a program
+  // and its pooled row.
   const TwoNests programs = two_nests(5);
   auto trained = costmodel::make_model("xgb", 4);
   trained->fit(synthetic(4, 150, 1));
@@ -459,24 +485,37 @@ TEST_CASE("xgb-pairs: the comparator reads a program's nests as its ranker does"
     CHECK(m->rank(programs.two) == m->rank(own));
     CHECK(m->rank(programs.two) != m->rank(other));
   }
+  // A ranker that scores each nest apart (every new one): its comparator, which sees one row per
+  // candidate, reads the dominant nest's. With the same ranker read by the dominant nest, the
+  // program and its dominant row rank alike.
+  auto nests_ranker = costmodel::make_model("xgb", 4);
+  nests_ranker->load_payload(trained->payload());
+  auto m = costmodel::make_model_on("xgb-pairs", std::move(nests_ranker));
+  m->fine_tune(synthetic(2, 60, 7));
+  CHECK(m->rank(programs.two) != m->predict(programs.two));
+  PairsPayload parts(m->payload());
+  parts.ranker = with_pooling(parts.ranker, "dominant");
+  auto by_dominant = costmodel::make_model("xgb-pairs");
+  by_dominant->load_payload(parts.str());
+  CHECK(by_dominant->rank(programs.two) == by_dominant->rank(programs.as_dominant));
+  parts.comparator = with_pooling(parts.comparator, "max");
+  by_dominant->load_payload(parts.str());
+  CHECK(by_dominant->rank(programs.two) != by_dominant->rank(programs.as_dominant));
 }
 
 TEST_CASE("xgb-pairs: a comparator saved before it named its pooling reads by max, as it was trained") {
-  // The payload: its tag, the ranker's size, the ranker, the comparator.
   auto trained = costmodel::make_model("xgb", 4);
   trained->fit(synthetic(4, 150, 1));
   auto ranker = costmodel::make_model("xgb", 4);
   ranker->load_payload(with_pooling(trained->payload(), "max"));
   auto m = costmodel::make_model_on("xgb-pairs", std::move(ranker));
   m->fine_tune(synthetic(2, 60, 7));
-  const std::string payload = m->payload();
-  const std::size_t tag_end = payload.find('\n'), size_end = payload.find('\n', tag_end + 1);
-  const std::size_t ranker_size = std::stoull(payload.substr(tag_end + 1, size_end - tag_end - 1));
-  const std::string head = payload.substr(0, size_end + 1 + ranker_size);
-  const std::string comparator = payload.substr(size_end + 1 + ranker_size);
+  const PairsPayload parts(m->payload());
   auto comparator_named = [&](const char* name) {
+    PairsPayload named = parts;
+    named.comparator = with_pooling(parts.comparator, name);
     auto loaded = costmodel::make_model("xgb-pairs");
-    loaded->load_payload(head + with_pooling(comparator, name));
+    loaded->load_payload(named.str());
     return loaded;
   };
   const TwoNests programs = two_nests(5);

@@ -55,9 +55,9 @@ TEST_CASE("pretrained: a model is shipped for this machine kind, of a feature ve
     CHECK(tuner::shipped_model("xgb", backend->target()) != nullptr);
   // How each shipped xgb model reads a program of several nests: cpu-simd8's was trained before
   // models recorded their pooling, on sums, and keeps summing, also once fine-tuned on a target's
-  // records; cpu-simd16's was trained on feature version 9, and reads the dominant nest's row.
+  // records; cpu-simd16's scores each nest apart and adds the scores.
   const std::pair<int, costmodel::Pooling> pooling_by_lanes[] = {{8, costmodel::Pooling::Sum},
-                                                                  {16, costmodel::Pooling::Dominant}};
+                                                                 {16, costmodel::Pooling::PerNest}};
   for (auto& [lanes, pooling] : pooling_by_lanes) {
     codegen::TargetInfo t = backend->target();
     t.traits.vector_lanes = lanes;
@@ -72,15 +72,34 @@ TEST_CASE("pretrained: a model is shipped for this machine kind, of a feature ve
     REQUIRE(f.stages.size() == 2);
     const costmodel::Features summed{{f.pooled(costmodel::Pooling::Sum)}}, most{{f.pooled(costmodel::Pooling::Max)}},
         dominant{{f.pooled(costmodel::Pooling::Dominant)}};
-    const auto& own_pooling = pooling == costmodel::Pooling::Sum ? summed : dominant;
-    CHECK(m->predict({f}) == m->predict({own_pooling}));
-    for (auto* other : {&summed, &most, &dominant})  // (the poolings score this program apart)
-      if (other != &own_pooling) CHECK(m->predict({f}) != m->predict({*other}));
+    // Each nest's row scored alone (with the program's whole-program features), the scores added.
+    auto nests_added = [&](const costmodel::CostModel& model) {
+      float sum = 0;
+      for (std::size_t r = 0; r < f.stages.size(); ++r) {
+        costmodel::FeatureRow row(costmodel::feature_count());
+        f.nest_row_into(r, row.data(), row.size());
+        sum += model.predict({costmodel::Features{{row}}}).front();
+      }
+      return sum;
+    };
+    auto reads_as_its_pooling = [&] {
+      const float score = m->predict({f}).front();
+      if (pooling == costmodel::Pooling::Sum) {
+        CHECK(score == m->predict({summed}).front());
+        CHECK(score != nests_added(*m));
+      } else {
+        CHECK(score == nests_added(*m));
+        CHECK(score != m->predict({summed}).front());
+      }
+      CHECK(score != m->predict({most}).front());  // (the poolings score this program apart)
+      CHECK(score != m->predict({dominant}).front());
+    };
+    reads_as_its_pooling();
     std::vector<costmodel::Sample> own;
     for (int i = 0; i < 8; ++i) own.push_back({f, "w", 1e-3 * (1 + i % 3)});
     m->fine_tune(own);
-    CHECK(m->predict({f}) == m->predict({own_pooling}));
-    // The same model object trained anew reads the dominant nest, as every new model does.
+    reads_as_its_pooling();
+    // The same model object trained anew scores each nest apart, as every new model does.
     std::vector<costmodel::Sample> varied;
     for (int i = 0; i < 40; ++i) {
       costmodel::Features g = f;
@@ -89,8 +108,8 @@ TEST_CASE("pretrained: a model is shipped for this machine kind, of a feature ve
       varied.push_back({g, "w", 1e-3 * (1 + (7 * i) % 11)});
     }
     m->fit(varied);
-    CHECK(m->predict({f}) == m->predict({dominant}));
-    CHECK(m->predict({f}) != m->predict({most}));
+    CHECK(m->predict({f}).front() == nests_added(*m));
+    CHECK(m->predict({f}) != m->predict({dominant}));
   }
   codegen::TargetInfo other = backend->target();
   other.traits.vector_lanes = 3;  // no machine of this kind
