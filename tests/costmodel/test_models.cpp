@@ -527,6 +527,11 @@ TEST_CASE("xgb-pairs: a comparator saved before it named its pooling reads by ma
   CHECK(error_of([&] { comparator_named("median"); }, &k) ==
         "xgb-pairs: the comparator: the model pools its rows by 'median', unknown to this build");
   CHECK(k == ErrorKind::InvalidInput);
+  // A comparator sees one row per candidate: one said to score nests apart is refused at load,
+  // not failed on its first ranking.
+  CHECK(error_of([&] { comparator_named("nests"); }, &k) ==
+        "xgb-pairs: the comparator reads one row per candidate, not one per nest");
+  CHECK(k == ErrorKind::InvalidInput);
 }
 
 TEST_CASE("xgb-pairs started from a trained xgb ranks as it does, until fine-tuning brings a comparator") {
