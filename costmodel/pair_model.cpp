@@ -173,7 +173,8 @@ class PairModel final : public CostModel {
         try {
           // Comparators saved before the attribute pooled by max.
           pooling = read_pooling_attr(loaded, Pooling::Max);
-          if (pooling == Pooling::PerNest) why = "xgb-pairs: the comparator reads one row per candidate, not one per nest";
+          if (pooling == Pooling::PerNest)
+            why = "xgb-pairs: the comparator reads one row per candidate, not one per nest";
         } catch (const Error& e) {
           why = std::string("xgb-pairs: the comparator: ") + e.what();
         }
