@@ -10,7 +10,8 @@ namespace tiletune::costmodel {
 
 std::unique_ptr<CostModel> make_xgb_model(std::uint64_t seed);
 //! How a model of make_xgb_model's pools a candidate's rows: its trees' (kept through save and
-//! load); a new comparator of xgb-pairs pools as its ranker does. Error(Internal) for another kind.
+//! load); a new comparator of xgb-pairs pools as its ranker does, in one row (the dominant nest's
+//! where the ranker scores each nest apart). Error(Internal) for another kind.
 Pooling xgb_pooling(const CostModel& xgb);
 //! The pooling an XGBoost booster's attribute names, kept in its payload; `absent` where it has
 //! none (a booster saved before the attribute). Error(InvalidInput) naming an unknown one.

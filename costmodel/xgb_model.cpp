@@ -24,12 +24,13 @@ struct DenseRows {
   std::vector<float> data;
   std::vector<std::size_t> starts{0};
   std::size_t rows() const { return starts.back(); }
-  //! Each candidate's score: the sum of its rows'.
-  std::vector<float> per_candidate(const float* row_scores) const {
-    std::vector<float> out(starts.size() - 1, 0.0f);
-    for (std::size_t i = 0; i + 1 < starts.size(); ++i)
+  std::size_t candidates() const { return starts.size() - 1; }
+  //! Each candidate's score, the sum of its rows', to out[0, candidates()).
+  void add_up(const float* row_scores, float* out) const {
+    for (std::size_t i = 0; i < candidates(); ++i) {
+      out[i] = 0.0f;
       for (std::size_t r = starts[i]; r < starts[i + 1]; ++r) out[i] += row_scores[r];
-    return out;
+    }
   }
 };
 
@@ -241,7 +242,8 @@ class XgbModel final : public CostModel {
     std::string error;  // of any slice
     for_slices(x.size(), 1024, [&](size_t begin, size_t end) {
       const DenseRows d = dense(rows, begin, end, pooling_, width_);
-      const bool summed = d.rows() != end - begin;
+      // Rows of one nest each are scored in place; those of programs of several, then added up.
+      const bool summed = d.rows() != d.candidates();
       std::vector<float> row_scores(summed ? d.rows() : 0);
       float* out = summed ? row_scores.data() : &scores[begin];
       std::string why;
@@ -249,15 +251,12 @@ class XgbModel final : public CostModel {
         trees_->predict(d.data.data(), d.rows(), out);
       else
         why = xgb_predict_dense(booster_, d.data.data(), d.rows(), width_, out);
-      if (why.empty()) {
-        if (summed) {
-          const std::vector<float> sums = d.per_candidate(out);
-          std::copy(sums.begin(), sums.end(), scores.begin() + begin);
-        }
+      if (!why.empty()) {
+        std::lock_guard<std::mutex> hold(error_lock);
+        error = std::move(why);
         return;
       }
-      std::lock_guard<std::mutex> hold(error_lock);
-      error = std::move(why);
+      if (summed) d.add_up(out, &scores[begin]);
     });
     if (!error.empty()) throw_error(ErrorKind::Internal, "XGBoost: predicting: " + error);
     return scores;
@@ -327,7 +326,7 @@ class XgbModel final : public CostModel {
       check_xgboost(XGBoosterSetParam(booster_, k, v), ErrorKind::Internal, std::string("parameter ") + k);
     check_xgboost(XGBoosterSetParam(booster_, "seed", std::to_string(seed_ % 2147483647).c_str()), ErrorKind::Internal, "seed");
     const PairLoss loss(g, seed_);
-    std::vector<float> grad, hess, row_grad, row_hess;
+    std::vector<float> candidate_score(d.candidates()), grad, hess, row_grad, row_hess;
     for (int i = first; i < first + rounds; ++i) {
       bst_ulong n = 0;
       const float* score = nullptr;
@@ -335,10 +334,11 @@ class XgbModel final : public CostModel {
             "scoring round " + std::to_string(i));
       if (n != d.rows()) throw_error(ErrorKind::Internal, "XGBoost: scores of the wrong shape while training");
       // A candidate's score is the sum of its rows': each row takes its candidate's gradient.
-      loss.gradients(d.per_candidate(score).data(), grad, hess);
+      d.add_up(score, candidate_score.data());
+      loss.gradients(candidate_score.data(), grad, hess);
       row_grad.resize(n);
       row_hess.resize(n);
-      for (std::size_t c = 0; c + 1 < d.starts.size(); ++c)
+      for (std::size_t c = 0; c < d.candidates(); ++c)
         for (std::size_t r = d.starts[c]; r < d.starts[c + 1]; ++r) {
           row_grad[r] = grad[c];
           row_hess[r] = hess[c];
