@@ -352,7 +352,7 @@ void Features::pool_into(float* out, Pooling how, std::size_t width) const {
     nest_row_into(top, out, width);
     return;
   }
-  if (how == Pooling::PerNest) throw_error(ErrorKind::Internal, "a program pooled into one row per nest");
+  if (per_nest(how)) throw_error(ErrorKind::Internal, "a program pooled into one row per nest");
   for (size_t r = 0; r < stages.size(); ++r) {
     const FeatureRow& row = stages[r];
     check_feature_row(row);

@@ -59,12 +59,19 @@ using FeatureRow = std::vector<float>;
 //! a third's loop trips. Ranked ops outside the corpus better than max (docs/cost-models.md,
 //! "Which nest stands for a program").
 //! PerNest: no pooling: a model scores each nest's row (with the whole-program features, as
-//! nest_row_into) and adds the scores, as Ansor's and TenSet's XGBoost do: a program's time is
-//! its nests' times added, and the nests the dominant row leaves out (a small nest done slowly,
-//! a centred temporary inlined or not) count. New xgb models score so: on a corpus of 230
-//! workloads they rank ops outside it and held-out ops better than by the dominant row
-//! (docs/cost-models.md, "Each nest scored apart").
-enum class Pooling { Sum, Max, Dominant, PerNest };
+//! nest_row_into) and adds the scores, as Ansor's and TenSet's XGBoost do, so that the nests the
+//! dominant row leaves out (a small nest done slowly, a centred temporary inlined or not) count.
+//! On a corpus of 230 workloads it ranked ops outside it and held-out ops better than the
+//! dominant row (docs/cost-models.md, "Each nest scored apart").
+//! NestTimes: each nest's row scored apart as PerNest, each score read as minus the log of the
+//! nest's time, and the program's time as its nests' times added: -log(sum of exp(-score)).
+//! Scores added multiply the nests' times, so that a nest of 1 % of the program moves it as
+//! much as the nest of 99 %; times added weigh each nest by its share. New xgb models score so:
+//! on the same corpus they rank ops outside it and held-out ops better than PerNest
+//! (docs/cost-models.md, "A program's time is its nests' times added").
+enum class Pooling { Sum, Max, Dominant, PerNest, NestTimes };
+//! Whether a model of this pooling reads one row per nest (PerNest, NestTimes).
+constexpr bool per_nest(Pooling how) { return how == Pooling::PerNest || how == Pooling::NestTimes; }
 
 //! Features of one candidate: one row per loop nest it runs (a statement, with what is inlined
 //! or fused into it); whole-program features sit in the first row (0 in the others) so that

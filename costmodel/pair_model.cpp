@@ -49,7 +49,7 @@ void pair_row(const float* a, const float* b, std::size_t width, float* out) {
 
 //! How a new comparator reads a candidate: as its ranker does, in one row (a ranker that scores
 //! each nest apart reads the program by its dominant nest here).
-Pooling comparator_pooling_of(Pooling ranker) { return ranker == Pooling::PerNest ? Pooling::Dominant : ranker; }
+Pooling comparator_pooling_of(Pooling ranker) { return per_nest(ranker) ? Pooling::Dominant : ranker; }
 
 //! The pooled rows of `x`, `width` features each.
 std::vector<float> pooled_rows(const std::vector<const Features*>& x, Pooling how, std::size_t width) {
@@ -173,8 +173,7 @@ class PairModel final : public CostModel {
         try {
           // Comparators saved before the attribute pooled by max.
           pooling = read_pooling_attr(loaded, Pooling::Max);
-          if (pooling == Pooling::PerNest)
-            why = "xgb-pairs: the comparator reads one row per candidate, not one per nest";
+          if (per_nest(pooling)) why = "xgb-pairs: the comparator reads one row per candidate, not one per nest";
         } catch (const Error& e) {
           why = std::string("xgb-pairs: the comparator: ") + e.what();
         }

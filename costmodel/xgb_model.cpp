@@ -1,5 +1,6 @@
 // The gradient-boosted ranker: XGBoost's C API over the program features, each nest scored apart
-// and the scores summed (Pooling::PerNest), or, in models of before, one pooled row (Pooling).
+// as a time and the times added (Pooling::NestTimes), or, in models of before, the scores added
+// (Pooling::PerNest) or one pooled row (Pooling).
 #include <xgboost/c_api.h>
 
 #include <algorithm>
@@ -18,32 +19,58 @@ namespace tiletune::costmodel {
 namespace {
 
 //! The rows XGBoost and CompleteTrees read for candidates x[begin, end), their first `width`
-//! features, row-major: one pooled row each, or with Pooling::PerNest one per nest (a program of
-//! none keeps one row of zeros). Candidate begin + i owns rows [starts[i], starts[i + 1]).
+//! features, row-major: one pooled row each, or with a per-nest pooling one per nest (a program
+//! of none keeps one row of zeros). Candidate begin + i owns rows [starts[i], starts[i + 1]).
 struct DenseRows {
+  Pooling how = Pooling::PerNest;
   std::vector<float> data;
   std::vector<std::size_t> starts{0};
   std::size_t rows() const { return starts.back(); }
   std::size_t candidates() const { return starts.size() - 1; }
-  //! Each candidate's score, the sum of its rows', to out[0, candidates()).
-  void add_up(const float* row_scores, float* out) const {
+  //! Each candidate's score from its rows' to out[0, candidates()): their sum, or with
+  //! Pooling::NestTimes minus the log of their times added (nest_weights).
+  void combine(const float* row_scores, float* out) const {
     for (std::size_t i = 0; i < candidates(); ++i) {
       out[i] = 0.0f;
-      for (std::size_t r = starts[i]; r < starts[i + 1]; ++r) out[i] += row_scores[r];
+      if (how == Pooling::NestTimes && starts[i + 1] - starts[i] > 1)
+        out[i] = static_cast<float>(log_sum(row_scores, i, nullptr));
+      else
+        for (std::size_t r = starts[i]; r < starts[i + 1]; ++r) out[i] += row_scores[r];
     }
+  }
+  //! How much candidate i's score moves with each of its rows' (d score / d row score) to
+  //! w[0, its rows): 1 each for a sum; for Pooling::NestTimes each nest's share of the time.
+  void nest_weights(const float* row_scores, std::size_t i, std::vector<double>& w) const {
+    w.assign(starts[i + 1] - starts[i], 1.0);
+    if (how == Pooling::NestTimes && w.size() > 1) log_sum(row_scores, i, &w);
+  }
+
+ private:
+  //! -log(sum of exp(-score)) over candidate i's rows, computed stably; with `w`, each row's
+  //! share of the sum (exp(-score) over it), which is the sum's derivative by the row's score.
+  double log_sum(const float* row_scores, std::size_t i, std::vector<double>* w) const {
+    double top = -INFINITY;
+    for (std::size_t r = starts[i]; r < starts[i + 1]; ++r) top = std::max(top, -static_cast<double>(row_scores[r]));
+    double total = 0;
+    for (std::size_t r = starts[i]; r < starts[i + 1]; ++r) total += std::exp(-row_scores[r] - top);
+    if (w)
+      for (std::size_t r = starts[i]; r < starts[i + 1]; ++r)
+        (*w)[r - starts[i]] = std::exp(-row_scores[r] - top) / total;
+    return -(top + std::log(total));
   }
 };
 
 DenseRows dense(const std::vector<const Features*>& x, std::size_t begin, std::size_t end, Pooling how,
                 std::size_t width) {
   DenseRows d;
+  d.how = how;
   d.starts.reserve(end - begin + 1);
   for (std::size_t i = begin; i < end; ++i)
-    d.starts.push_back(d.starts.back() + (how == Pooling::PerNest ? std::max<std::size_t>(1, x[i]->stages.size()) : 1));
+    d.starts.push_back(d.starts.back() + (per_nest(how) ? std::max<std::size_t>(1, x[i]->stages.size()) : 1));
   d.data.assign(d.rows() * width, 0.0f);
   for (std::size_t i = begin; i < end; ++i) {
     float* at = &d.data[d.starts[i - begin] * width];
-    if (how != Pooling::PerNest)
+    if (!per_nest(how))
       x[i]->pool_into(at, how, width);
     else
       for (std::size_t r = 0; r < x[i]->stages.size(); ++r) x[i]->nest_row_into(r, at + r * width, width);
@@ -54,11 +81,15 @@ DenseRows dense(const std::vector<const Features*>& x, std::size_t begin, std::s
 //! The booster attribute (saved in the payload) naming how a booster's rows are pooled, and its
 //! values (read_pooling_attr). xgb models trained before the attribute existed have none and
 //! were trained on sums; those trained before feature version 9 pool by max, the shipped ones of
-//! version 9 by the dominant nest; new ones score each nest apart (Pooling's comment).
+//! version 9 by the dominant nest, then by each nest's score added ("nests"); new ones add the
+//! nests' times (Pooling's comment).
 constexpr const char* kPoolingAttr = "tiletune_pooling";
-constexpr std::pair<Pooling, const char*> kPoolingNames[] = {
-    {Pooling::Sum, "sum"}, {Pooling::Max, "max"}, {Pooling::Dominant, "dominant"}, {Pooling::PerNest, "nests"}};
-constexpr Pooling kNewModelPooling = Pooling::PerNest;
+constexpr std::pair<Pooling, const char*> kPoolingNames[] = {{Pooling::Sum, "sum"},
+                                                             {Pooling::Max, "max"},
+                                                             {Pooling::Dominant, "dominant"},
+                                                             {Pooling::PerNest, "nests"},
+                                                             {Pooling::NestTimes, "nest-times"}};
+constexpr Pooling kNewModelPooling = Pooling::NestTimes;
 
 //! Owns a DMatrix of DenseRows.
 class Matrix {
@@ -204,8 +235,9 @@ class XgbModel final : public CostModel {
     DMatrixHandle train[] = {m.get()};
     check_xgboost(XGBoosterCreate(train, 1, &booster_), ErrorKind::Internal, "creating a booster");
     write_pooling_attr(booster_, pooling_);
-    // A candidate's score is its nests' summed (Pooling::PerNest): a base score would count once
-    // per nest, and the programs of one workload differ in nests (an inlined stage has none).
+    // A candidate's score comes from its nests' (Pooling::NestTimes): a base score is a factor of
+    // every nest's time, no help; where a model adds the scores (PerNest) it would count once per
+    // nest, and the programs of one workload differ in nests (an inlined stage has none).
     check_xgboost(XGBoosterSetParam(booster_, "base_score", "0"), ErrorKind::Internal, "base score");
     boost(m, d, g, 0, kRounds);
     compile_trees(payload());
@@ -256,7 +288,7 @@ class XgbModel final : public CostModel {
         error = std::move(why);
         return;
       }
-      if (summed) d.add_up(out, &scores[begin]);
+      if (summed) d.combine(out, &scores[begin]);
     });
     if (!error.empty()) throw_error(ErrorKind::Internal, "XGBoost: predicting: " + error);
     return scores;
@@ -327,22 +359,27 @@ class XgbModel final : public CostModel {
     check_xgboost(XGBoosterSetParam(booster_, "seed", std::to_string(seed_ % 2147483647).c_str()), ErrorKind::Internal, "seed");
     const PairLoss loss(g, seed_);
     std::vector<float> candidate_score(d.candidates()), grad, hess, row_grad, row_hess;
+    std::vector<double> weight;
     for (int i = first; i < first + rounds; ++i) {
       bst_ulong n = 0;
       const float* score = nullptr;
       check_xgboost(XGBoosterPredict(booster_, m.get(), 0, 0, /*training=*/1, &n, &score), ErrorKind::Internal,
             "scoring round " + std::to_string(i));
       if (n != d.rows()) throw_error(ErrorKind::Internal, "XGBoost: scores of the wrong shape while training");
-      // A candidate's score is the sum of its rows': each row takes its candidate's gradient.
-      d.add_up(score, candidate_score.data());
+      // Each row takes its candidate's gradient times how much the candidate's score moves with
+      // the row's (Gauss-Newton: the hessian times its square).
+      d.combine(score, candidate_score.data());
       loss.gradients(candidate_score.data(), grad, hess);
       row_grad.resize(n);
       row_hess.resize(n);
-      for (std::size_t c = 0; c < d.candidates(); ++c)
+      for (std::size_t c = 0; c < d.candidates(); ++c) {
+        d.nest_weights(score, c, weight);
         for (std::size_t r = d.starts[c]; r < d.starts[c + 1]; ++r) {
-          row_grad[r] = grad[c];
-          row_hess[r] = hess[c];
+          const double w = weight[r - d.starts[c]];
+          row_grad[r] = static_cast<float>(grad[c] * w);
+          row_hess[r] = static_cast<float>(std::max(hess[c] * w * w, 1e-6));
         }
+      }
       check_xgboost(XGBoosterBoostOneIter(booster_, m.get(), row_grad.data(), row_hess.data(), n), ErrorKind::Internal,
                     "training round " + std::to_string(i));
     }

@@ -55,9 +55,9 @@ TEST_CASE("pretrained: a model is shipped for this machine kind, of a feature ve
     CHECK(tuner::shipped_model("xgb", backend->target()) != nullptr);
   // How each shipped xgb model reads a program of several nests: cpu-simd8's was trained before
   // models recorded their pooling, on sums, and keeps summing, also once fine-tuned on a target's
-  // records; cpu-simd16's scores each nest apart and adds the scores.
+  // records; cpu-simd16's scores each nest apart as a time and adds the times.
   const std::pair<int, costmodel::Pooling> pooling_by_lanes[] = {{8, costmodel::Pooling::Sum},
-                                                                 {16, costmodel::Pooling::PerNest}};
+                                                                 {16, costmodel::Pooling::NestTimes}};
   for (auto& [lanes, pooling] : pooling_by_lanes) {
     codegen::TargetInfo t = backend->target();
     t.traits.vector_lanes = lanes;
@@ -72,23 +72,24 @@ TEST_CASE("pretrained: a model is shipped for this machine kind, of a feature ve
     REQUIRE(f.stages.size() == 2);
     const costmodel::Features summed{{f.pooled(costmodel::Pooling::Sum)}}, most{{f.pooled(costmodel::Pooling::Max)}},
         dominant{{f.pooled(costmodel::Pooling::Dominant)}};
-    // Each nest's row scored alone (with the program's whole-program features), the scores added.
-    auto nests_added = [&](const costmodel::CostModel& model) {
-      float sum = 0;
+    // Each nest's row scored alone (with the program's whole-program features), read as minus
+    // the log of the nest's time, the times added.
+    auto nest_times_added = [&](const costmodel::CostModel& model) {
+      double time = 0;
       for (std::size_t r = 0; r < f.stages.size(); ++r) {
         costmodel::FeatureRow row(costmodel::feature_count());
         f.nest_row_into(r, row.data(), row.size());
-        sum += model.predict({costmodel::Features{{row}}}).front();
+        time += std::exp(-static_cast<double>(model.predict({costmodel::Features{{row}}}).front()));
       }
-      return sum;
+      return doctest::Approx(-std::log(time)).epsilon(1e-5);
     };
     auto reads_as_its_pooling = [&] {
       const float score = m->predict({f}).front();
       if (pooling == costmodel::Pooling::Sum) {
         CHECK(score == m->predict({summed}).front());
-        CHECK(score != nests_added(*m));
+        CHECK(score != nest_times_added(*m));
       } else {
-        CHECK(score == nests_added(*m));
+        CHECK(score == nest_times_added(*m));
         CHECK(score != m->predict({summed}).front());
       }
       CHECK(score != m->predict({most}).front());  // (the poolings score this program apart)
@@ -99,7 +100,7 @@ TEST_CASE("pretrained: a model is shipped for this machine kind, of a feature ve
     for (int i = 0; i < 8; ++i) own.push_back({f, "w", 1e-3 * (1 + i % 3)});
     m->fine_tune(own);
     reads_as_its_pooling();
-    // The same model object trained anew scores each nest apart, as every new model does.
+    // The same model object trained anew adds its nests' times, as every new model does.
     std::vector<costmodel::Sample> varied;
     for (int i = 0; i < 40; ++i) {
       costmodel::Features g = f;
@@ -108,7 +109,7 @@ TEST_CASE("pretrained: a model is shipped for this machine kind, of a feature ve
       varied.push_back({g, "w", 1e-3 * (1 + (7 * i) % 11)});
     }
     m->fit(varied);
-    CHECK(m->predict({f}).front() == nests_added(*m));
+    CHECK(m->predict({f}).front() == nest_times_added(*m));
     CHECK(m->predict({f}) != m->predict({dominant}));
   }
   codegen::TargetInfo other = backend->target();
