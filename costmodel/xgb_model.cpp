@@ -28,35 +28,30 @@ struct DenseRows {
   std::size_t rows() const { return starts.back(); }
   std::size_t candidates() const { return starts.size() - 1; }
   //! Each candidate's score from its rows' to out[0, candidates()): their sum, or with
-  //! Pooling::NestTimes minus the log of their times added (nest_weights).
-  void combine(const float* row_scores, float* out) const {
+  //! Pooling::NestTimes minus the log of their times added, -log(sum of exp(-score)). With
+  //! `row_weight`, each row's derivative of its candidate's score to row_weight[0, rows()): 1 for
+  //! a sum, the nest's share of the time (exp(-score) over the sum) for times added.
+  void combine(const float* row_scores, float* out, double* row_weight = nullptr) const {
     for (std::size_t i = 0; i < candidates(); ++i) {
-      out[i] = 0.0f;
-      if (how == Pooling::NestTimes && starts[i + 1] - starts[i] > 1)
-        out[i] = static_cast<float>(log_sum(row_scores, i, nullptr));
-      else
-        for (std::size_t r = starts[i]; r < starts[i + 1]; ++r) out[i] += row_scores[r];
+      const std::size_t first = starts[i], last = starts[i + 1];
+      if (how != Pooling::NestTimes || last - first < 2) {
+        out[i] = 0.0f;
+        for (std::size_t r = first; r < last; ++r) out[i] += row_scores[r];
+        if (row_weight) std::fill(row_weight + first, row_weight + last, 1.0);
+        continue;
+      }
+      double top = -INFINITY;  // the largest exponent, taken out of the sum so that none overflows
+      for (std::size_t r = first; r < last; ++r) top = std::max(top, -static_cast<double>(row_scores[r]));
+      double total = 0;
+      for (std::size_t r = first; r < last; ++r) {
+        const double time = std::exp(-row_scores[r] - top);
+        total += time;
+        if (row_weight) row_weight[r] = time;
+      }
+      out[i] = static_cast<float>(-(top + std::log(total)));
+      if (row_weight)
+        for (std::size_t r = first; r < last; ++r) row_weight[r] /= total;
     }
-  }
-  //! How much candidate i's score moves with each of its rows' (d score / d row score) to
-  //! w[0, its rows): 1 each for a sum; for Pooling::NestTimes each nest's share of the time.
-  void nest_weights(const float* row_scores, std::size_t i, std::vector<double>& w) const {
-    w.assign(starts[i + 1] - starts[i], 1.0);
-    if (how == Pooling::NestTimes && w.size() > 1) log_sum(row_scores, i, &w);
-  }
-
- private:
-  //! -log(sum of exp(-score)) over candidate i's rows, computed stably; with `w`, each row's
-  //! share of the sum (exp(-score) over it), which is the sum's derivative by the row's score.
-  double log_sum(const float* row_scores, std::size_t i, std::vector<double>* w) const {
-    double top = -INFINITY;
-    for (std::size_t r = starts[i]; r < starts[i + 1]; ++r) top = std::max(top, -static_cast<double>(row_scores[r]));
-    double total = 0;
-    for (std::size_t r = starts[i]; r < starts[i + 1]; ++r) total += std::exp(-row_scores[r] - top);
-    if (w)
-      for (std::size_t r = starts[i]; r < starts[i + 1]; ++r)
-        (*w)[r - starts[i]] = std::exp(-row_scores[r] - top) / total;
-    return -(top + std::log(total));
   }
 };
 
@@ -274,10 +269,10 @@ class XgbModel final : public CostModel {
     std::string error;  // of any slice
     for_slices(x.size(), 1024, [&](size_t begin, size_t end) {
       const DenseRows d = dense(rows, begin, end, pooling_, width_);
-      // Rows of one nest each are scored in place; those of programs of several, then added up.
-      const bool summed = d.rows() != d.candidates();
-      std::vector<float> row_scores(summed ? d.rows() : 0);
-      float* out = summed ? row_scores.data() : &scores[begin];
+      // Rows of one nest each are scored in place; those of programs of several, then combined.
+      const bool per_row = d.rows() != d.candidates();
+      std::vector<float> row_scores(per_row ? d.rows() : 0);
+      float* out = per_row ? row_scores.data() : &scores[begin];
       std::string why;
       if (trees_)
         trees_->predict(d.data.data(), d.rows(), out);
@@ -288,7 +283,7 @@ class XgbModel final : public CostModel {
         error = std::move(why);
         return;
       }
-      if (summed) d.combine(out, &scores[begin]);
+      if (per_row) d.combine(out, &scores[begin]);
     });
     if (!error.empty()) throw_error(ErrorKind::Internal, "XGBoost: predicting: " + error);
     return scores;
@@ -358,8 +353,8 @@ class XgbModel final : public CostModel {
       check_xgboost(XGBoosterSetParam(booster_, k, v), ErrorKind::Internal, std::string("parameter ") + k);
     check_xgboost(XGBoosterSetParam(booster_, "seed", std::to_string(seed_ % 2147483647).c_str()), ErrorKind::Internal, "seed");
     const PairLoss loss(g, seed_);
-    std::vector<float> candidate_score(d.candidates()), grad, hess, row_grad, row_hess;
-    std::vector<double> weight;
+    std::vector<float> candidate_score(d.candidates()), grad, hess, row_grad(d.rows()), row_hess(d.rows());
+    std::vector<double> weight(d.rows());
     for (int i = first; i < first + rounds; ++i) {
       bst_ulong n = 0;
       const float* score = nullptr;
@@ -368,18 +363,13 @@ class XgbModel final : public CostModel {
       if (n != d.rows()) throw_error(ErrorKind::Internal, "XGBoost: scores of the wrong shape while training");
       // Each row takes its candidate's gradient times how much the candidate's score moves with
       // the row's (Gauss-Newton: the hessian times its square).
-      d.combine(score, candidate_score.data());
+      d.combine(score, candidate_score.data(), weight.data());
       loss.gradients(candidate_score.data(), grad, hess);
-      row_grad.resize(n);
-      row_hess.resize(n);
-      for (std::size_t c = 0; c < d.candidates(); ++c) {
-        d.nest_weights(score, c, weight);
+      for (std::size_t c = 0; c < d.candidates(); ++c)
         for (std::size_t r = d.starts[c]; r < d.starts[c + 1]; ++r) {
-          const double w = weight[r - d.starts[c]];
-          row_grad[r] = static_cast<float>(grad[c] * w);
-          row_hess[r] = static_cast<float>(std::max(hess[c] * w * w, 1e-6));
+          row_grad[r] = static_cast<float>(grad[c] * weight[r]);
+          row_hess[r] = static_cast<float>(std::max(hess[c] * weight[r] * weight[r], 1e-6));
         }
-      }
       check_xgboost(XGBoosterBoostOneIter(booster_, m.get(), row_grad.data(), row_hess.data(), n), ErrorKind::Internal,
                     "training round " + std::to_string(i));
     }

@@ -102,22 +102,22 @@ TwoNests two_nests(std::uint64_t seed) {
   return out;
 }
 
-//! A model's scores of the programs' two nests, each scored alone (the second with the first's
-//! whole-program features, as_dominant), added.
-std::vector<float> nests_added(const costmodel::CostModel& m, const TwoNests& p) {
+//! A model's scores of the programs' two nests, each nest's row scored alone (the second with
+//! the first's whole-program features, as_dominant), combined by `f(first, second)`.
+template <class F>
+std::vector<float> nests_combined(const costmodel::CostModel& m, const TwoNests& p, F f) {
   std::vector<float> out = m.predict(p.first_nest);
   const std::vector<float> second = m.predict(p.as_dominant);
-  for (std::size_t i = 0; i < out.size(); ++i) out[i] += second[i];
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = f(out[i], second[i]);
   return out;
 }
-
-//! A model's scores of the programs' two nests as times: minus the log of the nests' times
-//! added, each time exp(-score) of the nest's row scored alone (nests_added's rows).
+//! The nests' scores added.
+std::vector<float> nests_added(const costmodel::CostModel& m, const TwoNests& p) {
+  return nests_combined(m, p, [](float a, float b) { return a + b; });
+}
+//! Minus the log of the nests' times added, each nest's time exp(-score).
 std::vector<float> nest_times_added(const costmodel::CostModel& m, const TwoNests& p) {
-  std::vector<float> out = m.predict(p.first_nest);
-  const std::vector<float> second = m.predict(p.as_dominant);
-  for (std::size_t i = 0; i < out.size(); ++i) out[i] = -std::log(std::exp(-out[i]) + std::exp(-second[i]));
-  return out;
+  return nests_combined(m, p, [](float a, float b) { return -std::log(std::exp(-a) + std::exp(-b)); });
 }
 
 //! Whether two score lists agree within float rounding of a log of sums.
@@ -553,11 +553,14 @@ TEST_CASE("xgb-pairs: a comparator saved before it named its pooling reads by ma
   CHECK(error_of([&] { comparator_named("median"); }, &k) ==
         "xgb-pairs: the comparator: the model pools its rows by 'median', unknown to this build");
   CHECK(k == ErrorKind::InvalidInput);
-  // A comparator sees one row per candidate: one said to score nests apart is refused at load,
-  // not failed on its first ranking.
-  CHECK(error_of([&] { comparator_named("nests"); }, &k) ==
-        "xgb-pairs: the comparator reads one row per candidate, not one per nest");
-  CHECK(k == ErrorKind::InvalidInput);
+  // A comparator sees one row per candidate: one said to score nests apart (adding their scores
+  // or their times) is refused at load, not failed on its first ranking.
+  for (const char* per_nest : {"nests", "nest-times"}) {
+    CAPTURE(per_nest);
+    CHECK(error_of([&] { comparator_named(per_nest); }, &k) ==
+          "xgb-pairs: the comparator reads one row per candidate, not one per nest");
+    CHECK(k == ErrorKind::InvalidInput);
+  }
 }
 
 TEST_CASE("xgb-pairs started from a trained xgb ranks as it does, until fine-tuning brings a comparator") {
