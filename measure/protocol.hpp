@@ -65,7 +65,8 @@ inline void fill_input(float* data, std::int64_t n, std::uint64_t seed, int tens
 double tolerance_for(std::int64_t reduction_length, ir::DType output = ir::DType::F32);
 
 //! Compares outputs with the reference; "" when equal within tolerance, else where not.
-//! NaN matches NaN; `scale` (mean magnitude of the reference) keeps near-zero values fair.
+//! NaN matches NaN; `scale` (mean magnitude of the reference) keeps near-zero values fair, and a
+//! difference below f32's smallest normal (denormals kept or flushed) is no difference.
 //! Integer types match within `slack` (absolute).
 std::string compare(ir::DType t, const void* got, const void* want, std::int64_t n, double tolerance, double slack = 0);
 inline std::string compare(const float* got, const float* want, std::int64_t n, double tolerance) {

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 
 #include "codegen/backend.hpp"
@@ -13,6 +14,7 @@
 #include "faulty_backend.hpp"
 #include "helpers.hpp"
 #include "measure/measure.hpp"
+#include "measure/protocol.hpp"
 #include "support/hash.hpp"
 #include "support/subprocess.hpp"
 #include "tuner/tune.hpp"
@@ -98,6 +100,34 @@ TEST_CASE("measure: crashing, aborting, hanging, wrong and unbuildable kernels a
   CHECK(results[5].times_s.size() >= 3);
   CHECK(results[5].median_s() > 0);
   CHECK(results[6].error_class == "invalid_config");
+}
+
+TEST_CASE("measure: the result check takes f32's denormals kept or flushed as equal, and still finds wrong values") {
+  const double tol = measure::tolerance_for(329);
+  const float tiny = std::numeric_limits<float>::denorm_min();
+  // An output that underflows to zeros (exp of a large negative): its scale is 0, so only the
+  // denormal floor keeps a kernel that did not flush from failing on 1.4e-45 against 0.
+  const std::vector<float> zeros(8, 0.0f);
+  std::vector<float> got = zeros;
+  got[3] = tiny;
+  CHECK(measure::compare(got.data(), zeros.data(), 8, tol) == "");
+  got[3] = 0.5f * std::numeric_limits<float>::min();  // the largest denormals too
+  CHECK(measure::compare(got.data(), zeros.data(), 8, tol) == "");
+  got[3] = 1e-30f;  // a normal value where zeros are expected is wrong
+  CHECK(measure::compare(got.data(), zeros.data(), 8, tol).find("element 3") != std::string::npos);
+  // The relative bound is unchanged where values are normal.
+  const std::vector<float> want = {1, 2, 3, 4};
+  std::vector<float> close = want, far = want;
+  close[2] = 3.0f * (1 + 0.5f * static_cast<float>(tol));
+  far[2] = 3.0f * (1 + 4 * static_cast<float>(tol));
+  CHECK(measure::compare(close.data(), want.data(), 4, tol) == "");
+  CHECK(measure::compare(far.data(), want.data(), 4, tol).find("element 2") != std::string::npos);
+  // In a narrower stored type too (bf16 holds f32's exponent range).
+  std::vector<std::uint16_t> bf_zero(4, 0), bf_got(4, 0);
+  ir::store_element(ir::DType::BF16, bf_got.data(), 1, 1e-39);
+  REQUIRE(ir::load_element(ir::DType::BF16, bf_got.data(), 1) != 0);
+  CHECK(measure::compare(ir::DType::BF16, bf_got.data(), bf_zero.data(), 4,
+                         measure::tolerance_for(1, ir::DType::BF16)) == "");
 }
 
 TEST_CASE("measure: side by side, rivals are checked again and timed in turns; a failing one gets its error") {
