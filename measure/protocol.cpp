@@ -162,12 +162,13 @@ std::string compare(ir::DType t, const void* got, const void* want, std::int64_t
   // flushed them (or the reverse): a difference below f32's smallest normal is that, not a wrong
   // result. Without it an output that underflows to zeros (exp of a large negative) has a scale
   // of 0 and demands equal bits: 28 of one corpus workload's 32 kernels failed on 1.4e-45 vs 0.
-  const double denormal = std::numeric_limits<float>::min();
+  const double smallest_normal = std::numeric_limits<float>::min();
   for (std::int64_t i = 0; i < n; ++i) {
     double a = ir::load_element(t, got, i), b = ir::load_element(t, want, i);
-    bool same = (std::isnan(a) && std::isnan(b)) || a == b ||
-                (integer ? std::fabs(a - b) <= slack
-                         : std::fabs(a - b) < denormal || std::fabs(a - b) <= tolerance * (std::fabs(b) + scale));
+    bool same =
+        (std::isnan(a) && std::isnan(b)) || a == b ||
+        (integer ? std::fabs(a - b) <= slack
+                 : std::fabs(a - b) < smallest_normal || std::fabs(a - b) <= tolerance * (std::fabs(b) + scale));
     if (!same) {
       char buf[160];
       if (integer)

@@ -69,13 +69,36 @@ void check_sizes(const nlohmann::json& sizes, const std::string& where) {
   }
 }
 
+//! A recipe that names a `base` (a shipped recipe) is that recipe with its own fields in place
+//! of the base's: a draw of another seed is its name, seed and description, not a copy of the
+//! base's op list. The base is written out in full (no base of its own), so what a recipe
+//! collects is read in two files at most.
+nlohmann::json with_base(nlohmann::json recipe, const std::string& where) {
+  if (!recipe.contains("base")) return recipe;
+  if (!recipe["base"].is_string()) bad(where, "\"base\" must name a shipped recipe");
+  const std::string name = recipe["base"];
+  std::string text;
+  try {
+    text = ops::corpus_text(name);
+  } catch (const Error& e) {
+    bad(where, std::string("\"base\": ") + e.what());
+  }
+  nlohmann::json out = nlohmann::json::parse(text, nullptr, false);
+  if (out.is_discarded() || !out.is_object()) bad(where, "base " + name + " is not a JSON object");
+  if (out.contains("base")) bad(where, "base " + name + " has a base of its own; name a recipe written out in full");
+  recipe.erase("base");
+  for (auto& [key, value] : recipe.items()) out[key] = value;
+  return out;
+}
+
 }  // namespace
 
 CorpusRecipe parse_recipe(const std::string& text, const std::string& where) {
   CorpusRecipe r;
   r.json = nlohmann::json::parse(text, nullptr, false);
+  if (r.json.is_discarded() || !r.json.is_object()) bad(where, "not a JSON object");
+  r.json = with_base(std::move(r.json), where);
   const auto& j = r.json;
-  if (j.is_discarded() || !j.is_object()) bad(where, "not a JSON object");
   // An integer field of `o` (of the recipe, or of a phase: `in` says which), kept as `out`'s
   // default when absent unless `required`.
   auto int_field = [&](const nlohmann::json& o, const char* name, int& out, int lo, const std::string& in = "",

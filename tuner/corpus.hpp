@@ -44,6 +44,7 @@ struct CorpusRecipe {
 };
 
 //! Error(InvalidInput) naming the field for a malformed recipe; `where` names it in messages.
+//! A recipe's "base" names a shipped recipe whose fields it takes where it gives none.
 CorpusRecipe parse_recipe(const std::string& text, const std::string& where);
 
 //! The recipe's workloads in a fixed order (library sizes and generated ops drawn from its

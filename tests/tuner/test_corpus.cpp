@@ -138,7 +138,7 @@ TEST_CASE("corpus: the shipped recipe holds at least 150 workloads of 25 ops, dr
 }
 
 TEST_CASE("corpus: the five sample recipes (a third of cpu, drawn five times) hold 390 distinct workloads of 25 ops") {
-  // The corpus of the shipped cpu-simd16 xgb, collected on one machine in under four and a half hours.
+  // The corpus of the shipped cpu-simd16 xgb, collected on one machine in under five hours.
   std::set<std::string> ops;
   std::set<std::pair<std::string, std::string>> workloads;
   std::size_t count = 0;
@@ -154,6 +154,33 @@ TEST_CASE("corpus: the five sample recipes (a third of cpu, drawn five times) ho
   CHECK(count >= 390);
   CHECK(workloads.size() == count);  // no draw repeats another's
   CHECK(ops.size() >= 25);
+}
+
+TEST_CASE("corpus: a recipe with a base is the shipped base with the recipe's own fields in its place") {
+  auto cases_of = [](const std::string& text) {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (auto& c : tuner::corpus_cases(tuner::parse_recipe(text, "r.json"), nullptr))
+      out.push_back({c.op_name, c.sizes});
+    return out;
+  };
+  // Another seed of cpu-sample-2, written as a base and a seed, draws what cpu-sample-4 draws.
+  const auto drawn = cases_of(R"({"name": "x", "base": "cpu-sample-2", "seed": 4})");
+  CHECK(drawn.size() == 80);
+  CHECK(drawn == cases_of(ops::corpus_text("cpu-sample-4")));
+  CHECK(drawn != cases_of(ops::corpus_text("cpu-sample-2")));
+  const auto r = tuner::parse_recipe(R"({"name": "x", "base": "cpu-sample-2", "trials": 20})", "r.json");
+  CHECK(r.name == "x");
+  CHECK(r.seed == 2);                    // the base's
+  CHECK(r.phases.front().trials == 20);  // the recipe's own
+  CHECK(r.phases.front().guided == 12);
+  auto refused = [](const std::string& text) { return error_of([&] { tuner::parse_recipe(text, "r.json"); }); };
+  CHECK(refused(R"({"name": "x", "base": 2})").find("\"base\" must name a shipped recipe") != std::string::npos);
+  CHECK(refused(R"({"name": "x", "base": "nope"})").find("r.json: \"base\": no library corpus recipe named 'nope'") !=
+        std::string::npos);
+  CHECK(refused(R"({"name": "x", "base": "cpu-sample-3"})").find("base cpu-sample-3 has a base of its own") !=
+        std::string::npos);
+  CHECK(refused(R"({"name": "x", "base": "cpu-sample-2", "trails": 4})").find("unknown field \"trails\"") !=
+        std::string::npos);
 }
 
 TEST_CASE("corpus: a malformed recipe is refused naming the field; a missing ONNX model is a note") {
