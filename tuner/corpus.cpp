@@ -168,11 +168,12 @@ CorpusRecipe parse_recipe(const std::string& text, const std::string& where) {
   }
   if (j.contains("generated")) {
     if (!j["generated"].is_object())
-      bad(where, "\"generated\" must be {\"count\": N, \"composite\": C} (either may be left out)");
-    check_fields(j["generated"], {"count", "composite"}, where, "\"generated\": ");
+      bad(where, "\"generated\" must be {\"count\": N, \"composite\": C, \"constructs\": S} (any may be left out)");
+    check_fields(j["generated"], {"count", "composite", "constructs"}, where, "\"generated\": ");
     int checked = 0;  // corpus_cases reads both from the recipe's JSON, as the other entries
     int_field(j["generated"], "count", checked, 0, "\"generated\": ");
     int_field(j["generated"], "composite", checked, 0, "\"generated\": ");
+    int_field(j["generated"], "constructs", checked, 0, "\"generated\": ");
   }
   if (j.contains("onnx") && (!j["onnx"].is_object() || !j["onnx"].value("dir", nlohmann::json()).is_string() ||
                              !j["onnx"].value("models", nlohmann::json()).is_array()))
@@ -223,7 +224,9 @@ std::vector<CorpusCase> corpus_cases(const CorpusRecipe& recipe, std::vector<std
   }
   const auto generated = j.value("generated", nlohmann::json::object());
   using Draw = GeneratedOp (*)(std::uint64_t, int, double);
-  for (auto [field, draw] : {std::pair<const char*, Draw>{"count", random_op}, {"composite", random_composite_op}})
+  for (auto [field, draw] : {std::pair<const char*, Draw>{"count", random_op},
+                             {"composite", random_composite_op},
+                             {"constructs", random_construct_op}})
     for (int i = 0; i < generated.value(field, 0); ++i) {
       GeneratedOp g = draw(recipe.seed, i, recipe.max_flops);
       add({g.text, g.name, g.sizes, "generated:" + g.kind, {}});

@@ -13,41 +13,11 @@
 #include "ir/parse.hpp"
 #include "ir/workload.hpp"
 #include "support/error.hpp"
+#include "tuner/random_drafts.hpp"
 
 namespace tiletune::tuner {
 
-namespace {
-
-using Rng = std::mt19937_64;
-
-int uniform(Rng& rng, int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); }
-bool chance(Rng& rng, double p) { return std::bernoulli_distribution(p)(rng); }
-template <typename T>
-const T& pick(Rng& rng, const std::vector<T>& v) {
-  return v[static_cast<std::size_t>(uniform(rng, 0, static_cast<int>(v.size()) - 1))];
-}
-
-std::string upper(const std::string& s) {
-  std::string out = s;
-  for (auto& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return out;
-}
-
-std::string join(const std::vector<std::string>& v, const std::string& sep = ", ") {
-  std::string out;
-  for (auto& s : v) out += (out.empty() ? "" : sep) + s;
-  return out;
-}
-
-std::string access(const std::string& tensor, const std::vector<std::string>& idx) {
-  return tensor + "[" + join(idx) + "]";
-}
-
-std::vector<std::string> sizes_of(const std::vector<std::string>& idx) {
-  std::vector<std::string> out;
-  for (auto& i : idx) out.push_back(upper(i));
-  return out;
-}
+namespace drafts {
 
 //! An elementwise activation of `x` from the builtins, as networks use them.
 std::string activation(Rng& rng, const std::string& x) {
@@ -89,22 +59,11 @@ std::string expression(Rng& rng, const std::vector<std::string>& leaves, int dep
   }
 }
 
-//! An op's text before sizes: its signature and statements, and the size ranges of its free
-//! dimensions (the others fixed).
-struct Draft {
-  std::string kind;
-  std::vector<std::string> params;  // "A: f32[M, K]"
-  std::string result;               // "C: f32[M, N]"
-  std::vector<std::string> body;
-  std::map<std::string, std::pair<int, int>> free;  // size -> [lo, hi]
-  std::map<std::string, std::int64_t> fixed;
+}  // namespace drafts
 
-  std::string text(const std::string& name) const {
-    std::string out = "op " + name + "(" + join(params) + ") -> " + result + " {\n";
-    for (auto& s : body) out += "  " + s + "\n";
-    return out + "}\n";
-  }
-};
+namespace {
+
+using namespace drafts;
 
 Draft contraction(Rng& rng) {
   Draft d;
@@ -205,18 +164,9 @@ Draft window(Rng& rng) {
   int pad = chance(rng, 0.6) ? dilation * (r - 1) / 2 : 0;
   bool conv = chance(rng, 0.55);
   bool depthwise = conv && chance(rng, 0.35);
-  auto coord = [&](const std::string& o, const std::string& w) {
-    std::string e = (stride > 1 ? std::to_string(stride) + " * " : "") + o;
-    e += " + " + (dilation > 1 ? std::to_string(dilation) + " * " : "") + w;
-    if (pad > 0) e += " - " + std::to_string(pad);
-    return e;
-  };
-  auto extent = [&](const std::string& size) {
-    // (H + 2p - dilation (R - 1) - 1) / stride + 1
-    std::string e = size + " + " + std::to_string(2 * pad - dilation * (r - 1) - 1 + stride);
-    if (2 * pad - dilation * (r - 1) - 1 + stride < 0) e = size + " - " + std::to_string(-(2 * pad - dilation * (r - 1) - 1 + stride));
-    return stride > 1 ? "(" + e + ") / " + std::to_string(stride) : e;
-  };
+  const WindowShape shape_of{r, stride, dilation, pad};
+  auto coord = [&](const std::string& o, const std::string& w) { return shape_of.coord(o, w); };
+  auto extent = [&](const std::string& size) { return shape_of.extent(size); };
   std::string pad_value = conv ? "0" : "-inf";
   std::string x_access = "I[n, c, " + coord("y", "u") + ", " + coord("x", "v") + "]";
   std::string in_decl = "I: f32[N, C, H, W]" + (pad > 0 ? " pad " + pad_value : std::string());
@@ -470,6 +420,23 @@ GeneratedOp random_op(std::uint64_t seed, int index, double max_flops) {
 
 GeneratedOp random_composite_op(std::uint64_t seed, int index, double max_flops) {
   return draw("random_composite_op", seed, 0xC0405172E5ull, index, max_flops, composite);
+}
+
+GeneratedOp random_construct_op(std::uint64_t seed, int index, double max_flops) {
+  return draw("random_construct_op", seed, 0xC0257E7C75ull, index, max_flops, [&](Rng& rng) {
+    switch (index % 5) {
+      case 0:
+        return axes_reduction(rng);
+      case 1:
+        return channels_last_window(rng);
+      case 2:
+        return parts(rng);
+      case 3:
+        return narrow_types(rng);
+      default:
+        return broadcast(rng);
+    }
+  });
 }
 
 }  // namespace tiletune::tuner

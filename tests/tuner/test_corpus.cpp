@@ -105,6 +105,78 @@ TEST_CASE("random ops: every draw parses, binds within the work budget, has a sc
   CHECK(texts.size() > 300);  // different structures, not one op under many names
 }
 
+TEST_CASE("random ops: the construct family draws every construct it names, each op parsing, binding and repeating") {
+  const double max_flops = 4e8;
+  ir::TargetTraits traits;
+  // Each construct, recognised in the op's text, so that a branch whose drafts never parse
+  // (and are silently drawn again) shows.
+  const std::map<std::string, std::regex> constructs = {
+      {"a reduction dropping the leading axis",
+       std::regex(R"(\n  \w+\[(?!n\b|a\b)[^\]]*\] (\+=|max=|min=) [^\n]*X\[(n|a), )")},
+      {"a Gram matrix", std::regex(R"(Y\[i, j\] \+= (X|xc)\[)")},
+      {"a standardisation", std::regex(R"(gamma\[\w\] \+ beta\[)")},
+      {"two statistics as two outputs", std::regex(R"(-> \(Y: f32\[[^\]]*\], Z: )")},
+      {"a channels-last plane", std::regex(R"(X: f32\[N, H, W, C\])")},
+      {"a channels-last sequence", std::regex(R"(X: f32\[N, T, C\])")},
+      {"a causal window", std::regex(R"(X: f32\[N, T, C\] pad [^\n]*-> Y: f32\[N, T, )")},
+      {"a max pool's padding", std::regex(R"(pad -inf)")},
+      {"a convolution's epilogue", std::regex(R"(acc\[n, [^\]]*\] \+ bias\[)")},
+      {"constant indices", std::regex(R"(X\[([a-z], )*\d(, [a-z])*\])")},
+      {"a rotation", std::regex(R"(Cos\[)")},
+      {"three or more outputs", std::regex(R"(Y3: )")},
+      {"i8", std::regex(R"(: i8\[)")},
+      {"u8", std::regex(R"(: u8\[)")},
+      {"bf16", std::regex(R"(: bf16\[)")},
+      {"f16", std::regex(R"(: f16\[)")},
+      {"an i32 result", std::regex(R"(-> C: i32\[)")},
+      {"a cast", std::regex(R"(f32\([A-Za-z]+\[)")},
+      {"constant weights", std::regex(R"( const[,)])")},
+      {"a weight shared by every batch", std::regex(R"(B: f32\[[KN], [KN]\])")},
+      {"key heads shared by a group", std::regex(R"(B: f32\[G, )")},
+      {"an outer combination", std::regex(R"(U\[[^\]]*\] [-+*] V\[)")},
+  };
+  std::set<std::string> kinds, texts;
+  std::map<std::string, int> seen;
+  const int draws = 300;
+  for (std::uint64_t seed : {1u, 7u})
+    for (int i = 0; i < draws; ++i) {
+      tuner::GeneratedOp op = tuner::random_construct_op(seed, i, max_flops);
+      CAPTURE(op.text);
+      CAPTURE(op.sizes);
+      ir::Workload w = ir::bind(ir::parse_op(op.text), ir::parse_sizes(op.sizes));
+      CHECK(w.op.name == op.name);
+      CHECK(w.flops() <= max_flops);
+      CHECK(w.flops() >= max_flops / 1000);
+      tuner::Space space(w, traits);
+      tuner::Rng rng(i);
+      ir::Schedule s = space.sample(rng);
+      CHECK(space.check(s) == "");
+      CHECK(costmodel::featurize(w, s, traits).stages.size() >= 1);
+      tuner::GeneratedOp again = tuner::random_construct_op(seed, i, max_flops);
+      CHECK(again.text == op.text);
+      CHECK(again.sizes == op.sizes);
+      kinds.insert(op.kind);
+      texts.insert(op.text.substr(op.text.find('(')));
+      for (auto& [construct, pattern] : constructs) seen[construct] += std::regex_search(op.text, pattern);
+    }
+  CHECK(kinds == std::set<std::string>{"axes", "channels_last", "parts", "narrow", "broadcast"});
+  CHECK(texts.size() > 550);  // different structures, not one op under many names
+  for (auto& [construct, pattern] : constructs) {
+    CAPTURE(construct);
+    CHECK(seen[construct] >= 2);
+  }
+}
+
+TEST_CASE("random ops: the construct family's draws are those recipe v5's corpus was collected with") {
+  // As for the single-stage draws below: a hash (FNV-1a) of the draws cpu-constructs collected.
+  std::uint64_t h = 14695981039346656037ull;
+  for (int i = 0; i < 60; ++i) {
+    tuner::GeneratedOp op = tuner::random_construct_op(1, i, 4e8);
+    for (char c : op.text + "|" + op.sizes + "\n") h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  }
+  CHECK(h == 0x1801e40e35271094ull);
+}
+
 TEST_CASE("random ops: the single-stage draws are those recipe v3's corpus was collected with") {
   // A hash (FNV-1a) of the first 132 draws of seeds 1 and 7, text and sizes, as the generator
   // drew them when v3's records were collected (libstdc++'s distributions: random_op repeats
@@ -137,12 +209,15 @@ TEST_CASE("corpus: the shipped recipe holds at least 150 workloads of 25 ops, dr
   for (size_t i = 0; i < cases.size(); ++i) CHECK(again[i].sizes == cases[i].sizes);
 }
 
-TEST_CASE("corpus: the five sample recipes (a third of cpu, drawn five times) hold 390 distinct workloads of 25 ops") {
-  // The corpus of the shipped cpu-simd16 xgb, collected on one machine in under five hours.
+TEST_CASE(
+    "corpus: the five sample recipes (a third of cpu, drawn five times) and the constructs' hold 450 distinct "
+    "workloads") {
+  // The corpus of the shipped cpu-simd16 xgb, collected on one machine in under six hours.
   std::set<std::string> ops;
   std::set<std::pair<std::string, std::string>> workloads;
   std::size_t count = 0;
-  for (const std::string name : {"cpu-sample", "cpu-sample-2", "cpu-sample-3", "cpu-sample-4", "cpu-sample-5"}) {
+  for (const std::string name :
+       {"cpu-sample", "cpu-sample-2", "cpu-sample-3", "cpu-sample-4", "cpu-sample-5", "cpu-constructs"}) {
     CAPTURE(name);
     const auto cases = tuner::corpus_cases(tuner::parse_recipe(ops::corpus_text(name), name), nullptr);
     count += cases.size();
@@ -151,9 +226,9 @@ TEST_CASE("corpus: the five sample recipes (a third of cpu, drawn five times) ho
       workloads.insert({c.op_name, c.sizes});
     }
   }
-  CHECK(count >= 390);
+  CHECK(count >= 450);
   CHECK(workloads.size() == count);  // no draw repeats another's
-  CHECK(ops.size() >= 25);
+  CHECK(ops.size() >= 85);
 }
 
 TEST_CASE("corpus: a recipe with a base is the shipped base with the recipe's own fields in its place") {
