@@ -25,10 +25,35 @@
 using namespace tiletune;
 using test::error_of;
 
+namespace {
+
+//! What every generated op must be: its text parses and binds to its sizes under its name,
+//! within the work budget; its schedule space samples a valid config that has features; and
+//! drawn again (`again`), it is the same op at the same sizes. Returns the bound workload.
+ir::Workload check_generated(const tuner::GeneratedOp& op, const tuner::GeneratedOp& again, int index,
+                             double max_flops) {
+  CAPTURE(op.text);
+  CAPTURE(op.sizes);
+  ir::Workload w = ir::bind(ir::parse_op(op.text), ir::parse_sizes(op.sizes));
+  CHECK(w.op.name == op.name);
+  CHECK(w.flops() <= max_flops);
+  CHECK(w.flops() >= max_flops / 1000);
+  ir::TargetTraits traits;
+  tuner::Space space(w, traits);
+  tuner::Rng rng(index);
+  ir::Schedule s = space.sample(rng);
+  CHECK(space.check(s) == "");
+  CHECK(costmodel::featurize(w, s, traits).stages.size() >= 1);
+  CHECK(again.text == op.text);
+  CHECK(again.sizes == op.sizes);
+  return w;
+}
+
+}  // namespace
+
 TEST_CASE("random ops: every draw parses, binds within the work budget, has a schedule space and repeats") {
   const double max_flops = 4e8;
   std::set<std::string> kinds, names, texts;
-  ir::TargetTraits traits;
   // Every generated op of the shipped recipe, whose draws a recipe grown later keeps.
   const auto generated = tuner::parse_recipe(ops::corpus_text("cpu"), "cpu").json.at("generated");
   const int draws = generated.at("count").get<int>(), composites = generated.value("composite", 0);
@@ -59,22 +84,10 @@ TEST_CASE("random ops: every draw parses, binds within the work budget, has a sc
       };
       tuner::GeneratedOp op = draw();
       CAPTURE(op.text);
-      CAPTURE(op.sizes);
-      ir::Workload w = ir::bind(ir::parse_op(op.text), ir::parse_sizes(op.sizes));
-      CHECK(w.op.name == op.name);
-      CHECK(w.flops() <= max_flops);
-      CHECK(w.flops() >= max_flops / 1000);
-      tuner::Space space(w, traits);
-      tuner::Rng rng(i);
-      ir::Schedule s = space.sample(rng);
-      CHECK(space.check(s) == "");
-      CHECK(costmodel::featurize(w, s, traits).stages.size() >= 1);
+      ir::Workload w = check_generated(op, draw(), i, max_flops);
       kinds.insert(op.kind);
       names.insert(op.name);
       texts.insert(op.text.substr(op.text.find('(')));  // the op's structure, not its name
-      tuner::GeneratedOp again = draw();
-      CHECK(again.text == op.text);
-      CHECK(again.sizes == op.sizes);
       if (!composite) continue;
       // A block of stages: its projections, and whether a row reduction follows one, where it
       // cannot fuse as an epilogue.
@@ -107,7 +120,6 @@ TEST_CASE("random ops: every draw parses, binds within the work budget, has a sc
 
 TEST_CASE("random ops: the construct family draws every construct it names, each op parsing, binding and repeating") {
   const double max_flops = 4e8;
-  ir::TargetTraits traits;
   // Each construct, recognised in the op's text, so that a branch whose drafts never parse
   // (and are silently drawn again) shows.
   const std::map<std::string, std::regex> constructs = {
@@ -141,20 +153,7 @@ TEST_CASE("random ops: the construct family draws every construct it names, each
   for (std::uint64_t seed : {1u, 7u})
     for (int i = 0; i < draws; ++i) {
       tuner::GeneratedOp op = tuner::random_construct_op(seed, i, max_flops);
-      CAPTURE(op.text);
-      CAPTURE(op.sizes);
-      ir::Workload w = ir::bind(ir::parse_op(op.text), ir::parse_sizes(op.sizes));
-      CHECK(w.op.name == op.name);
-      CHECK(w.flops() <= max_flops);
-      CHECK(w.flops() >= max_flops / 1000);
-      tuner::Space space(w, traits);
-      tuner::Rng rng(i);
-      ir::Schedule s = space.sample(rng);
-      CHECK(space.check(s) == "");
-      CHECK(costmodel::featurize(w, s, traits).stages.size() >= 1);
-      tuner::GeneratedOp again = tuner::random_construct_op(seed, i, max_flops);
-      CHECK(again.text == op.text);
-      CHECK(again.sizes == op.sizes);
+      check_generated(op, tuner::random_construct_op(seed, i, max_flops), i, max_flops);
       kinds.insert(op.kind);
       texts.insert(op.text.substr(op.text.find('(')));
       for (auto& [construct, pattern] : constructs) seen[construct] += std::regex_search(op.text, pattern);
