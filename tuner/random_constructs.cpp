@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/dtype.hpp"
 #include "tuner/random_drafts.hpp"
 
 namespace tiletune::tuner::drafts {
@@ -24,7 +25,11 @@ std::string decl(const std::string& name, const std::string& type, const Strings
   return name + ": " + type + "[" + join(shape) + "]";
 }
 
-bool is_integer_type(const std::string& t) { return t == "i8" || t == "u8" || t == "i32"; }
+//! Whether the element type a draft names ("i8", "bf16", ...) holds integers.
+bool is_integer_type(const std::string& name) {
+  ir::DType t;
+  return ir::parse_dtype(name, t) && ir::is_integer(t);
+}
 
 }  // namespace
 

@@ -164,13 +164,11 @@ Draft window(Rng& rng) {
   int pad = chance(rng, 0.6) ? dilation * (r - 1) / 2 : 0;
   bool conv = chance(rng, 0.55);
   bool depthwise = conv && chance(rng, 0.35);
-  const WindowShape shape_of{r, stride, dilation, pad};
-  auto coord = [&](const std::string& o, const std::string& w) { return shape_of.coord(o, w); };
-  auto extent = [&](const std::string& size) { return shape_of.extent(size); };
+  const WindowShape geometry{r, stride, dilation, pad};
   std::string pad_value = conv ? "0" : "-inf";
-  std::string x_access = "I[n, c, " + coord("y", "u") + ", " + coord("x", "v") + "]";
+  std::string x_access = "I[n, c, " + geometry.coord("y", "u") + ", " + geometry.coord("x", "v") + "]";
   std::string in_decl = "I: f32[N, C, H, W]" + (pad > 0 ? " pad " + pad_value : std::string());
-  std::string shape = extent("H") + ", " + extent("W");
+  std::string shape = geometry.extent("H") + ", " + geometry.extent("W");
   if (!conv) {
     std::string op = chance(rng, 0.6) ? "max=" : "+=";
     if (op == "+=") in_decl = "I: f32[N, C, H, W]" + (pad > 0 ? std::string(" pad 0") : std::string());

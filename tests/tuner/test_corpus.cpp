@@ -211,7 +211,7 @@ TEST_CASE("corpus: the shipped recipe holds at least 150 workloads of 25 ops, dr
 TEST_CASE(
     "corpus: the five sample recipes (a third of cpu, drawn five times) and the constructs' hold 450 distinct "
     "workloads") {
-  // The corpus of the shipped cpu-simd16 xgb, collected on one machine in under six hours.
+  // The corpus of the shipped cpu-simd16 xgb, collected on one machine (docs/cost-models.md).
   std::set<std::string> ops;
   std::set<std::pair<std::string, std::string>> workloads;
   std::size_t count = 0;
@@ -300,8 +300,10 @@ TEST_CASE("corpus: a malformed recipe is refused naming the field; a missing ONN
   CHECK(refused(R"({"name": "x", "generated": {"count": 2, "composite": -1}})")
             .find("\"generated\": \"composite\" must be an integer >= 0") != std::string::npos);
   CHECK(refused(R"({"name": "x", "generated": {"composite": "4"}})").find("\"composite\"") != std::string::npos);
+  CHECK(refused(R"({"name": "x", "generated": {"constructs": -1}})")
+            .find("\"generated\": \"constructs\" must be an integer >= 0") != std::string::npos);
   {
-    // Composite ops alone, after the single-stage ones when both are asked for.
+    // Composite or construct ops alone, after the single-stage ones when both are asked for.
     auto sources = [](const std::string& text) {
       std::vector<std::string> out;
       for (auto& c : tuner::corpus_cases(tuner::parse_recipe(text, "r.json"), nullptr)) out.push_back(c.source);
@@ -311,6 +313,8 @@ TEST_CASE("corpus: a malformed recipe is refused naming the field; a missing ONN
           std::vector<std::string>{"generated:composite", "generated:composite"});
     CHECK(sources(R"({"name": "x", "generated": {"count": 1, "composite": 1}})") ==
           std::vector<std::string>{"generated:contraction", "generated:composite"});
+    CHECK(sources(R"({"name": "x", "generated": {"constructs": 2}})") ==
+          std::vector<std::string>{"generated:axes", "generated:channels_last"});
   }
   CHECK(tuner::parse_recipe(R"({"name": "x"})", "r.json").label_sessions == 1);
   CHECK(tuner::parse_recipe(R"({"name": "x", "label_sessions": 3})", "r.json").label_sessions == 3);
